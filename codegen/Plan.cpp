@@ -1,0 +1,119 @@
+//===- Plan.cpp - number values, pack weights, list kernel calls ----------===//
+
+#include "codegen/Plan.h"
+
+#include "runtime/Artifact.h"
+
+using namespace mlir;
+using namespace kiln;
+
+std::string kiln::dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isF16())
+    return "f16";
+  if (t.isInteger(1))
+    return "bool";
+  for (unsigned w : {8, 16, 32, 64})
+    if (t.isInteger(w))
+      return "i" + std::to_string(w);
+  return "";
+}
+
+namespace {
+std::string nodeNames(Location loc) {
+  std::string names;
+  loc->walk([&](Location l) {
+    if (auto name = dyn_cast<NameLoc>(l))
+      names += (names.empty() ? "" : ",") + name.getName().str();
+    return WalkResult::advance();
+  });
+  return names;
+}
+} // namespace
+
+FailureOr<Plan> kiln::buildPlan(func::FuncOp func) {
+  Plan plan;
+  nlohmann::json values = nlohmann::json::array();
+  DenseMap<Value, size_t> ids;
+  auto addValue = [&](Value v, const char *kind) -> FailureOr<size_t> {
+    auto type = cast<RankedTensorType>(v.getType());
+    std::string dtype = dtypeName(type.getElementType());
+    DeviceAttr device = getDevice(type);
+    if (!type.hasStaticShape() || dtype.empty() || !device)
+      return emitError(v.getLoc())
+             << "cannot plan a value of type " << type
+             << " (needs a static shape, a supported dtype and a device)";
+    values.push_back({{"dtype", dtype},
+                      {"shape", type.getShape().vec()},
+                      {"device", device.str()},
+                      {"kind", kind}});
+    ids[v] = values.size() - 1;
+    return values.size() - 1;
+  };
+
+  nlohmann::json inputs = nlohmann::json::array();
+  for (BlockArgument arg : func.getArguments()) {
+    auto id = addValue(arg, "input");
+    if (failed(id))
+      return failure();
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name");
+    inputs.push_back({{"name", name ? name.str()
+                                    : "input_" + std::to_string(arg.getArgNumber())},
+                      {"value", *id}});
+  }
+  nlohmann::json steps = nlohmann::json::array();
+  nlohmann::json outputs = nlohmann::json::array();
+  for (Operation &op : func.getBody().front()) {
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      auto id = addValue(constant.getResult(), "constant");
+      if (failed(id))
+        return failure();
+      std::vector<char> bytes = getConstantBytes(constant.getValue());
+      size_t offset = (plan.weights.size() + artifact::kAlignment - 1) /
+                      artifact::kAlignment * artifact::kAlignment;
+      plan.weights.resize(offset, 0);
+      plan.weights.insert(plan.weights.end(), bytes.begin(), bytes.end());
+      values[*id]["offset"] = offset;
+      continue;
+    }
+    if (auto kernel = dyn_cast<KernelOp>(op)) {
+      std::string symbol = "kiln_k" + std::to_string(plan.kernels.size());
+      nlohmann::json args = nlohmann::json::array();
+      for (Value input : kernel.getInputs())
+        args.push_back(ids.lookup(input));
+      for (Value result : kernel.getResults()) {
+        auto id = addValue(result, "temp");
+        if (failed(id))
+          return failure();
+        args.push_back(*id);
+      }
+      steps.push_back({{"kernel", symbol},
+                       {"args", args},
+                       {"num_inputs", kernel.getInputs().size()},
+                       {"nodes", nodeNames(kernel.getLoc())}});
+      plan.kernels.emplace_back(kernel, symbol);
+      continue;
+    }
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+        auto name = func.getResultAttrOfType<StringAttr>(i, "kiln.name");
+        outputs.push_back({{"name", name ? name.str() : "output_" + std::to_string(i)},
+                           {"value", ids.lookup(value)}});
+      }
+      continue;
+    }
+    if (isa<CopyOp>(op))
+      return op.emitOpError() << "copies between devices are not supported by "
+                                 "the CPU backend yet";
+    return op.emitOpError() << "cannot be placed in a host plan (expected "
+                               "constants, kernels and a return only)";
+  }
+  plan.manifest = {{"values", values},
+                   {"inputs", inputs},
+                   {"outputs", outputs},
+                   {"steps", steps}};
+  return plan;
+}

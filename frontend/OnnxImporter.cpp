@@ -1,0 +1,323 @@
+//===- OnnxImporter.cpp - ONNX graphs to func.func in the kiln dialect ----===//
+//
+// Steps: parse the ModelProto; check the default-domain opset; turn
+// initializers into constants and the remaining graph inputs into function
+// arguments; convert the nodes in (topological) order through the converter
+// table, collecting every unsupported node before failing; return the graph
+// outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/OnnxImporter.h"
+#include "frontend/OnnxOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+#include <fstream>
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::onnx_import;
+
+namespace {
+
+// ONNX TensorProto.DataType -> element type (signless integers).
+Type elementType(MLIRContext *ctx, int dataType) {
+  Builder b(ctx);
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT:
+    return b.getF32Type();
+  case onnx::TensorProto::DOUBLE:
+    return b.getF64Type();
+  case onnx::TensorProto::FLOAT16:
+    return b.getF16Type();
+  case onnx::TensorProto::INT64:
+    return b.getI64Type();
+  case onnx::TensorProto::INT32:
+    return b.getI32Type();
+  case onnx::TensorProto::INT16:
+    return b.getI16Type();
+  case onnx::TensorProto::INT8:
+    return b.getI8Type();
+  case onnx::TensorProto::BOOL:
+    return b.getI1Type();
+  default:
+    return {};
+  }
+}
+
+std::string dataTypeName(int dataType) {
+  return onnx::TensorProto::DataType_IsValid(dataType)
+             ? onnx::TensorProto::DataType_Name(
+                   static_cast<onnx::TensorProto::DataType>(dataType))
+             : "type #" + std::to_string(dataType);
+}
+
+template <typename T, typename Field>
+std::vector<char> packed(const Field &field) {
+  std::vector<char> bytes(field.size() * sizeof(T));
+  for (int i = 0; i < field.size(); ++i) {
+    T v = static_cast<T>(field.Get(i));
+    std::memcpy(bytes.data() + i * sizeof(T), &v, sizeof(T));
+  }
+  return bytes;
+}
+
+std::string sanitize(StringRef name) {
+  std::string out = "w_";
+  for (char c : name)
+    out += llvm::isAlnum(c) ? c : '_';
+  return out;
+}
+
+class Importer {
+public:
+  Importer(MLIRContext &ctx, const std::string &source,
+           const ImportOptions &options)
+      : ctx(ctx), source(source), builder(&ctx), options(options) {}
+
+  OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
+
+private:
+  Location fileLoc() { return FileLineColLoc::get(&ctx, source, 0, 0); }
+  Location nodeLoc(const onnx::NodeProto &node, int index) {
+    std::string name = node.name().empty()
+                           ? node.op_type() + "_" + std::to_string(index)
+                           : node.name();
+    return NameLoc::get(StringAttr::get(&ctx, name), fileLoc());
+  }
+  FailureOr<Type> valueType(const onnx::ValueInfoProto &info);
+
+  MLIRContext &ctx;
+  std::string source;
+  OpBuilder builder;
+  ImportOptions options;
+  Attribute device;
+  llvm::StringMap<Value> values;
+};
+
+FailureOr<Type> Importer::valueType(const onnx::ValueInfoProto &info) {
+  Location loc = NameLoc::get(StringAttr::get(&ctx, info.name()), fileLoc());
+  if (!info.type().has_tensor_type())
+    return emitError(loc) << "input '" << info.name()
+                          << "' is not a tensor (sequences, maps and optionals "
+                             "are not supported)";
+  const auto &tensor = info.type().tensor_type();
+  Type element = elementType(&ctx, tensor.elem_type());
+  if (!element)
+    return emitError(loc) << "input '" << info.name() << "' has unsupported "
+                          << "element type " << dataTypeName(tensor.elem_type());
+  if (!tensor.has_shape())
+    return emitError(loc) << "input '" << info.name()
+                          << "' has no shape (unknown rank is not supported)";
+  SmallVector<int64_t> dims;
+  for (const auto &dim : tensor.shape().dim())
+    dims.push_back(dim.has_dim_value() ? dim.dim_value() : ShapedType::kDynamic);
+  return Type(RankedTensorType::get(dims, element, device));
+}
+
+OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
+  std::string error;
+  device = DeviceAttr::parseName(&ctx, options.device, error);
+  if (!device) {
+    emitError(fileLoc()) << error;
+    return nullptr;
+  }
+  int64_t opset = 0;
+  for (const auto &o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+  const onnx::GraphProto &graph = model.graph();
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc());
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = builder.create<func::FuncOp>(
+      fileLoc(), "main", builder.getFunctionType({}, {}));
+  Block *body = func.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+
+  bool failed = false;
+  for (const auto &init : graph.initializer()) {
+    Location loc = NameLoc::get(StringAttr::get(&ctx, init.name()), fileLoc());
+    auto converted = convertTensor(init, device, loc, sanitize(init.name()));
+    if (mlir::failed(converted)) {
+      failed = true;
+      continue;
+    }
+    values[init.name()] =
+        builder.create<ConstantOp>(loc, converted->first, converted->second);
+  }
+  SmallVector<Type> argTypes;
+  for (const auto &input : graph.input()) {
+    if (values.count(input.name()))
+      continue; // an initializer with a default value
+    auto type = valueType(input);
+    if (mlir::failed(type)) {
+      failed = true;
+      continue;
+    }
+    BlockArgument arg = body->addArgument(*type, fileLoc());
+    func.setArgAttr(arg.getArgNumber(), "kiln.name",
+                    builder.getStringAttr(input.name()));
+    argTypes.push_back(*type);
+    values[input.name()] = arg;
+  }
+
+  // Unsupported ops first, all of them, so the user sees the whole list.
+  std::map<std::string, std::vector<std::string>> unsupported;
+  for (auto [index, node] : llvm::enumerate(graph.node())) {
+    bool known = (node.domain().empty() || node.domain() == "ai.onnx") &&
+                 findConverter(node.op_type());
+    if (!known) {
+      std::string op = node.domain().empty()
+                           ? node.op_type()
+                           : node.domain() + "." + node.op_type();
+      emitError(nodeLoc(node, index)) << "unsupported ONNX op '" << op << "'";
+      unsupported[op].push_back(node.name());
+    }
+  }
+  if (!unsupported.empty()) {
+    auto diag = emitError(fileLoc());
+    diag << "model uses " << unsupported.size()
+         << " unsupported op type(s):";
+    for (auto &[op, nodes] : unsupported)
+      diag << " " << op << " (" << nodes.size() << " node"
+           << (nodes.size() == 1 ? "" : "s") << ")";
+    return nullptr;
+  }
+  if (failed)
+    return nullptr;
+
+  for (auto [index, node] : llvm::enumerate(graph.node())) {
+    NodeContext c{node, builder, nodeLoc(node, index), device, opset, {}};
+    bool missing = false;
+    for (const std::string &name : node.input()) {
+      if (name.empty()) {
+        c.inputs.push_back(Value());
+        continue;
+      }
+      auto it = values.find(name);
+      if (it == values.end()) {
+        emitError(c.loc) << "input '" << name
+                         << "' is not produced by any earlier node, graph "
+                            "input or initializer";
+        missing = true;
+        break;
+      }
+      c.inputs.push_back(it->second);
+    }
+    if (missing)
+      return nullptr;
+    auto results = findConverter(node.op_type())(c);
+    if (mlir::failed(results))
+      return nullptr;
+    for (auto [name, value] : llvm::zip(node.output(), *results))
+      if (!name.empty())
+        values[name] = value;
+  }
+
+  SmallVector<Value> outputs;
+  for (const auto &output : graph.output()) {
+    auto it = values.find(output.name());
+    if (it == values.end()) {
+      emitError(fileLoc()) << "graph output '" << output.name()
+                           << "' is never produced";
+      return nullptr;
+    }
+    outputs.push_back(it->second);
+  }
+  builder.create<func::ReturnOp>(fileLoc(), outputs);
+  func.setType(builder.getFunctionType(argTypes, ValueRange(outputs).getTypes()));
+  for (auto [i, output] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, "kiln.name", builder.getStringAttr(output.name()));
+  if (mlir::failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+} // namespace
+
+FailureOr<std::pair<RankedTensorType, ElementsAttr>>
+kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
+                                 Attribute device, Location loc,
+                                 StringRef blobName) {
+  MLIRContext *ctx = loc.getContext();
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' keeps its data in an external file, which is "
+                             "not supported yet";
+  Type element = elementType(ctx, tensor.data_type());
+  if (!element)
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has unsupported element type "
+                          << dataTypeName(tensor.data_type());
+  SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
+  auto type = RankedTensorType::get(dims, element, device);
+  int64_t count = type.getNumElements();
+  size_t width = element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8;
+  std::vector<char> bytes;
+  if (tensor.has_raw_data()) {
+    bytes.assign(tensor.raw_data().begin(), tensor.raw_data().end());
+  } else {
+    switch (tensor.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      bytes = packed<float>(tensor.float_data());
+      break;
+    case onnx::TensorProto::DOUBLE:
+      bytes = packed<double>(tensor.double_data());
+      break;
+    case onnx::TensorProto::INT64:
+      bytes = packed<int64_t>(tensor.int64_data());
+      break;
+    case onnx::TensorProto::INT32:
+      bytes = packed<int32_t>(tensor.int32_data());
+      break;
+    case onnx::TensorProto::INT16:
+      bytes = packed<int16_t>(tensor.int32_data());
+      break;
+    case onnx::TensorProto::FLOAT16:
+      bytes = packed<uint16_t>(tensor.int32_data());
+      break;
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::BOOL:
+      bytes = packed<int8_t>(tensor.int32_data());
+      break;
+    }
+  }
+  if (bytes.size() != static_cast<size_t>(count) * width)
+    return emitError(loc) << "tensor '" << tensor.name() << "' of type "
+                          << type << " needs " << count * width
+                          << " bytes of data, has " << bytes.size();
+  return std::make_pair(type, makeConstantAttr(type, bytes, blobName));
+}
+
+OwningOpRef<ModuleOp> kiln::importOnnxModel(MLIRContext &context,
+                                            const onnx::ModelProto &model,
+                                            const std::string &source,
+                                            const ImportOptions &options) {
+  context.loadDialect<KilnDialect, func::FuncDialect>();
+  return Importer(context, source, options).run(model);
+}
+
+OwningOpRef<ModuleOp> kiln::importOnnxFile(MLIRContext &context,
+                                           const std::string &path,
+                                           const ImportOptions &options) {
+  Location loc = FileLineColLoc::get(&context, path, 0, 0);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    emitError(loc) << "cannot open ONNX model file";
+    return nullptr;
+  }
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in)) {
+    emitError(loc) << "not a valid ONNX model (protobuf parse failed)";
+    return nullptr;
+  }
+  if (!model.has_graph()) {
+    emitError(loc) << "ONNX model has no graph";
+    return nullptr;
+  }
+  return importOnnxModel(context, model, path, options);
+}

@@ -1,0 +1,43 @@
+//===- OnnxImporter.h - ONNX models into the kiln dialect ---------*- C++ -*-===//
+//
+// Turns an ONNX ModelProto into a module with one func.func @main in the
+// kiln dialect: graph inputs become arguments (named by `kiln.name`),
+// initializers become kiln.constant ops holding dense resource blobs, each
+// node becomes kiln ops located at the node's name. Every tensor is placed on
+// `device`. Unsupported ops are all reported (node name and op type), not
+// only the first.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_FRONTEND_ONNXIMPORTER_H
+#define KILN_FRONTEND_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <string>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace kiln {
+
+struct ImportOptions {
+  std::string device = "cpu";
+};
+
+/// Reads and imports `path`. On failure, reports through the context's
+/// diagnostic handler and returns null.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &context,
+                                                 const std::string &path,
+                                                 const ImportOptions &options = {});
+
+/// Imports an already-parsed model; `source` names it in locations.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxModel(mlir::MLIRContext &context, const onnx::ModelProto &model,
+                const std::string &source, const ImportOptions &options = {});
+
+} // namespace kiln
+
+#endif // KILN_FRONTEND_ONNXIMPORTER_H

@@ -1,0 +1,62 @@
+//===- Constants.cpp - bytes in and out of constant attributes ------------===//
+//
+// Weights live in MLIR as dense resource blobs (printed once, in the file's
+// resource section, never as giant text); small constants as dense elements.
+// This is the one place that turns either into raw bytes and back.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnDialect.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+
+using namespace mlir;
+
+namespace {
+constexpr int64_t kInlineLimit = 64; // elements
+}
+
+std::vector<char> kiln::getConstantBytes(ElementsAttr attr) {
+  auto type = cast<ShapedType>(attr.getType());
+  int64_t count = type.getNumElements();
+  Type element = type.getElementType();
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return {};
+    ArrayRef<char> data = blob->getData();
+    return std::vector<char>(data.begin(), data.end());
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return {};
+  if (element.isInteger(1)) {
+    std::vector<char> out;
+    for (bool b : dense.getValues<bool>())
+      out.push_back(b ? 1 : 0);
+    return out;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (!dense.isSplat())
+    return std::vector<char>(raw.begin(), raw.end());
+  std::vector<char> out;
+  out.reserve(raw.size() * count);
+  for (int64_t i = 0; i < count; ++i)
+    out.insert(out.end(), raw.begin(), raw.end());
+  return out;
+}
+
+ElementsAttr kiln::makeConstantAttr(RankedTensorType type,
+                                    ArrayRef<char> bytes, StringRef name) {
+  auto plain = RankedTensorType::get(type.getShape(), type.getElementType());
+  if (plain.getNumElements() > kInlineLimit)
+    return DenseResourceElementsAttr::get(
+        plain, name,
+        HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, alignof(double)));
+  if (type.getElementType().isInteger(1)) {
+    SmallVector<bool> values(bytes.begin(), bytes.end());
+    return DenseElementsAttr::get(plain, values);
+  }
+  return DenseElementsAttr::getFromRawBuffer(plain, bytes);
+}

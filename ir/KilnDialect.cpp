@@ -1,0 +1,237 @@
+//===- KilnDialect.cpp - dialect, device attribute, structural ops -------===//
+//
+// The device rule lives here: every op but kiln.copy keeps all of its tensors
+// on one #kiln.device, so a mismatch is a verifier error at compile time (the
+// compile-time form of PyTorch's "Expected all tensors to be on the same
+// device"), reported at the op's location, which is the ONNX node name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kiln;
+
+#include "ir/KilnDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "ir/KilnAttrs.cpp.inc"
+
+void KilnDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ir/KilnAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "ir/KilnOps.cpp.inc"
+      >();
+}
+
+Operation *KilnDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || !isa<RankedTensorType>(type))
+    return nullptr;
+  return builder.create<ConstantOp>(loc, type, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// #kiln.device
+//===----------------------------------------------------------------------===//
+
+LogicalResult DeviceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef kind, int64_t ordinal) {
+  if (kind == "cpu") {
+    if (ordinal != -1)
+      return emitError() << "device 'cpu' takes no ordinal";
+    return success();
+  }
+  if (kind == "cuda" || kind == "sim") {
+    if (ordinal < 0)
+      return emitError() << "device '" << kind
+                         << "' needs an ordinal, e.g. " << kind << ":0";
+    return success();
+  }
+  return emitError() << "unknown device kind '" << kind
+                     << "' (expected cpu, cuda:N or sim:N)";
+}
+
+std::string DeviceAttr::str() const {
+  if (getOrdinal() < 0)
+    return getKind().str();
+  return (getKind() + ":" + Twine(getOrdinal())).str();
+}
+
+DeviceAttr DeviceAttr::parseName(MLIRContext *ctx, StringRef name,
+                                 std::string &error) {
+  auto [kind, rest] = name.split(':');
+  int64_t ordinal = -1;
+  bool hasOrdinal = name.contains(':');
+  bool ok = (kind == "cpu" && !hasOrdinal) ||
+            ((kind == "cuda" || kind == "sim") && hasOrdinal &&
+             !rest.getAsInteger(10, ordinal) && ordinal >= 0);
+  if (!ok) {
+    error = ("invalid device '" + name + "' (expected cpu, cuda:N or sim:N)")
+                .str();
+    return {};
+  }
+  return get(ctx, kind, ordinal);
+}
+
+Attribute DeviceAttr::parse(AsmParser &parser, Type) {
+  std::string kind;
+  int64_t ordinal = -1;
+  if (parser.parseLess() || parser.parseKeywordOrString(&kind))
+    return {};
+  if (succeeded(parser.parseOptionalColon()) && parser.parseInteger(ordinal))
+    return {};
+  if (parser.parseGreater())
+    return {};
+  return getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                    parser.getContext(), kind, ordinal);
+}
+
+void DeviceAttr::print(AsmPrinter &printer) const {
+  printer << "<" << getKind();
+  if (getOrdinal() >= 0)
+    printer << ":" << getOrdinal();
+  printer << ">";
+}
+
+DeviceAttr kiln::getDevice(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor ? dyn_cast_or_null<DeviceAttr>(tensor.getEncoding())
+                : DeviceAttr();
+}
+
+RankedTensorType kiln::withDevice(Type type, Attribute device) {
+  auto tensor = cast<RankedTensorType>(type);
+  return RankedTensorType::get(tensor.getShape(), tensor.getElementType(),
+                               device);
+}
+
+//===----------------------------------------------------------------------===//
+// Traits
+//===----------------------------------------------------------------------===//
+
+LogicalResult kiln::OpTrait::verifySameDevice(Operation *op) {
+  DeviceAttr first;
+  std::string firstWhat;
+  auto check = [&](Type type, const Twine &what) -> LogicalResult {
+    if (!isa<RankedTensorType>(type))
+      return success();
+    DeviceAttr device = getDevice(type);
+    if (!device)
+      return op->emitOpError() << what << " has no #kiln.device encoding";
+    if (!first) {
+      first = device;
+      firstWhat = what.str();
+      return success();
+    }
+    if (device != first)
+      return op->emitOpError()
+             << "expects all tensors on one device, but " << firstWhat
+             << " is on " << first.str() << " and " << what << " is on "
+             << device.str() << "; only kiln.copy moves data between devices";
+    return success();
+  };
+  for (auto [i, type] : llvm::enumerate(op->getOperandTypes()))
+    if (failed(check(type, "operand #" + Twine(i))))
+      return failure();
+  for (auto [i, type] : llvm::enumerate(op->getResultTypes()))
+    if (failed(check(type, "result #" + Twine(i))))
+      return failure();
+  return success();
+}
+
+bool kiln::isElementwise(Operation *op) {
+  return op->hasTrait<OpTrait::Elementwise>();
+}
+
+//===----------------------------------------------------------------------===//
+// Structural ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::verify() {
+  auto type = getResult().getType();
+  auto valueType = cast<ShapedType>(getValue().getType());
+  if (valueType.getShape() != type.getShape() ||
+      valueType.getElementType() != type.getElementType())
+    return emitOpError() << "value of type " << valueType
+                         << " does not match result type " << type;
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult CopyOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (in.getShape() != out.getShape() ||
+      in.getElementType() != out.getElementType())
+    return emitOpError() << "changes only the device, but " << in
+                         << " and " << out << " differ in shape or element type";
+  if (!getDevice(in) || !getDevice(out))
+    return emitOpError() << "needs #kiln.device encodings on both sides";
+  return success();
+}
+
+OpFoldResult CopyOp::fold(FoldAdaptor) {
+  // A copy to the device the value is already on is a no-op.
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  // copy(copy(x)) back to where x was.
+  if (auto producer = getInput().getDefiningOp<CopyOp>())
+    if (producer.getInput().getType() == getResult().getType())
+      return producer.getInput();
+  return {};
+}
+
+void KernelOp::build(OpBuilder &builder, OperationState &state,
+                     TypeRange resultTypes, ValueRange inputs) {
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Region *region = state.addRegion();
+  auto *block = new Block();
+  region->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(input.getType(), state.location);
+}
+
+static bool sameModuloEncoding(Type a, Type b) {
+  auto ta = dyn_cast<RankedTensorType>(a), tb = dyn_cast<RankedTensorType>(b);
+  return ta && tb && ta.getShape() == tb.getShape() &&
+         ta.getElementType() == tb.getElementType();
+}
+
+LogicalResult KernelOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "has " << getInputs().size() << " inputs but "
+                         << body.getNumArguments() << " block arguments";
+  for (auto [i, input, arg] : llvm::enumerate(getInputs(), body.getArguments()))
+    if (!sameModuloEncoding(input.getType(), arg.getType()))
+      return emitOpError() << "block argument #" << i << " of type "
+                           << arg.getType() << " does not mirror input type "
+                           << input.getType();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().size() != getNumResults())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values but has " << getNumResults()
+                         << " results";
+  for (auto [i, value, result] :
+       llvm::enumerate(yield.getValues(), getResults()))
+    if (!sameModuloEncoding(value.getType(), result.getType()))
+      return emitOpError() << "yielded value #" << i << " of type "
+                           << value.getType() << " does not match result type "
+                           << result.getType();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "ir/KilnOps.cpp.inc"

@@ -1,0 +1,79 @@
+//===- KilnDialect.h - the kiln dialect ---------------------------*- C++ -*-===//
+//
+// Public header of the IR: the dialect, the #kiln.device attribute, the op
+// traits (SameDevice, Elementwise) and the ops.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_IR_KILNDIALECT_H
+#define KILN_IR_KILNDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "ir/KilnDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "ir/KilnAttrs.h.inc"
+
+namespace kiln {
+
+/// The device a tensor type carries, or null when it carries none.
+DeviceAttr getDevice(mlir::Type type);
+/// `type` with its encoding replaced by `device` (null removes it).
+mlir::RankedTensorType withDevice(mlir::Type type, mlir::Attribute device);
+
+namespace OpTrait {
+mlir::LogicalResult verifySameDevice(mlir::Operation *op);
+
+/// Every tensor operand and result is on the same #kiln.device. Only
+/// kiln.copy lacks this trait, so only it can move data between devices.
+template <typename ConcreteType>
+class SameDevice : public mlir::OpTrait::TraitBase<ConcreteType, SameDevice> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) {
+    return verifySameDevice(op);
+  }
+};
+
+/// Applies one scalar function at every index (with broadcasting); the
+/// fusion pass groups chains of these into one kernel.
+template <typename ConcreteType>
+class Elementwise
+    : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
+} // namespace OpTrait
+
+bool isElementwise(mlir::Operation *op);
+
+} // namespace kiln
+
+#define GET_OP_CLASSES
+#include "ir/KilnOps.h.inc"
+
+namespace kiln {
+/// The result types `op` infers from its operands and attributes (kiln.copy:
+/// its input's shape on its result's device). Fails, with a diagnostic at the
+/// op, when the operands do not fit the op.
+mlir::LogicalResult inferResultTypes(mlir::Operation *op,
+                                     llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// The raw little-endian bytes of a constant (splats expanded).
+std::vector<char> getConstantBytes(mlir::ElementsAttr attr);
+/// A constant attribute for `bytes` of `type`: a dense resource blob named
+/// `name` when large, dense elements when small.
+mlir::ElementsAttr makeConstantAttr(mlir::RankedTensorType type,
+                                    llvm::ArrayRef<char> bytes,
+                                    llvm::StringRef name);
+} // namespace kiln
+
+#endif // KILN_IR_KILNDIALECT_H

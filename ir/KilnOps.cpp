@@ -1,0 +1,230 @@
+//===- KilnOps.cpp - shape inference of the compute ops -------------------===//
+//
+// Each compute op infers its result type from its operands: shape by the ONNX
+// rule of the op (numpy broadcasting, matmul promotion, Gemm transposes),
+// element type from the first operand, device from the operands. Dynamic
+// dimensions stay `?`. A declared result type is accepted when it is
+// compatible (same rank and element type, equal or dynamic dims), so the
+// shape inference pass can refine `?` later.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnDialect.h"
+
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+using Shape = SmallVector<int64_t>;
+
+LogicalResult fail(std::optional<Location> loc, const Twine &message) {
+  return emitOptionalError(loc, message);
+}
+
+Type resultOf(ArrayRef<int64_t> shape, Value like) {
+  auto type = cast<RankedTensorType>(like.getType());
+  return RankedTensorType::get(shape, type.getElementType(),
+                               type.getEncoding());
+}
+
+Shape shapeOf(Value v) {
+  return Shape(cast<RankedTensorType>(v.getType()).getShape());
+}
+
+bool dimsConflict(int64_t a, int64_t b) {
+  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+}
+
+std::string str(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? "," : "") + (ShapedType::isDynamic(d) ? "?" : std::to_string(d));
+  return s + "]";
+}
+
+LogicalResult inferBroadcast(std::optional<Location> loc, ValueRange operands,
+                             SmallVectorImpl<Type> &results) {
+  Shape shape;
+  if (!mlir::OpTrait::util::getBroadcastedShape(shapeOf(operands[0]),
+                                          shapeOf(operands[1]), shape))
+    return fail(loc, "operands of shapes " + str(shapeOf(operands[0])) +
+                         " and " + str(shapeOf(operands[1])) +
+                         " do not broadcast");
+  results.push_back(resultOf(shape, operands[0]));
+  return success();
+}
+
+LogicalResult inferMatMul(std::optional<Location> loc, Value lhs, Value rhs,
+                          SmallVectorImpl<Type> &results) {
+  Shape a = shapeOf(lhs), b = shapeOf(rhs);
+  if (a.empty() || b.empty())
+    return fail(loc, "matmul operands must have rank >= 1");
+  bool vecA = a.size() == 1, vecB = b.size() == 1;
+  if (vecA)
+    a.insert(a.begin(), 1);
+  if (vecB)
+    b.push_back(1);
+  int64_t m = a[a.size() - 2], k = a.back(), k2 = b[b.size() - 2],
+          n = b.back();
+  if (dimsConflict(k, k2))
+    return fail(loc, "matmul contraction sizes differ: " + str(shapeOf(lhs)) +
+                         " x " + str(shapeOf(rhs)));
+  Shape batch;
+  if (!mlir::OpTrait::util::getBroadcastedShape(ArrayRef(a).drop_back(2),
+                                          ArrayRef(b).drop_back(2), batch))
+    return fail(loc, "matmul batch dimensions do not broadcast: " +
+                         str(shapeOf(lhs)) + " x " + str(shapeOf(rhs)));
+  if (!vecA)
+    batch.push_back(m);
+  if (!vecB)
+    batch.push_back(n);
+  results.push_back(resultOf(batch, lhs));
+  return success();
+}
+} // namespace
+
+// Compatible: same rank, element type and encoding; dims equal or dynamic.
+static bool compatible(TypeRange l, TypeRange r) {
+  if (l.size() != r.size())
+    return false;
+  for (auto [a, b] : llvm::zip(l, r)) {
+    auto ta = dyn_cast<RankedTensorType>(a), tb = dyn_cast<RankedTensorType>(b);
+    if (!ta || !tb || ta.getRank() != tb.getRank() ||
+        ta.getElementType() != tb.getElementType() ||
+        ta.getEncoding() != tb.getEncoding())
+      return false;
+    for (auto [x, y] : llvm::zip(ta.getShape(), tb.getShape()))
+      if (dimsConflict(x, y))
+        return false;
+  }
+  return true;
+}
+
+#define KILN_INFER(OP)                                                         \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, ValueRange operands,         \
+      DictionaryAttr attributes, OpaqueProperties properties,                  \
+      RegionRange regions, SmallVectorImpl<Type> &results)
+#define KILN_COMPATIBLE(OP)                                                    \
+  bool OP::isCompatibleReturnTypes(TypeRange l, TypeRange r) {                 \
+    return compatible(l, r);                                                   \
+  }
+
+#define KILN_UNARY(OP)                                                         \
+  KILN_INFER(OP) {                                                             \
+    results.push_back(operands[0].getType());                                  \
+    return success();                                                          \
+  }                                                                            \
+  KILN_COMPATIBLE(OP)
+KILN_UNARY(ReluOp)
+KILN_UNARY(ErfOp)
+KILN_UNARY(TanhOp)
+KILN_UNARY(SigmoidOp)
+KILN_UNARY(ExpOp)
+KILN_UNARY(NegOp)
+KILN_UNARY(SqrtOp)
+KILN_UNARY(GeluOp)
+
+#define KILN_BINARY(OP)                                                        \
+  KILN_INFER(OP) { return inferBroadcast(loc, operands, results); }           \
+  KILN_COMPATIBLE(OP)
+KILN_BINARY(AddOp)
+KILN_BINARY(SubOp)
+KILN_BINARY(MulOp)
+KILN_BINARY(DivOp)
+
+KILN_INFER(MatMulOp) {
+  return inferMatMul(loc, operands[0], operands[1], results);
+}
+KILN_COMPATIBLE(MatMulOp)
+
+KILN_INFER(GemmOp) {
+  GemmOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape a = shapeOf(adaptor.getA()), b = shapeOf(adaptor.getB());
+  if (a.size() != 2 || b.size() != 2)
+    return fail(loc, "gemm operands A and B must be 2-D, got " + str(a) +
+                         " and " + str(b));
+  if (adaptor.getTransA())
+    std::swap(a[0], a[1]);
+  if (adaptor.getTransB())
+    std::swap(b[0], b[1]);
+  if (dimsConflict(a[1], b[0]))
+    return fail(loc, "gemm contraction sizes differ: op(A) is " + str(a) +
+                         " and op(B) is " + str(b));
+  Shape out = {a[0], b[1]};
+  if (Value c = adaptor.getC()) {
+    Shape broadcast;
+    if (!mlir::OpTrait::util::getBroadcastedShape(shapeOf(c), out, broadcast) ||
+        broadcast.size() != 2 || dimsConflict(broadcast[0], out[0]) ||
+        dimsConflict(broadcast[1], out[1]))
+      return fail(loc, "gemm C of shape " + str(shapeOf(c)) +
+                           " does not broadcast to " + str(out));
+  }
+  results.push_back(resultOf(out, adaptor.getA()));
+  return success();
+}
+KILN_COMPATIBLE(GemmOp)
+
+LogicalResult kiln::inferResultTypes(Operation *op,
+                                     SmallVectorImpl<Type> &types) {
+  if (auto copy = dyn_cast<CopyOp>(op)) {
+    types.push_back(withDevice(copy.getInput().getType(),
+                               copy.getResult().getType().getEncoding()));
+    return success();
+  }
+  auto infer = dyn_cast<InferTypeOpInterface>(op);
+  if (!infer)
+    return op->emitOpError() << "does not infer its result types";
+  return infer.inferReturnTypes(op->getContext(), op->getLoc(),
+                                op->getOperands(), op->getRawDictionaryAttrs(),
+                                op->getPropertiesStorage(), op->getRegions(),
+                                types);
+}
+
+namespace {
+/// gemm(A, constant B, trans_b) -> gemm(A, constant B^T): the transpose is
+/// paid once at compile time, and the kernel reads B with unit stride.
+struct FoldConstantTransB : OpRewritePattern<GemmOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GemmOp op,
+                                PatternRewriter &rewriter) const override {
+    auto constant = op.getB().getDefiningOp<ConstantOp>();
+    if (!op.getTransB() || !constant || !op.getB().hasOneUse())
+      return failure();
+    auto type = cast<RankedTensorType>(constant.getType());
+    std::vector<char> bytes = getConstantBytes(constant.getValue());
+    int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+    if (bytes.empty() || rows * cols == 0)
+      return failure();
+    size_t width = bytes.size() / (rows * cols);
+    std::vector<char> transposed(bytes.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(&transposed[(c * rows + r) * width],
+                    &bytes[(r * cols + c) * width], width);
+    auto newType = RankedTensorType::get({cols, rows}, type.getElementType(),
+                                         type.getEncoding());
+    std::string name = "transposed";
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(constant.getValue()))
+      name = resource.getRawHandle().getKey().str() + "_T";
+    rewriter.setInsertionPoint(constant);
+    auto newConstant = rewriter.create<ConstantOp>(
+        constant.getLoc(), newType,
+        makeConstantAttr(newType, transposed, name));
+    rewriter.modifyOpInPlace(op, [&] {
+      op.getBMutable().assign(newConstant);
+      op.setTransB(false);
+    });
+    return success();
+  }
+};
+} // namespace
+
+void GemmOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                         MLIRContext *context) {
+  results.add<FoldConstantTransB>(context);
+}

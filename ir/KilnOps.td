@@ -1,0 +1,217 @@
+//===- KilnOps.td - the kiln dialect: devices, graph ops, kernels -*- tablegen -*-===//
+//
+// Graph level: ONNX-like ops on ranked tensors whose encoding is a
+// #kiln.device attribute. Every op but kiln.copy keeps all of its tensors on
+// one device. Kernel level: kiln.kernel regions, whose bodies hold
+// linalg/arith/math on plain tensors once lowered (docs/architecture.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_OPS
+#define KILN_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+def Kiln_Dialect : Dialect {
+  let name = "kiln";
+  let summary = "graph-level tensor programs with devices in their types";
+  let cppNamespace = "::kiln";
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Device attribute
+//===----------------------------------------------------------------------===//
+
+def Kiln_DeviceAttr : AttrDef<Kiln_Dialect, "Device"> {
+  let mnemonic = "device";
+  let summary = "where a tensor lives: cpu, cuda:N or sim:N";
+  let description = [{
+    Used as the encoding of every ranked tensor in the kiln dialect, e.g.
+    `tensor<8x16xf32, #kiln.device<cpu>>` or `#kiln.device<cuda:1>`.
+    `cpu` has no ordinal; `cuda` and `sim` (a host-memory test device) need one.
+  }];
+  let parameters = (ins StringRefParameter<"device kind">:$kind,
+                        "int64_t":$ordinal);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The printed name, e.g. "cpu" or "cuda:0".
+    std::string str() const;
+    static DeviceAttr getCPU(::mlir::MLIRContext *ctx) {
+      return get(ctx, "cpu", -1);
+    }
+    /// Parses "cpu", "cuda:N", "sim:N"; null and a message when malformed.
+    static DeviceAttr parseName(::mlir::MLIRContext *ctx, ::llvm::StringRef name,
+                                std::string &error);
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Types and traits
+//===----------------------------------------------------------------------===//
+
+def Kiln_Tensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
+
+// All tensor operands and results carry a #kiln.device encoding, the same one.
+def Kiln_SameDevice : NativeOpTrait<"SameDevice"> {
+  let cppNamespace = "::kiln::OpTrait";
+}
+
+class Kiln_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Kiln_Dialect, mnemonic, traits>;
+
+// Ops whose result types follow from their operands (shape inference).
+class Kiln_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat([Pure, Kiln_SameDevice,
+        DeclareOpInterfaceMethods<InferTypeOpInterface>], traits)> {
+  let extraClassDeclaration = [{
+    /// Accepts a declared result with `?` where the inferred one is static.
+    static bool isCompatibleReturnTypes(::mlir::TypeRange l,
+                                        ::mlir::TypeRange r);
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Graph ops
+//===----------------------------------------------------------------------===//
+
+def Kiln_ConstantOp : Kiln_Op<"constant",
+    [ConstantLike, Pure, Kiln_SameDevice]> {
+  let summary = "a constant or weight tensor";
+  let description = [{
+    Weights are held as dense resource blobs (printed once, in the file's
+    resource section), small constants as dense elements.
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_CopyOp : Kiln_Op<"copy", [Pure]> {
+  let summary = "moves a tensor to another device; the only op that may";
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+// Elementwise ops: one scalar function applied at every index, with numpy
+// (ONNX multidirectional) broadcasting for binary ops.
+def Kiln_Elementwise : NativeOpTrait<"Elementwise"> {
+  let cppNamespace = "::kiln::OpTrait";
+}
+
+class Kiln_UnaryOp<string mnemonic, string desc>
+    : Kiln_ComputeOp<mnemonic, [Kiln_Elementwise]> {
+  let summary = desc;
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+class Kiln_BinaryOp<string mnemonic, string desc>
+    : Kiln_ComputeOp<mnemonic, [Kiln_Elementwise]> {
+  let summary = desc # " with numpy broadcasting";
+  let arguments = (ins Kiln_Tensor:$lhs, Kiln_Tensor:$rhs);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+}
+
+def Kiln_AddOp : Kiln_BinaryOp<"add", "elementwise sum">;
+def Kiln_SubOp : Kiln_BinaryOp<"sub", "elementwise difference">;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "elementwise product">;
+def Kiln_DivOp : Kiln_BinaryOp<"div", "elementwise quotient">;
+
+def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)">;
+def Kiln_ErfOp : Kiln_UnaryOp<"erf", "the error function">;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "hyperbolic tangent">;
+def Kiln_SigmoidOp : Kiln_UnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", "e to the x">;
+def Kiln_NegOp : Kiln_UnaryOp<"neg", "-x">;
+def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "square root">;
+
+def Kiln_GeluOp : Kiln_ComputeOp<"gelu", [Kiln_Elementwise]> {
+  let summary = "x * Phi(x), exact (erf) or tanh-approximated";
+  let arguments = (ins Kiln_Tensor:$input,
+                       DefaultValuedAttr<BoolAttr, "false">:$approximate_tanh);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Kiln_MatMulOp : Kiln_ComputeOp<"matmul"> {
+  let summary = "numpy matmul: batched, broadcasting, 1-D operands promoted";
+  let arguments = (ins Kiln_Tensor:$lhs, Kiln_Tensor:$rhs);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+}
+
+def Kiln_GemmOp : Kiln_ComputeOp<"gemm"> {
+  let summary = "alpha * op(A) * op(B) + beta * C on 2-D A and B (ONNX Gemm)";
+  let arguments = (ins Kiln_Tensor:$a, Kiln_Tensor:$b,
+                       Optional<Kiln_Tensor>:$c,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$beta,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $a `,` $b (`,` $c^)? attr-dict `:` type($a) `,` type($b) (`,` type($c)^)?
+    `->` type($result)
+  }];
+  let hasCanonicalizer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+def Kiln_KernelOp : Kiln_Op<"kernel", [
+    IsolatedFromAbove, Kiln_SameDevice,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "one fused group: compiled to one kernel, nothing inside goes to memory";
+  let description = [{
+    Block arguments mirror the operands. Before kernel lowering the body holds
+    graph ops on device-typed tensors; after, linalg/arith/math on plain
+    tensors of the same shapes.
+  }];
+  let arguments = (ins Variadic<Kiln_Tensor>:$inputs);
+  let results = (outs Variadic<Kiln_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    (`(` $inputs^ `:` type($inputs) `)`)? `->` `(` type($results) `)`
+    attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::mlir::TypeRange":$resultTypes,
+                                 "::mlir::ValueRange":$inputs)>];
+}
+
+def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike,
+                                    HasParent<"KernelOp">]> {
+  let summary = "the values a kernel returns";
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
+}
+
+#endif // KILN_OPS

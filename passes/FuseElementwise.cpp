@@ -1,0 +1,174 @@
+//===- FuseElementwise.cpp - form kernels, fusing elementwise chains ------===//
+//
+// Algorithm, one pass over the function body in order:
+//  - Each compute op (any kiln op but constant, copy, kernel) starts a group.
+//  - An elementwise op joins the groups of its elementwise producers, one by
+//    one, when that is legal. A group becomes one kernel placed right after
+//    its last member, so joining is legal only if no member's result has a
+//    user outside the joined group that comes before the joining op. By
+//    induction every external user of a group comes after the group's last
+//    member, and every external producer before it: dominance holds and no
+//    two kernels depend on each other in a cycle.
+//  - Each group becomes a kiln.kernel whose inputs are the values it uses
+//    from outside (splat constants are cloned in instead) and whose results
+//    are the members' values used outside.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNFUSEELEMENTWISE
+#include "passes/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+bool isComputeOp(Operation *op) {
+  return isa<KilnDialect>(op->getDialect()) &&
+         !isa<ConstantOp, CopyOp, KernelOp, YieldOp>(op);
+}
+
+bool isSplatConstant(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  if (!constant)
+    return false;
+  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+  return dense && dense.isSplat();
+}
+
+struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
+  // Position of each op in the block; groups of compute ops in `classes`.
+  DenseMap<Operation *, unsigned> order;
+  llvm::EquivalenceClasses<Operation *> classes;
+
+  bool has(Operation *op) { return classes.findValue(op) != classes.end(); }
+
+  SmallVector<Operation *> members(Operation *leader) {
+    return SmallVector<Operation *>(classes.member_begin(classes.findValue(leader)),
+                                    classes.member_end());
+  }
+
+  // Can `op` join the group led by `leader` (together with `joined`, the
+  // groups it has already merged with)?
+  bool canJoin(Operation *op, Operation *leader) {
+    for (Operation *member : members(leader))
+      for (Operation *user : member->getUsers()) {
+        if (user == op)
+          continue;
+        if (isComputeOp(user) && has(user) &&
+            classes.isEquivalent(user, op))
+          continue;
+        if (isComputeOp(user) && has(user) &&
+            classes.isEquivalent(user, leader))
+          continue;
+        if (order.lookup(user) < order.lookup(op))
+          return false;
+      }
+    return true;
+  }
+
+  void buildKernel(ArrayRef<Operation *> group) {
+    SmallPtrSet<Operation *, 8> inGroup(group.begin(), group.end());
+    bool elementwise = isElementwise(group.front());
+    llvm::SetVector<Value> inputs;
+    SmallVector<Value> outputs;
+    SmallVector<Operation *> clonedConstants;
+    for (Operation *op : group) {
+      for (Value operand : op->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (def && inGroup.contains(def))
+          continue;
+        if (elementwise && isSplatConstant(operand)) {
+          if (!llvm::is_contained(clonedConstants, def))
+            clonedConstants.push_back(def);
+          continue;
+        }
+        inputs.insert(operand);
+      }
+      for (Value result : op->getResults())
+        if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+              return !inGroup.contains(user);
+            }))
+          outputs.push_back(result);
+    }
+    Operation *last = group.back();
+    OpBuilder builder(last->getContext());
+    builder.setInsertionPointAfter(last);
+    Location loc = group.size() == 1
+                       ? group.front()->getLoc()
+                       : builder.getFusedLoc(llvm::to_vector(llvm::map_range(
+                             group, [](Operation *op) { return op->getLoc(); })));
+    auto kernel = builder.create<KernelOp>(
+        loc, TypeRange(ValueRange(outputs)), inputs.getArrayRef());
+    Block &body = kernel.getBody().front();
+    IRMapping mapping;
+    for (auto [input, arg] : llvm::zip(inputs, body.getArguments()))
+      mapping.map(input, arg);
+    builder.setInsertionPointToStart(&body);
+    for (Operation *constant : clonedConstants)
+      builder.clone(*constant, mapping);
+    for (Operation *op : group)
+      builder.clone(*op, mapping);
+    SmallVector<Value> yielded;
+    for (Value output : outputs)
+      yielded.push_back(mapping.lookup(output));
+    builder.create<YieldOp>(loc, yielded);
+    for (auto [output, result] : llvm::zip(outputs, kernel.getResults()))
+      output.replaceUsesWithIf(result, [&](OpOperand &use) {
+        return !inGroup.contains(use.getOwner());
+      });
+    for (Operation *op : llvm::reverse(group))
+      op->erase();
+  }
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    Block &block = func.getBody().front();
+    SmallVector<Operation *> computeOps;
+    for (Operation &op : block)
+      order[&op] = order.size();
+    for (Operation &op : block) {
+      if (!isComputeOp(&op))
+        continue;
+      computeOps.push_back(&op);
+      classes.insert(&op);
+      if (!isElementwise(&op))
+        continue;
+      for (Value operand : op.getOperands()) {
+        Operation *producer = operand.getDefiningOp();
+        if (!producer || !has(producer) ||
+            !isElementwise(producer) || classes.isEquivalent(producer, &op))
+          continue;
+        Operation *leader = classes.getLeaderValue(producer);
+        if (canJoin(&op, leader))
+          classes.unionSets(&op, leader);
+      }
+    }
+    // Emit one kernel per group, members in program order.
+    SmallPtrSet<Operation *, 16> done;
+    for (Operation *op : computeOps) {
+      if (done.contains(op))
+        continue;
+      SmallVector<Operation *> group;
+      for (Operation *candidate : computeOps)
+        if (classes.isEquivalent(candidate, op))
+          group.push_back(candidate);
+      done.insert(group.begin(), group.end());
+      buildKernel(group);
+    }
+    // Splat constants that were cloned into every user are dead now.
+    for (Operation &op : llvm::make_early_inc_range(block))
+      if (isa<ConstantOp>(op) && op.use_empty())
+        op.erase();
+  }
+};
+} // namespace

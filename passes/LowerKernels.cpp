@@ -1,0 +1,94 @@
+//===- LowerKernels.cpp - kernel bodies to the kernel-level primitives ----===//
+//
+// Algorithm: for each kiln.kernel, strip the device encoding from its block
+// arguments, rebuild each graph op of the body with the lowering of its op
+// family (passes/lowering/), point the yield at the new values and erase the
+// graph ops. Then fuse the elementwise linalg.generic ops of each kernel
+// into their consumers (upstream linalg elementwise fusion, which also folds
+// splat constants into the loop body), so one kernel is one loop nest where
+// it can be.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/lowering/Lowering.h"
+
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNLOWERKERNELS
+#include "passes/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+LogicalResult requireStatic(Operation *op) {
+  SmallVector<Type> types(op->getOperandTypes());
+  llvm::append_range(types, op->getResultTypes());
+  for (Type type : types)
+    if (auto tensor = dyn_cast<RankedTensorType>(type))
+      if (!tensor.hasStaticShape())
+        return op->emitOpError()
+               << "needs static shapes for code generation, but has " << tensor
+               << "; bind symbolic input dims (kilnc --input-shape NAME=D0xD1...)";
+  return success();
+}
+
+LogicalResult lowerKernel(KernelOp kernel) {
+  Block &body = kernel.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    arg.setType(withDevice(arg.getType(), nullptr));
+  OpBuilder builder(kernel.getContext());
+  IRMapping mapping;
+  SmallVector<Operation *> graphOps;
+  for (Operation &op : body.without_terminator()) {
+    if (!isa<KilnDialect>(op.getDialect()))
+      continue; // already at kernel level
+    graphOps.push_back(&op);
+    if (failed(requireStatic(&op)))
+      return failure();
+    builder.setInsertionPoint(&op);
+    SmallVector<Value> operands = llvm::to_vector(llvm::map_range(
+        op.getOperands(), [&](Value v) { return mapping.lookupOrDefault(v); }));
+    FailureOr<Value> lowered =
+        lowering::isElementwiseFamily(&op)   ? lowering::lowerElementwise(builder, &op, operands)
+        : lowering::isContractionFamily(&op) ? lowering::lowerContraction(builder, &op, operands)
+                                             : FailureOr<Value>(op.emitOpError()
+                                                                << "has no kernel lowering");
+    if (failed(lowered))
+      return failure();
+    mapping.map(op.getResult(0), *lowered);
+  }
+  Operation *yield = body.getTerminator();
+  for (OpOperand &operand : yield->getOpOperands())
+    operand.set(mapping.lookupOrDefault(operand.get()));
+  for (Operation *op : llvm::reverse(graphOps))
+    op->erase();
+  return success();
+}
+
+struct LowerKernels : kiln::impl::KilnLowerKernelsBase<LowerKernels> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    WalkResult walk = func.walk([&](KernelOp kernel) {
+      return failed(lowerKernel(kernel)) ? WalkResult::interrupt()
+                                         : WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+
+    RewritePatternSet patterns(&getContext());
+    linalg::populateElementwiseOpsFusionPatterns(
+        patterns, [](OpOperand *) { return true; });
+    linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
+    FrozenRewritePatternSet frozen(std::move(patterns));
+    for (auto kernel : llvm::to_vector(func.getOps<KernelOp>()))
+      if (failed(applyPatternsAndFoldGreedily(kernel, frozen)))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,35 @@
+//===- Passes.h - kiln passes and the compile pipeline ------------*- C++ -*-===//
+
+#ifndef KILN_PASSES_PASSES_H
+#define KILN_PASSES_PASSES_H
+
+#include "ir/KilnDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace kiln {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+struct PipelineOptions {
+  /// NAME=D0xD1... bindings for inputs with symbolic dims.
+  std::vector<std::string> inputShapes;
+};
+
+/// The graph-to-kernel pipeline kilnc runs: shape inference, canonicalize and
+/// CSE, elementwise fusion, kernel lowering.
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const PipelineOptions &options);
+
+/// Registers every kiln pass and the `kiln-compile` pipeline.
+void registerAllPasses();
+
+} // namespace kiln
+
+#endif // KILN_PASSES_PASSES_H

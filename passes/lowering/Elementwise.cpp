@@ -1,0 +1,180 @@
+//===- Elementwise.cpp - elementwise ops to linalg.generic ----------------===//
+//
+// Each op becomes one all-parallel linalg.generic whose indexing maps do the
+// broadcasting and whose body is the op's scalar function in arith/math.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/lowering/Lowering.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kiln;
+
+Value lowering::scalar(OpBuilder &b, Location loc, Type type, double value) {
+  if (isa<FloatType>(type))
+    return b.create<arith::ConstantOp>(loc, b.getFloatAttr(type, value));
+  return b.create<arith::ConstantOp>(
+      loc, b.getIntegerAttr(type, static_cast<int64_t>(value)));
+}
+
+Value lowering::buildElementwise(OpBuilder &b, Location loc,
+                                 RankedTensorType type, ValueRange inputs,
+                                 ScalarBody body) {
+  int64_t rank = type.getRank();
+  SmallVector<AffineMap> maps;
+  for (Value input : inputs) {
+    auto inType = cast<RankedTensorType>(input.getType());
+    SmallVector<AffineExpr> exprs;
+    int64_t offset = rank - inType.getRank();
+    for (int64_t i = 0; i < inType.getRank(); ++i) {
+      bool repeat = inType.getDimSize(i) == 1 && type.getDimSize(offset + i) != 1;
+      exprs.push_back(repeat ? b.getAffineConstantExpr(0)
+                             : b.getAffineDimExpr(offset + i));
+    }
+    maps.push_back(AffineMap::get(rank, 0, exprs, b.getContext()));
+  }
+  maps.push_back(b.getMultiDimIdentityMap(rank));
+  Value init = b.create<tensor::EmptyOp>(loc, type.getShape(),
+                                         type.getElementType());
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  auto generic = b.create<linalg::GenericOp>(
+      loc, TypeRange{type}, inputs, ValueRange{init}, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value out = body(nb, nloc, args.drop_back());
+        nb.create<linalg::YieldOp>(nloc, out);
+      });
+  return generic.getResult(0);
+}
+
+bool lowering::isElementwiseFamily(Operation *op) {
+  return isElementwise(op) || isa<ConstantOp>(op);
+}
+
+namespace {
+bool isFloat(Value v) { return isa<FloatType>(v.getType()); }
+
+template <typename FOp, typename IOp>
+Value arithBinary(OpBuilder &b, Location loc, ValueRange a) {
+  if (isFloat(a[0]))
+    return b.create<FOp>(loc, a[0], a[1]);
+  return b.create<IOp>(loc, a[0], a[1]);
+}
+
+// x * Phi(x): exact with erf, or the tanh approximation.
+Value gelu(OpBuilder &b, Location loc, Value x, bool approximateTanh) {
+  Type t = x.getType();
+  Value half = lowering::scalar(b, loc, t, 0.5);
+  Value one = lowering::scalar(b, loc, t, 1.0);
+  Value phi;
+  if (approximateTanh) {
+    Value x3 = b.create<arith::MulFOp>(loc, b.create<arith::MulFOp>(loc, x, x), x);
+    Value inner = b.create<arith::AddFOp>(
+        loc, x,
+        b.create<arith::MulFOp>(loc, lowering::scalar(b, loc, t, 0.044715), x3));
+    Value scaled = b.create<arith::MulFOp>(
+        loc, lowering::scalar(b, loc, t, 0.7978845608028654), inner);
+    phi = b.create<math::TanhOp>(loc, scaled);
+  } else {
+    Value scaled = b.create<arith::MulFOp>(
+        loc, x, lowering::scalar(b, loc, t, 0.7071067811865476));
+    phi = b.create<math::ErfOp>(loc, scaled);
+  }
+  Value onePlus = b.create<arith::AddFOp>(loc, one, phi);
+  return b.create<arith::MulFOp>(loc, b.create<arith::MulFOp>(loc, half, x),
+                                 onePlus);
+}
+
+} // namespace
+
+FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
+                                            ValueRange operands) {
+  Location loc = op->getLoc();
+  if (auto constant = dyn_cast<ConstantOp>(op)) {
+    auto type = cast<RankedTensorType>(constant.getType());
+    auto plain = RankedTensorType::get(type.getShape(), type.getElementType());
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!dense)
+      return op->emitOpError() << "inside a kernel must be dense elements";
+    return b.create<arith::ConstantOp>(loc, plain, dense.reshape(plain))
+        .getResult();
+  }
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  auto plain = RankedTensorType::get(type.getShape(), type.getElementType());
+  Type element = type.getElementType();
+  bool floating = isa<FloatType>(element);
+  auto needFloat = [&]() -> LogicalResult {
+    if (floating)
+      return success();
+    return op->emitOpError() << "needs a floating-point element type, got "
+                             << element;
+  };
+  using Body = std::function<Value(OpBuilder &, Location, ValueRange)>;
+  Body body =
+      llvm::TypeSwitch<Operation *, Body>(op)
+          .Case([](AddOp) { return arithBinary<arith::AddFOp, arith::AddIOp>; })
+          .Case([](SubOp) { return arithBinary<arith::SubFOp, arith::SubIOp>; })
+          .Case([](MulOp) { return arithBinary<arith::MulFOp, arith::MulIOp>; })
+          .Case([](DivOp) { return arithBinary<arith::DivFOp, arith::DivSIOp>; })
+          .Case([&](ReluOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              Value zero = scalar(nb, l, a[0].getType(), 0);
+              if (isFloat(a[0]))
+                return nb.create<arith::MaximumFOp>(l, a[0], zero);
+              return nb.create<arith::MaxSIOp>(l, a[0], zero);
+            };
+          })
+          .Case([&](NegOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              if (isFloat(a[0]))
+                return nb.create<arith::NegFOp>(l, a[0]);
+              return nb.create<arith::SubIOp>(
+                  l, scalar(nb, l, a[0].getType(), 0), a[0]);
+            };
+          })
+          .Case([&](ErfOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return nb.create<math::ErfOp>(l, a[0]);
+            };
+          })
+          .Case([&](TanhOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return nb.create<math::TanhOp>(l, a[0]);
+            };
+          })
+          .Case([&](ExpOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return nb.create<math::ExpOp>(l, a[0]);
+            };
+          })
+          .Case([&](SqrtOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return nb.create<math::SqrtOp>(l, a[0]);
+            };
+          })
+          .Case([&](SigmoidOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              Type t = a[0].getType();
+              Value e = nb.create<math::ExpOp>(
+                  l, nb.create<arith::NegFOp>(l, a[0]));
+              return nb.create<arith::DivFOp>(
+                  l, scalar(nb, l, t, 1),
+                  nb.create<arith::AddFOp>(l, scalar(nb, l, t, 1), e));
+            };
+          })
+          .Case([&](GeluOp gop) -> Body {
+            bool approx = gop.getApproximateTanh();
+            return [approx](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return gelu(nb, l, a[0], approx);
+            };
+          })
+          .Default([](Operation *) { return Body(); });
+  if (!body)
+    return op->emitOpError() << "has no elementwise lowering";
+  bool integerOk = isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp>(op);
+  if (!integerOk && failed(needFloat()))
+    return failure();
+  return buildElementwise(b, loc, plain, operands, body);
+}

@@ -1,0 +1,154 @@
+//===- Artifact.cpp - writing and validating .kiln files ------------------===//
+
+#include "runtime/Artifact.h"
+
+#include "kiln/runtime.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+namespace kiln::artifact {
+
+namespace {
+std::array<uint32_t, 256> makeTable() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k)
+      c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+
+void putU32(std::vector<char> &out, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out[at + i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+uint32_t getU32(const char *p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= uint32_t(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+
+size_t alignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+} // namespace
+
+uint32_t crc32(const void *data, size_t size) {
+  static const std::array<uint32_t, 256> table = makeTable();
+  uint32_t c = 0xFFFFFFFFu;
+  const auto *p = static_cast<const uint8_t *>(data);
+  for (size_t i = 0; i < size; ++i)
+    c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+std::vector<char> write(nlohmann::json manifest,
+                        const std::vector<Section> &sections) {
+  // Section offsets depend on the manifest's size, which depends on the
+  // offsets' digits: reserve room by padding the manifest to a fixed point.
+  nlohmann::json entries = nlohmann::json::array();
+  for (const Section &s : sections)
+    entries.push_back({{"name", s.name},
+                       {"offset", 0},
+                       {"size", s.bytes.size()},
+                       {"crc32", crc32(s.bytes.data(), s.bytes.size())}});
+  std::string text;
+  size_t start = 0;
+  for (int iteration = 0; iteration < 8; ++iteration) {
+    manifest["sections"] = entries;
+    text = manifest.dump(1);
+    size_t offset = alignUp(kHeaderSize + text.size());
+    if (offset == start)
+      break;
+    start = offset;
+    for (auto &entry : entries) {
+      entry["offset"] = offset;
+      offset = alignUp(offset + entry["size"].get<size_t>());
+    }
+  }
+  std::vector<char> file(kHeaderSize, 0);
+  std::memcpy(file.data(), kMagic, sizeof(kMagic));
+  putU32(file, 8, kFormatVersion);
+  putU32(file, 12, static_cast<uint32_t>(text.size()));
+  putU32(file, 16, crc32(text.data(), text.size()));
+  file.insert(file.end(), text.begin(), text.end());
+  for (size_t i = 0; i < sections.size(); ++i) {
+    file.resize(entries[i]["offset"].get<size_t>(), 0);
+    file.insert(file.end(), sections[i].bytes.begin(), sections[i].bytes.end());
+  }
+  return file;
+}
+
+const Parsed::Span *Parsed::find(const std::string &name) const {
+  for (const auto &[n, span] : sections)
+    if (n == name)
+      return &span;
+  return nullptr;
+}
+
+Parsed read(const char *file, size_t size, const std::string &what) {
+  auto fail = [&](const std::string &message) -> Error {
+    return Error(what + ": " + message);
+  };
+  if (size < kHeaderSize || std::memcmp(file, kMagic, sizeof(kMagic)) != 0)
+    throw fail("not a kiln artifact (bad magic)");
+  uint32_t version = getU32(file + 8);
+  if (version != kFormatVersion)
+    throw fail("artifact format version " + std::to_string(version) +
+               " is not supported by this runtime (it reads version " +
+               std::to_string(kFormatVersion) + "); recompile the model");
+  uint32_t manifestSize = getU32(file + 12);
+  if (manifestSize > size - kHeaderSize)
+    throw fail("truncated artifact: manifest of " +
+               std::to_string(manifestSize) + " bytes but only " +
+               std::to_string(size - kHeaderSize) + " follow the header");
+  const char *text = file + kHeaderSize;
+  if (crc32(text, manifestSize) != getU32(file + 16))
+    throw fail("corrupted artifact: manifest checksum mismatch");
+  Parsed parsed;
+  try {
+    parsed.manifest = nlohmann::json::parse(text, text + manifestSize);
+    for (const auto &entry : parsed.manifest.at("sections")) {
+      Parsed::Span span{entry.at("offset").get<size_t>(),
+                        entry.at("size").get<size_t>()};
+      std::string name = entry.at("name").get<std::string>();
+      if (span.offset > size || span.size > size - span.offset)
+        throw fail("truncated artifact: section '" + name + "' needs bytes " +
+                   std::to_string(span.offset) + ".." +
+                   std::to_string(span.offset + span.size) + " of a " +
+                   std::to_string(size) + "-byte file");
+      if (crc32(file + span.offset, span.size) !=
+          entry.at("crc32").get<uint32_t>())
+        throw fail("corrupted artifact: section '" + name +
+                   "' checksum mismatch");
+      parsed.sections.emplace_back(name, span);
+    }
+  } catch (const nlohmann::json::exception &e) {
+    throw fail(std::string("malformed manifest: ") + e.what());
+  }
+  // Every byte is accounted for: padding between sections is zero and the
+  // file ends where the last section does.
+  std::vector<Parsed::Span> spans = {{0, kHeaderSize + manifestSize}};
+  for (const auto &entry : parsed.sections)
+    spans.push_back(entry.second);
+  std::sort(spans.begin(), spans.end(),
+            [](const auto &a, const auto &b) { return a.offset < b.offset; });
+  size_t end = 0;
+  for (const Parsed::Span &span : spans) {
+    for (size_t i = end; i < span.offset; ++i)
+      if (file[i] != 0)
+        throw fail("corrupted artifact: non-zero padding at byte " +
+                   std::to_string(i));
+    end = std::max(end, span.offset + span.size);
+  }
+  if (end != size)
+    throw fail("corrupted artifact: " + std::to_string(size - end) +
+               " unexpected bytes after the last section");
+  return parsed;
+}
+
+} // namespace kiln::artifact

@@ -1,0 +1,88 @@
+//===- Tensor.cpp - host tensors and dtypes -------------------------------===//
+
+#include "kiln/runtime.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln {
+
+namespace {
+struct DTypeEntry {
+  DType dtype;
+  const char *name;
+  size_t size;
+};
+constexpr DTypeEntry kDTypes[] = {
+    {DType::F32, "f32", 4}, {DType::F64, "f64", 8}, {DType::F16, "f16", 2},
+    {DType::I8, "i8", 1},   {DType::I16, "i16", 2}, {DType::I32, "i32", 4},
+    {DType::I64, "i64", 8}, {DType::U8, "u8", 1},   {DType::Bool, "bool", 1},
+};
+} // namespace
+
+const char *dtypeName(DType dtype) {
+  for (const DTypeEntry &e : kDTypes)
+    if (e.dtype == dtype)
+      return e.name;
+  return "?";
+}
+
+size_t dtypeSize(DType dtype) {
+  for (const DTypeEntry &e : kDTypes)
+    if (e.dtype == dtype)
+      return e.size;
+  return 0;
+}
+
+DType parseDType(const std::string &name) {
+  for (const DTypeEntry &e : kDTypes)
+    if (name == e.name)
+      return e.dtype;
+  throw Error("unknown dtype '" + name + "'");
+}
+
+std::string describe(DType dtype, const std::vector<int64_t> &shape) {
+  std::string s = dtypeName(dtype);
+  s += "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t Tensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape_)
+    n *= d;
+  return n;
+}
+
+Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  for (int64_t d : t.shape_)
+    if (d < 0)
+      throw Error("negative dimension in " + describe(dtype, t.shape_));
+  size_t bytes = t.nbytes();
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void *p = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!p)
+    throw Error("out of memory allocating " + describe(dtype, t.shape_));
+  std::memset(p, 0, rounded ? rounded : 64);
+  t.data_ = std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p), std::free);
+  return t;
+}
+
+Tensor Tensor::fromBytes(DType dtype, std::vector<int64_t> shape,
+                         const void *data, size_t nbytes) {
+  Tensor t = empty(dtype, std::move(shape));
+  if (nbytes != t.nbytes())
+    throw Error(describe(dtype, t.shape()) + " needs " +
+                std::to_string(t.nbytes()) + " bytes, got " +
+                std::to_string(nbytes));
+  if (nbytes)
+    std::memcpy(t.raw(), data, nbytes);
+  return t;
+}
+
+} // namespace kiln

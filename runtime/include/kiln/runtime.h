@@ -1,0 +1,99 @@
+//===- kiln/runtime.h - load a .kiln artifact and run it ----------*- C++ -*-===//
+//
+// The public C++ API of the kiln runtime. It depends on nothing but the C++
+// standard library (no LLVM, no MLIR, no compiler at load time):
+//
+//   kiln::Module module = kiln::Module::load("model.kiln");
+//   std::vector<kiln::Tensor> outputs = module.run({input});
+//
+// Errors (missing, truncated or corrupted artifacts, wrong input shapes or
+// dtypes) throw kiln::Error with a message meant for the user.
+// `run` is const and safe to call from several threads at once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType : uint8_t { F32, F64, F16, I8, I16, I32, I64, U8, Bool };
+
+/// "f32", "i64", ... (the manifest's spelling).
+const char *dtypeName(DType dtype);
+/// Parses a manifest dtype name; throws Error when unknown.
+DType parseDType(const std::string &name);
+size_t dtypeSize(DType dtype);
+
+/// A dense, row-major tensor in host memory (64-byte aligned).
+class Tensor {
+public:
+  Tensor() = default;
+  /// Zero-filled storage for `shape`.
+  static Tensor empty(DType dtype, std::vector<int64_t> shape);
+  /// Copies `nbytes` from `data`; throws when nbytes does not match.
+  static Tensor fromBytes(DType dtype, std::vector<int64_t> shape,
+                          const void *data, size_t nbytes);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t> &shape() const { return shape_; }
+  int64_t numElements() const;
+  size_t nbytes() const { return numElements() * dtypeSize(dtype_); }
+  void *raw() { return data_.get(); }
+  const void *raw() const { return data_.get(); }
+  template <typename T> T *data() { return static_cast<T *>(raw()); }
+  template <typename T> const T *data() const {
+    return static_cast<const T *>(raw());
+  }
+
+private:
+  DType dtype_ = DType::F32;
+  std::vector<int64_t> shape_;
+  std::shared_ptr<uint8_t> data_;
+};
+
+/// "f32[64,784]".
+std::string describe(DType dtype, const std::vector<int64_t> &shape);
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+/// A loaded artifact. Movable, not copyable.
+class Module {
+public:
+  /// Reads, validates (magic, version, checksums, bounds) and loads `path`.
+  static Module load(const std::string &path);
+  Module(Module &&) noexcept;
+  Module &operator=(Module &&) noexcept;
+  ~Module();
+
+  const std::vector<TensorInfo> &inputs() const;
+  const std::vector<TensorInfo> &outputs() const;
+  /// Runs the model; inputs in graph-input order, checked against inputs().
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs) const;
+
+  struct Impl;
+
+private:
+  explicit Module(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_H

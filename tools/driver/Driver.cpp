@@ -1,0 +1,158 @@
+//===- Driver.cpp - import, optimize, generate, compile, package ----------===//
+
+#include "tools/driver/Driver.h"
+
+#include "codegen/CppEmitter.h"
+#include "codegen/Plan.h"
+#include "frontend/OnnxImporter.h"
+#include "passes/Passes.h"
+#include "runtime/Artifact.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+namespace {
+constexpr const char *kVersion = "0.1.0";
+
+class Progress {
+public:
+  explicit Progress(bool enabled) : enabled(enabled) {}
+  void stage(const std::string &text) {
+    if (enabled)
+      llvm::errs() << "\r\033[K[kilnc] " << text << (endsLine ? "\n" : "");
+  }
+  void done() {
+    if (enabled)
+      llvm::errs() << "\r\033[K";
+  }
+
+private:
+  bool enabled;
+  bool endsLine = false;
+};
+
+LogicalResult writeOutput(const std::string &path, llvm::StringRef bytes,
+                          bool binary) {
+  std::string error;
+  auto file = mlir::openOutputFile(path, &error);
+  if (!file) {
+    llvm::errs() << "kilnc: error: cannot write '" << path << "': " << error
+                 << "\n";
+    return failure();
+  }
+  (void)binary;
+  file->os() << bytes;
+  file->keep();
+  return success();
+}
+
+std::string abiSource() {
+  return "// kiln: the kernel ABI version this code section follows\n"
+         "extern \"C\" int kiln_abi_version(void) { return " +
+         std::to_string(artifact::kKernelABI) + "; }\n";
+}
+} // namespace
+
+LogicalResult compileModel(const CompileOptions &options) {
+  MLIRContext context;
+  context.loadDialect<KilnDialect, func::FuncDialect, linalg::LinalgDialect,
+                      tensor::TensorDialect, arith::ArithDialect,
+                      math::MathDialect>();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  Progress progress(options.progress);
+
+  progress.stage("importing " + options.input);
+  ImportOptions importOptions;
+  importOptions.device = options.device;
+  OwningOpRef<ModuleOp> module =
+      importOnnxFile(context, options.input, importOptions);
+  if (!module)
+    return failure();
+
+  progress.stage("optimizing the graph");
+  PassManager pm(&context);
+  if (options.printIRAfterAll) {
+    context.disableMultithreading();
+    pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                        [](Pass *, Operation *) { return true; },
+                        /*printModuleScope=*/true,
+                        /*printAfterOnlyOnChange=*/false);
+  }
+  PipelineOptions pipeline;
+  pipeline.inputShapes = options.inputShapes;
+  buildCompilePipeline(pm, pipeline);
+  if (failed(pm.run(*module))) {
+    progress.done();
+    return failure();
+  }
+
+  if (options.emit == EmitKind::MLIR) {
+    progress.done();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    return writeOutput(options.output, text, false);
+  }
+
+  auto func = *module->getOps<func::FuncOp>().begin();
+  FailureOr<Plan> plan = buildPlan(func);
+  if (failed(plan))
+    return failure();
+  std::vector<CxxSource> sources;
+  for (auto &[kernel, symbol] : plan->kernels) {
+    FailureOr<std::string> text = emitKernelCpp(kernel, symbol);
+    if (failed(text))
+      return failure();
+    sources.push_back({symbol, *text});
+  }
+  if (options.emit == EmitKind::Cpp) {
+    progress.done();
+    std::string all;
+    for (const CxxSource &source : sources)
+      all += "//===--- " + source.name + " ---===//\n" + source.text + "\n";
+    all += abiSource();
+    return writeOutput(options.output, all, false);
+  }
+
+  sources.push_back({"kiln_abi", abiSource()});
+  size_t total = sources.size();
+  progress.stage("compiling kernels 0/" + std::to_string(total));
+  auto code = compileSharedObject(
+      sources, options.cxx, [&](size_t done, size_t all) {
+        progress.stage("compiling kernels " + std::to_string(done) + "/" +
+                       std::to_string(all));
+      });
+  progress.done();
+  if (!code) {
+    llvm::errs() << "kilnc: error: " << llvm::toString(code.takeError())
+                 << "\n";
+    return failure();
+  }
+
+  nlohmann::json manifest = plan->manifest;
+  manifest["producer"] = std::string("kilnc ") + kVersion;
+  manifest["source"] = llvm::sys::path::filename(options.input).str();
+  manifest["abi"] = artifact::kKernelABI;
+  manifest["target"] = {{"arch", "x86_64"},
+                        {"cpu", options.cxx.targetCpu},
+                        {"cpu_features",
+                         targetCpuFeatures(options.cxx.targetCpu)}};
+  std::vector<char> file = artifact::write(
+      manifest, {{"code", std::move(*code)}, {"weights", std::move(plan->weights)}});
+  return writeOutput(options.output, llvm::StringRef(file.data(), file.size()),
+                     true);
+}
+
+} // namespace kiln

@@ -1,0 +1,41 @@
+//===- Driver.h - what kilnc does, as a library -------------------*- C++ -*-===//
+//
+// import ONNX -> compile pipeline -> plan -> C++ per kernel -> system C++
+// compiler -> .kiln artifact (manifest, code, weights). kilnc is a thin
+// command line over compileModel; tests call it directly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_DRIVER_H
+#define KILN_TOOLS_DRIVER_H
+
+#include "codegen/Toolchain.h"
+
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+enum class EmitKind { MLIR, Cpp, Artifact };
+
+struct CompileOptions {
+  std::string input;  // .onnx file
+  std::string output; // "-" for stdout (text kinds only)
+  EmitKind emit = EmitKind::Artifact;
+  bool printIRAfterAll = false;
+  std::vector<std::string> inputShapes; // NAME=D0xD1...
+  std::string device = "cpu";
+  /// Show stages and kernel counts on stderr (kilnc: when it is a terminal).
+  bool progress = false;
+  CxxOptions cxx;
+};
+
+/// Compiles per `options`; diagnostics go to stderr. Fails without writing
+/// `output` on any error.
+mlir::LogicalResult compileModel(const CompileOptions &options);
+
+} // namespace kiln
+
+#endif // KILN_TOOLS_DRIVER_H

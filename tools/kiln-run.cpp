@@ -1,0 +1,391 @@
+//===- kiln-run.cpp - run a compiled .kiln artifact on tensor files -------===//
+//
+//   kiln-run OUT.kiln INPUT... [--output-dir DIR] [--bench N] [--device D]
+//
+// Loads an artifact with the kiln runtime, reads one tensor per graph input
+// (.npy or ONNX TensorProto .pb; positional in graph-input order, or
+// NAME=FILE), runs the model once, prints a summary line per output and
+// optionally saves the outputs as DIR/output_<i>.npy. --bench N then times N
+// more runs (after 3 warm-up runs) and prints the median and minimum latency.
+//
+// Depends only on the runtime (no LLVM); arguments are parsed by hand. Every
+// failure prints "kiln-run: error: <message>" to stderr and exits with 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime.h"
+#include "kiln/tensor_io.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <new>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace {
+
+const char kUsage[] =
+    "usage: kiln-run OUT.kiln INPUT... [options]\n"
+    "\n"
+    "Runs a compiled kiln artifact on tensors read from files.\n"
+    "\n"
+    "  INPUT               a .npy or ONNX TensorProto .pb file, one per graph\n"
+    "                      input in graph-input order, or NAME=FILE to bind\n"
+    "                      an input by name (positional files then fill the\n"
+    "                      remaining inputs in order)\n"
+    "\n"
+    "options:\n"
+    "  --output-dir DIR    also write DIR/output_<i>.npy for every output\n"
+    "                      (DIR is created if missing)\n"
+    "  --bench N           after 3 warm-up runs, time N runs and print the\n"
+    "                      median and minimum latency\n"
+    "  --device D          where to run; only 'cpu' is available\n"
+    "  --help, -h          print this help\n"
+    "\n"
+    "For every output, one line goes to stdout:\n"
+    "  output_<i> NAME DTYPE[SHAPE]: first values ...\n";
+
+const char kUsageHint[] =
+    "usage: kiln-run OUT.kiln INPUT... [--output-dir DIR] [--bench N] "
+    "[--device D]; see 'kiln-run --help'\n";
+
+/// A command-line mistake: reported with a usage hint.
+class UsageError : public kiln::Error {
+public:
+  using kiln::Error::Error;
+};
+
+struct Options {
+  std::string modulePath;
+  std::vector<std::string> inputs;
+  std::string outputDir;
+  bool haveOutputDir = false;
+  long bench = 0;
+  std::string device = "cpu";
+  bool help = false;
+};
+
+long parseBenchCount(const std::string &text) {
+  const long maxRuns = 1000000000;
+  errno = 0;
+  char *end = nullptr;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < 1 ||
+      value > maxRuns || !(text[0] >= '0' && text[0] <= '9'))
+    throw UsageError("--bench expects a positive number of runs, got '" + text +
+                     "'");
+  return value;
+}
+
+Options parseArguments(int argc, char **argv) {
+  Options options;
+  std::vector<std::string> positional;
+  bool onlyPositional = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (onlyPositional || arg.size() < 2 || arg[0] != '-') {
+      positional.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      onlyPositional = true;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h" || arg == "-help") {
+      options.help = true;
+      continue;
+    }
+    // Options with a value: "--flag VALUE" or "--flag=VALUE".
+    std::string flag = arg, value;
+    bool haveValue = false;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      haveValue = true;
+    }
+    if (flag != "--output-dir" && flag != "--bench" && flag != "--device")
+      throw UsageError("unknown option '" + arg + "'");
+    if (!haveValue) {
+      if (i + 1 >= argc)
+        throw UsageError("option '" + flag + "' needs a value");
+      value = argv[++i];
+    }
+    if (flag == "--output-dir") {
+      if (value.empty())
+        throw UsageError("--output-dir needs a directory name");
+      options.outputDir = value;
+      options.haveOutputDir = true;
+    } else if (flag == "--bench") {
+      options.bench = parseBenchCount(value);
+    } else {
+      options.device = value;
+    }
+  }
+  if (options.help)
+    return options;
+  if (positional.empty())
+    throw UsageError("missing the .kiln artifact to run");
+  options.modulePath = positional.front();
+  options.inputs.assign(positional.begin() + 1, positional.end());
+  return options;
+}
+
+std::string describeInputs(const std::vector<kiln::TensorInfo> &infos) {
+  if (infos.empty())
+    return "the model takes no inputs";
+  std::string text = "the model's inputs are:";
+  for (size_t i = 0; i < infos.size(); ++i)
+    text += std::string(i ? "," : "") + " " + infos[i].name + " " +
+            kiln::describe(infos[i].dtype, infos[i].shape);
+  return text;
+}
+
+bool isRegularFile(const std::string &path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+/// Maps the INPUT arguments to one file per graph input, in graph order.
+std::vector<std::string>
+assignInputFiles(const std::vector<std::string> &args,
+                 const std::vector<kiln::TensorInfo> &infos) {
+  std::vector<std::string> files(infos.size());
+  std::vector<bool> named(infos.size(), false);
+  std::vector<std::string> positional;
+  for (const std::string &arg : args) {
+    size_t eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(0, eq);
+    auto it = std::find_if(
+        infos.begin(), infos.end(),
+        [&](const kiln::TensorInfo &info) { return info.name == name; });
+    if (it == infos.end()) {
+      // A file whose name merely contains '=' is still a positional input.
+      if (isRegularFile(arg)) {
+        positional.push_back(arg);
+        continue;
+      }
+      throw kiln::Error("'" + arg + "': the model has no input named '" + name +
+                        "'; " + describeInputs(infos));
+    }
+    size_t index = static_cast<size_t>(it - infos.begin());
+    if (named[index])
+      throw kiln::Error("input '" + name + "' is given more than once");
+    if (eq + 1 == arg.size())
+      throw kiln::Error("'" + arg + "': missing the file name after '='");
+    files[index] = arg.substr(eq + 1);
+    named[index] = true;
+  }
+
+  size_t namedCount =
+      static_cast<size_t>(std::count(named.begin(), named.end(), true));
+  if (namedCount + positional.size() != infos.size())
+    throw kiln::Error("expected " + std::to_string(infos.size()) +
+                      " input file(s) but got " +
+                      std::to_string(namedCount + positional.size()) + "; " +
+                      describeInputs(infos));
+  auto next = positional.begin();
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (!named[i])
+      files[i] = *next++;
+  return files;
+}
+
+/// Reads one input and checks it against the model's expectation (negative
+/// expected dims match anything), naming the file when it does not fit.
+kiln::Tensor readInput(const std::string &file, const kiln::TensorInfo &info) {
+  kiln::Tensor tensor = kiln::readTensorFile(file);
+  bool fits = tensor.dtype() == info.dtype &&
+              tensor.shape().size() == info.shape.size();
+  for (size_t d = 0; fits && d < info.shape.size(); ++d)
+    fits = info.shape[d] < 0 || info.shape[d] == tensor.shape()[d];
+  if (!fits)
+    throw kiln::Error(file + ": input '" + info.name + "' is " +
+                      kiln::describe(tensor.dtype(), tensor.shape()) +
+                      ", but the model expects " +
+                      kiln::describe(info.dtype, info.shape));
+  return tensor;
+}
+
+float halfToFloat(uint16_t bits) {
+  uint32_t sign = uint32_t(bits & 0x8000) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1f;
+  uint32_t mantissa = bits & 0x3ff;
+  uint32_t result;
+  if (exponent == 0x1f) { // Inf / NaN
+    result = sign | 0x7f800000 | (mantissa << 13);
+  } else if (exponent != 0) { // normal
+    result = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) { // zero
+    result = sign;
+  } else { // subnormal: renormalize
+    exponent = 113;
+    while (!(mantissa & 0x400)) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    result = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
+  }
+  float value;
+  std::memcpy(&value, &result, sizeof(value));
+  return value;
+}
+
+/// Element `i` as text: %g for floating point, exact integers otherwise.
+std::string formatElement(const kiln::Tensor &tensor, int64_t i) {
+  char buffer[64];
+  switch (tensor.dtype()) {
+  case kiln::DType::F32:
+    std::snprintf(buffer, sizeof(buffer), "%g",
+                  static_cast<double>(tensor.data<float>()[i]));
+    break;
+  case kiln::DType::F64:
+    std::snprintf(buffer, sizeof(buffer), "%g", tensor.data<double>()[i]);
+    break;
+  case kiln::DType::F16:
+    std::snprintf(buffer, sizeof(buffer), "%g",
+                  static_cast<double>(halfToFloat(tensor.data<uint16_t>()[i])));
+    break;
+  case kiln::DType::I8:
+    std::snprintf(buffer, sizeof(buffer), "%d", tensor.data<int8_t>()[i]);
+    break;
+  case kiln::DType::I16:
+    std::snprintf(buffer, sizeof(buffer), "%d", tensor.data<int16_t>()[i]);
+    break;
+  case kiln::DType::I32:
+    std::snprintf(buffer, sizeof(buffer), "%" PRId32,
+                  tensor.data<int32_t>()[i]);
+    break;
+  case kiln::DType::I64:
+    std::snprintf(buffer, sizeof(buffer), "%" PRId64,
+                  tensor.data<int64_t>()[i]);
+    break;
+  case kiln::DType::U8:
+  case kiln::DType::Bool:
+    std::snprintf(buffer, sizeof(buffer), "%u",
+                  static_cast<unsigned>(tensor.data<uint8_t>()[i]));
+    break;
+  }
+  return buffer;
+}
+
+void printOutput(size_t index, const std::string &name,
+                 const kiln::Tensor &tensor) {
+  const int64_t shown = 8;
+  std::string line = "output_" + std::to_string(index) + " " + name + " " +
+                     kiln::describe(tensor.dtype(), tensor.shape()) + ":";
+  int64_t count = tensor.numElements();
+  for (int64_t i = 0; i < std::min(count, shown); ++i)
+    line += " " + formatElement(tensor, i);
+  if (count > shown)
+    line += " ...";
+  std::printf("%s\n", line.c_str());
+}
+
+/// System messages start upper-case ("Not a directory"); ours do not.
+std::string lowerFirst(std::string text) {
+  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z')
+    text[0] = static_cast<char>(text[0] - 'A' + 'a');
+  return text;
+}
+
+void writeOutputs(const std::string &dir,
+                  const std::vector<kiln::Tensor> &outputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw kiln::Error(dir + ": cannot create the output directory: " +
+                      lowerFirst(ec.message()));
+  if (!fs::is_directory(dir, ec))
+    throw kiln::Error(dir + ": exists and is not a directory");
+  for (size_t i = 0; i < outputs.size(); ++i)
+    kiln::writeNpy(
+        (fs::path(dir) / ("output_" + std::to_string(i) + ".npy")).string(),
+        outputs[i]);
+}
+
+void benchmark(const kiln::Module &module,
+               const std::vector<kiln::Tensor> &inputs, long runs) {
+  using Clock = std::chrono::steady_clock;
+  for (int i = 0; i < 3; ++i)
+    module.run(inputs);
+  std::vector<double> millis;
+  millis.reserve(static_cast<size_t>(runs));
+  for (long i = 0; i < runs; ++i) {
+    Clock::time_point start = Clock::now();
+    module.run(inputs);
+    std::chrono::duration<double, std::milli> elapsed = Clock::now() - start;
+    millis.push_back(elapsed.count());
+  }
+  std::sort(millis.begin(), millis.end());
+  size_t mid = millis.size() / 2;
+  double median =
+      millis.size() % 2 ? millis[mid] : (millis[mid - 1] + millis[mid]) / 2;
+  std::printf("latency over %ld runs: median %.3f ms, min %.3f ms\n", runs,
+              median, millis.front());
+}
+
+int runTool(int argc, char **argv) {
+  Options options = parseArguments(argc, argv);
+  if (options.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (options.device != "cpu")
+    throw kiln::Error("device '" + options.device +
+                      "' is not available: this build runs on cpu only");
+
+  kiln::Module module = kiln::Module::load(options.modulePath);
+  const std::vector<kiln::TensorInfo> &infos = module.inputs();
+  std::vector<std::string> files = assignInputFiles(options.inputs, infos);
+  std::vector<kiln::Tensor> inputs;
+  inputs.reserve(files.size());
+  for (size_t i = 0; i < files.size(); ++i)
+    inputs.push_back(readInput(files[i], infos[i]));
+
+  std::vector<kiln::Tensor> outputs = module.run(inputs);
+  const std::vector<kiln::TensorInfo> &outputInfos = module.outputs();
+  for (size_t i = 0; i < outputs.size(); ++i)
+    printOutput(i, i < outputInfos.size() ? outputInfos[i].name : "?",
+                outputs[i]);
+  std::fflush(stdout);
+  if (options.haveOutputDir)
+    writeOutputs(options.outputDir, outputs);
+  if (options.bench > 0)
+    benchmark(module, inputs, options.bench);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw kiln::Error("cannot write to stdout");
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return runTool(argc, argv);
+  } catch (const UsageError &e) {
+    std::fprintf(stderr, "kiln-run: error: %s\n%s", e.what(), kUsageHint);
+  } catch (const kiln::Error &e) {
+    std::fprintf(stderr, "kiln-run: error: %s\n", e.what());
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "kiln-run: error: out of memory\n");
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "kiln-run: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "kiln-run: error: unknown failure\n");
+  }
+  return 1;
+}
