@@ -151,6 +151,7 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
         builder.create<ConstantOp>(loc, converted->first, converted->second);
   }
   SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
   for (const auto &input : graph.input()) {
     if (values.count(input.name()))
       continue; // an initializer with a default value
@@ -160,8 +161,7 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
       continue;
     }
     BlockArgument arg = body->addArgument(*type, fileLoc());
-    func.setArgAttr(arg.getArgNumber(), "kiln.name",
-                    builder.getStringAttr(input.name()));
+    argNames.push_back(input.name());
     argTypes.push_back(*type);
     values[input.name()] = arg;
   }
@@ -231,6 +231,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
   }
   builder.create<func::ReturnOp>(fileLoc(), outputs);
   func.setType(builder.getFunctionType(argTypes, ValueRange(outputs).getTypes()));
+  for (auto [i, name] : llvm::enumerate(argNames))
+    func.setArgAttr(i, "kiln.name", builder.getStringAttr(name));
   for (auto [i, output] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "kiln.name", builder.getStringAttr(output.name()));
   if (mlir::failed(verify(*module)))

@@ -1,0 +1,189 @@
+"""Shared helpers for kiln's end-to-end tests (stdlib unittest only).
+
+The tools come from $KILN_BIN (the build's bin/ folder holding kilnc and
+kiln-run); $KILN_SOURCE is the source tree (for examples/). When the tools are
+missing every test class is skipped with the reason printed once.
+
+    KILN_BIN=build/bin KILN_SOURCE=. $VENV/bin/python -m unittest discover \
+        -v -s tests/e2e -p "test_*.py"
+
+Optional: KILN_E2E_KEEP=1 keeps the temporary folders (their paths are
+printed), KILN_E2E_TIMEOUT overrides the per-command timeout in seconds.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+KILN_BIN = os.environ.get("KILN_BIN", "")
+KILN_SOURCE = os.environ.get(
+    "KILN_SOURCE",
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+TIMEOUT = float(os.environ.get("KILN_E2E_TIMEOUT", "300"))
+KEEP = os.environ.get("KILN_E2E_KEEP", "") not in ("", "0")
+
+# Signs that a tool crashed instead of reporting an error.
+CRASH_MARKERS = ("Stack dump", "Segmentation", "Aborted", "core dumped",
+                 "terminate called", "Assertion", "PLEASE submit a bug report",
+                 "AddressSanitizer", "UndefinedBehaviorSanitizer")
+
+_printed = set()
+
+
+def note(message):
+    """Prints `message` to stderr once per process (unittest's -v output)."""
+    if message in _printed:
+        return
+    _printed.add(message)
+    sys.stderr.write("\n[kiln e2e] " + message + "\n")
+    sys.stderr.flush()
+
+
+def tool(name):
+    return os.path.join(KILN_BIN, name)
+
+
+def missing_tools_reason():
+    """Why the tools cannot be used, or None when they can."""
+    if not KILN_BIN:
+        return "KILN_BIN is not set (point it at the build's bin/ folder)"
+    for name in ("kilnc", "kiln-run"):
+        path = tool(name)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            return "%s not found or not executable (KILN_BIN=%s)" % (name, KILN_BIN)
+    return None
+
+
+def require_tools():
+    reason = missing_tools_reason()
+    if reason:
+        note("skipping: " + reason)
+        raise unittest.SkipTest(reason)
+
+
+def _run(argv, cwd=None, timeout=None):
+    try:
+        return subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True,
+                              text=True, errors="replace",
+                              timeout=timeout or TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError("timed out after %ss: %s" % (e.timeout, " ".join(map(str, argv))))
+
+
+def kilnc(*args, cwd=None, timeout=None):
+    """Runs kilnc with `args`; returns the CompletedProcess."""
+    return _run([tool("kilnc"), *args], cwd=cwd, timeout=timeout)
+
+
+def kiln_run(*args, cwd=None, timeout=None):
+    """Runs kiln-run with `args`; returns the CompletedProcess."""
+    return _run([tool("kiln-run"), *args], cwd=cwd, timeout=timeout)
+
+
+def describe(proc):
+    return "command: %s\nexit code: %s\nstdout:\n%s\nstderr:\n%s" % (
+        " ".join(map(str, proc.args)), proc.returncode, proc.stdout[-4000:],
+        proc.stderr[-4000:])
+
+
+def crash_markers(proc):
+    return [m for m in CRASH_MARKERS if m in proc.stderr or m in proc.stdout]
+
+
+def assert_clean_failure(test, proc, *expected, case_sensitive=False):
+    """A failing run must exit with 1 (not a signal or another code), without
+    crash output, and say something on stderr that contains every string of
+    `expected` (each may also be a tuple of alternatives)."""
+    test.assertGreaterEqual(proc.returncode, 0,
+                            "killed by signal %d\n%s" % (-proc.returncode, describe(proc)))
+    test.assertEqual(proc.returncode, 1, "expected exit code 1\n" + describe(proc))
+    test.assertEqual(crash_markers(proc), [], "crash output\n" + describe(proc))
+    test.assertTrue(proc.stderr.strip(), "no error message on stderr\n" + describe(proc))
+    text = proc.stderr if case_sensitive else proc.stderr.lower()
+    for item in expected:
+        options = item if isinstance(item, tuple) else (item,)
+        found = any((o if case_sensitive else o.lower()) in text for o in options)
+        test.assertTrue(found, "stderr does not mention %s\n%s" % (
+            " or ".join(repr(o) for o in options), describe(proc)))
+
+
+def assert_success(test, proc):
+    test.assertEqual(proc.returncode, 0, describe(proc))
+    test.assertEqual(crash_markers(proc), [], describe(proc))
+
+
+def rel_l2(a, ref):
+    """||a - ref|| / ||ref|| in float64 (an absolute norm when ref is 0)."""
+    a = np.asarray(a, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if a.shape != ref.shape:
+        raise AssertionError("shape %s != reference shape %s" % (a.shape, ref.shape))
+    den = np.linalg.norm(ref)
+    num = np.linalg.norm(a - ref)
+    return float(num / den) if den > 0 else float(num)
+
+
+class KilnTestCase(unittest.TestCase):
+    """Skips without tools; gives each class a temporary folder `cls.tmp`."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        require_tools()
+        cls.tmp = tempfile.mkdtemp(prefix="kiln-e2e-%s-" % cls.__name__)
+        if KEEP:
+            note("keeping %s" % cls.tmp)
+        else:
+            cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def path(cls, *parts):
+        return os.path.join(cls.tmp, *parts)
+
+    @classmethod
+    def save_model(cls, model, name):
+        import onnx
+        path = cls.path(name)
+        onnx.save(model, path)
+        return path
+
+    @classmethod
+    def save_npy(cls, array, name):
+        path = cls.path(name)
+        np.save(path, np.ascontiguousarray(array))
+        return path
+
+    @classmethod
+    def compile(cls, model_path, out_name, *extra):
+        """Compiles `model_path` to tmp/out_name. Returns (artifact path or None,
+        CompletedProcess)."""
+        out = cls.path(out_name)
+        proc = kilnc(model_path, "-o", out, *extra)
+        return (out if proc.returncode == 0 else None), proc
+
+    def run_artifact(self, artifact, inputs, out_name=None):
+        """Runs `artifact` on `inputs` (arrays, or strings passed as given,
+        e.g. file paths or NAME=FILE) and returns its outputs as arrays, in
+        graph-output order. Fails the test when kiln-run fails."""
+        out_name = out_name or "out_%s" % self.id().rsplit(".", 1)[-1]
+        out_dir = self.path(out_name)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        args = []
+        for i, value in enumerate(inputs):
+            if isinstance(value, str):
+                args.append(value)
+            else:
+                args.append(self.save_npy(value, "%s_in%d.npy" % (out_name, i)))
+        proc = kiln_run(artifact, *args, "--output-dir", out_dir)
+        assert_success(self, proc)
+        outputs = []
+        i = 0
+        while os.path.exists(os.path.join(out_dir, "output_%d.npy" % i)):
+            outputs.append(np.load(os.path.join(out_dir, "output_%d.npy" % i)))
+            i += 1
+        return outputs, proc

@@ -1,0 +1,120 @@
+// RUN: kiln-opt %s --split-input-file --verify-diagnostics
+
+// The compile-time form of "Expected all tensors to be on the same device".
+func.func @device_mismatch(%x: tensor<4xf32, #kiln.device<cpu>>, %y: tensor<4xf32, #kiln.device<cuda:0>>) {
+  // expected-error @+1 {{'kiln.add' op expects all tensors on one device, but operand #0 is on cpu and operand #1 is on cuda:0; only kiln.copy moves data between devices}}
+  %0 = kiln.add %x, %y : tensor<4xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cuda:0>> -> tensor<4xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @result_on_other_device(%x: tensor<4xf32, #kiln.device<cpu>>) {
+  // expected-error @+1 {{'kiln.relu' op expects all tensors on one device, but operand #0 is on cpu and result #0 is on cuda:1}}
+  %0 = kiln.relu %x : tensor<4xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cuda:1>>
+  return
+}
+
+// -----
+
+func.func @no_device(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'kiln.relu' op operand #0 has no #kiln.device encoding}}
+  %0 = kiln.relu %x : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast(%x: tensor<4xf32, #kiln.device<cpu>>, %y: tensor<3xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{operands of shapes [4] and [3] do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.add %x, %y : tensor<4xf32, #kiln.device<cpu>>, tensor<3xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @matmul_k(%x: tensor<2x3xf32, #kiln.device<cpu>>, %y: tensor<4x5xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{matmul contraction sizes differ: [2,3] x [4,5]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.matmul %x, %y : tensor<2x3xf32, #kiln.device<cpu>>, tensor<4x5xf32, #kiln.device<cpu>> -> tensor<2x5xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @wrong_result_shape(%x: tensor<2x3xf32, #kiln.device<cpu>>, %y: tensor<3x5xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{'kiln.matmul' op inferred type(s) 'tensor<2x5xf32, #kiln.device<cpu>>' are incompatible with return type(s) of operation 'tensor<2x6xf32, #kiln.device<cpu>>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.matmul %x, %y : tensor<2x3xf32, #kiln.device<cpu>>, tensor<3x5xf32, #kiln.device<cpu>> -> tensor<2x6xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @gemm_c(%a: tensor<2x3xf32, #kiln.device<cpu>>, %b: tensor<3x4xf32, #kiln.device<cpu>>, %c: tensor<3xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{gemm C of shape [3] does not broadcast to [2,4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.gemm %a, %b, %c : tensor<2x3xf32, #kiln.device<cpu>>, tensor<3x4xf32, #kiln.device<cpu>>, tensor<3xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @copy_shape(%x: tensor<4xf32, #kiln.device<cpu>>) {
+  // expected-error @+1 {{'kiln.copy' op changes only the device}}
+  %0 = kiln.copy %x : tensor<4xf32, #kiln.device<cpu>> -> tensor<5xf32, #kiln.device<cuda:0>>
+  return
+}
+
+// -----
+
+func.func @constant_type() {
+  // expected-error @+1 {{'kiln.constant' op value of type 'tensor<2xf32>' does not match result type 'tensor<3xf32, #kiln.device<cpu>>'}}
+  %0 = kiln.constant dense<1.0> : tensor<2xf32> : tensor<3xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{device 'cpu' takes no ordinal}}
+func.func @cpu_ordinal(%x: tensor<4xf32, #kiln.device<cpu:0>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{device 'cuda' needs an ordinal, e.g. cuda:0}}
+func.func @cuda_no_ordinal(%x: tensor<4xf32, #kiln.device<cuda>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown device kind 'tpu' (expected cpu, cuda:N or sim:N)}}
+func.func @unknown_kind(%x: tensor<4xf32, #kiln.device<tpu:0>>) {
+  return
+}
+
+// -----
+
+func.func @kernel_yield(%x: tensor<4xf32, #kiln.device<cpu>>) {
+  // expected-error @+1 {{'kiln.kernel' op yielded value #0 of type 'tensor<5xf32>' does not match result type 'tensor<4xf32, #kiln.device<cpu>>'}}
+  %k = kiln.kernel(%x : tensor<4xf32, #kiln.device<cpu>>) -> (tensor<4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<4xf32>):
+    %e = tensor.empty() : tensor<5xf32>
+    kiln.yield %e : tensor<5xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_devices(%x: tensor<4xf32, #kiln.device<cpu>>) {
+  // expected-error @+1 {{'kiln.kernel' op expects all tensors on one device, but operand #0 is on cpu and result #0 is on cuda:0}}
+  %k = kiln.kernel(%x : tensor<4xf32, #kiln.device<cpu>>) -> (tensor<4xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a: tensor<4xf32>):
+    kiln.yield %a : tensor<4xf32>
+  }
+  return
+}

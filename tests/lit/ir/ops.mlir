@@ -1,0 +1,79 @@
+// RUN: kiln-opt %s | FileCheck %s
+// RUN: kiln-opt %s | kiln-opt | FileCheck %s
+
+// Every op and the device attribute survive a print/parse round trip.
+
+// CHECK-LABEL: func.func @graph
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3xf32, #kiln.device<cpu>>
+func.func @graph(%x: tensor<2x3xf32, #kiln.device<cpu>>) -> tensor<2x4xf32, #kiln.device<cpu>> {
+  // CHECK: %[[W:.+]] = kiln.constant dense<5.000000e-01> : tensor<3x4xf32> : tensor<3x4xf32, #kiln.device<cpu>>
+  %w = kiln.constant dense<0.5> : tensor<3x4xf32> : tensor<3x4xf32, #kiln.device<cpu>>
+  // CHECK: %[[B:.+]] = kiln.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]>
+  %b = kiln.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32> : tensor<4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.gemm %[[X]], %[[W]], %[[B]] {alpha = 2.000000e+00 : f32}
+  %g = kiln.gemm %x, %w, %b {alpha = 2.0 : f32} : tensor<2x3xf32, #kiln.device<cpu>>, tensor<3x4xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.matmul %[[X]], %[[W]]
+  %m = kiln.matmul %x, %w : tensor<2x3xf32, #kiln.device<cpu>>, tensor<3x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.add
+  %a = kiln.add %g, %m : tensor<2x4xf32, #kiln.device<cpu>>, tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.sub
+  %s = kiln.sub %a, %b : tensor<2x4xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.mul
+  %mu = kiln.mul %s, %s : tensor<2x4xf32, #kiln.device<cpu>>, tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.div
+  %d = kiln.div %mu, %a : tensor<2x4xf32, #kiln.device<cpu>>, tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.relu
+  %r = kiln.relu %d : tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.erf
+  %e = kiln.erf %r : tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.gelu %{{.+}} {approximate_tanh = true}
+  %ge = kiln.gelu %e {approximate_tanh = true} : tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.tanh
+  %t = kiln.tanh %ge : tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.sigmoid
+  %sg = kiln.sigmoid %t : tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.exp
+  %ex = kiln.exp %sg : tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.neg
+  %n = kiln.neg %ex : tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  // CHECK: kiln.sqrt
+  %sq = kiln.sqrt %n : tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  return %sq : tensor<2x4xf32, #kiln.device<cpu>>
+}
+
+// CHECK-LABEL: func.func @devices
+// CHECK: kiln.copy %{{.+}} : tensor<4xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cuda:1>>
+// CHECK: kiln.copy %{{.+}} : tensor<4xf32, #kiln.device<cuda:1>> -> tensor<4xf32, #kiln.device<sim:0>>
+func.func @devices(%x: tensor<4xf32, #kiln.device<cpu>>) -> tensor<4xf32, #kiln.device<sim:0>> {
+  %a = kiln.copy %x : tensor<4xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cuda:1>>
+  %b = kiln.copy %a : tensor<4xf32, #kiln.device<cuda:1>> -> tensor<4xf32, #kiln.device<sim:0>>
+  return %b : tensor<4xf32, #kiln.device<sim:0>>
+}
+
+// Weights are dense resource blobs, printed once in the resource section.
+// CHECK-LABEL: func.func @weights
+// CHECK: kiln.constant dense_resource<w_fc1> : tensor<2x2xf32>
+func.func @weights() -> tensor<2x2xf32, #kiln.device<cpu>> {
+  %w = kiln.constant dense_resource<w_fc1> : tensor<2x2xf32> : tensor<2x2xf32, #kiln.device<cpu>>
+  return %w : tensor<2x2xf32, #kiln.device<cpu>>
+}
+
+// CHECK-LABEL: func.func @kernel
+// CHECK: kiln.kernel(%{{.+}} : tensor<4xf32, #kiln.device<cpu>>) -> (tensor<4xf32, #kiln.device<cpu>>) {
+// CHECK: ^bb0(%{{.+}}: tensor<4xf32>):
+// CHECK: kiln.yield %{{.+}} : tensor<4xf32>
+func.func @kernel(%x: tensor<4xf32, #kiln.device<cpu>>) -> tensor<4xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x : tensor<4xf32, #kiln.device<cpu>>) -> (tensor<4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<4xf32>):
+    kiln.yield %a : tensor<4xf32>
+  }
+  return %k : tensor<4xf32, #kiln.device<cpu>>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      w_fc1: "0x040000000000803F000000400000404000008040"
+    }
+  }
+#-}
