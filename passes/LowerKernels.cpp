@@ -40,6 +40,9 @@ LogicalResult requireStatic(Operation *op) {
 
 LogicalResult lowerKernel(KernelOp kernel) {
   Block &body = kernel.getBody().front();
+  for (Operation &op : body.without_terminator())
+    if (failed(requireStatic(&op)))
+      return failure();
   for (BlockArgument arg : body.getArguments())
     arg.setType(withDevice(arg.getType(), nullptr));
   OpBuilder builder(kernel.getContext());
@@ -49,8 +52,6 @@ LogicalResult lowerKernel(KernelOp kernel) {
     if (!isa<KilnDialect>(op.getDialect()))
       continue; // already at kernel level
     graphOps.push_back(&op);
-    if (failed(requireStatic(&op)))
-      return failure();
     builder.setInsertionPoint(&op);
     SmallVector<Value> operands = llvm::to_vector(llvm::map_range(
         op.getOperands(), [&](Value v) { return mapping.lookupOrDefault(v); }));

@@ -1,0 +1,66 @@
+// RUN: kiln-opt %s --pass-pipeline='builtin.module(func.func(kiln-infer-shapes{input-shapes=x=8x4}))' --split-input-file --verify-diagnostics | FileCheck %s
+
+// A symbolic batch is bound by name and propagated through every op to the
+// function signature.
+// CHECK-LABEL: func.func @bind_batch
+// CHECK-SAME: (%[[X:.+]]: tensor<8x4xf32, #kiln.device<cpu>> {kiln.name = "x"}) -> tensor<8x3xf32, #kiln.device<cpu>>
+// CHECK: kiln.gemm %[[X]], %{{.+}} : {{.*}} -> tensor<8x3xf32, #kiln.device<cpu>>
+// CHECK: kiln.relu %{{.+}} : tensor<8x3xf32, #kiln.device<cpu>> -> tensor<8x3xf32, #kiln.device<cpu>>
+// CHECK: kiln.add %{{.+}}, %{{.+}} : {{.*}} -> tensor<8x3xf32, #kiln.device<cpu>>
+// CHECK: return %{{.+}} : tensor<8x3xf32, #kiln.device<cpu>>
+func.func @bind_batch(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "x"}) -> tensor<?x3xf32, #kiln.device<cpu>> {
+  %w = kiln.constant dense<1.0> : tensor<4x3xf32> : tensor<4x3xf32, #kiln.device<cpu>>
+  %b = kiln.constant dense<1.0> : tensor<3xf32> : tensor<3xf32, #kiln.device<cpu>>
+  %h = kiln.gemm %x, %w : tensor<?x4xf32, #kiln.device<cpu>>, tensor<4x3xf32, #kiln.device<cpu>> -> tensor<?x3xf32, #kiln.device<cpu>>
+  %r = kiln.relu %h : tensor<?x3xf32, #kiln.device<cpu>> -> tensor<?x3xf32, #kiln.device<cpu>>
+  %a = kiln.add %r, %b : tensor<?x3xf32, #kiln.device<cpu>>, tensor<3xf32, #kiln.device<cpu>> -> tensor<?x3xf32, #kiln.device<cpu>>
+  return %a : tensor<?x3xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// Dynamic results whose operands are static are refined; copies keep their
+// target device. (Every function here has an input x for the binding.)
+// CHECK-LABEL: func.func @refine
+// CHECK: kiln.matmul {{.*}} -> tensor<2x5xf32, #kiln.device<cpu>>
+// CHECK: kiln.copy {{.*}} -> tensor<2x5xf32, #kiln.device<cuda:0>>
+// CHECK: return {{.*}} : tensor<2x5xf32, #kiln.device<cuda:0>>
+func.func @refine(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "x"}, %a: tensor<2x3xf32, #kiln.device<cpu>>, %b: tensor<3x5xf32, #kiln.device<cpu>>) -> tensor<?x?xf32, #kiln.device<cuda:0>> {
+  %m = kiln.matmul %a, %b : tensor<2x3xf32, #kiln.device<cpu>>, tensor<3x5xf32, #kiln.device<cpu>> -> tensor<?x?xf32, #kiln.device<cpu>>
+  %c = kiln.copy %m : tensor<?x?xf32, #kiln.device<cpu>> -> tensor<?x?xf32, #kiln.device<cuda:0>>
+  return %c : tensor<?x?xf32, #kiln.device<cuda:0>>
+}
+
+// -----
+
+// A binding that contradicts a static dim is an error.
+// expected-error @+1 {{'func.func' op input 'x' has static shape 'tensor<2x4xf32, #kiln.device<cpu>>' that the given shape x contradicts}}
+func.func @contradiction(%x: tensor<2x4xf32, #kiln.device<cpu>> {kiln.name = "x"}) -> tensor<2x4xf32, #kiln.device<cpu>> {
+  return %x : tensor<2x4xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// A binding for an input that does not exist is an error.
+// expected-error @+1 {{'func.func' op no input named x}}
+func.func @no_such_input(%y: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "y"}) -> tensor<?x4xf32, #kiln.device<cpu>> {
+  return %y : tensor<?x4xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// A binding of the wrong rank is an error.
+// expected-error @+1 {{'func.func' op input 'x' has rank 3 but the shape given for it has rank 2}}
+func.func @rank(%x: tensor<?x4x4xf32, #kiln.device<cpu>> {kiln.name = "x"}) -> tensor<?x4x4xf32, #kiln.device<cpu>> {
+  return %x : tensor<?x4x4xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// Binding a shape whose propagation breaks an op reports the op.
+func.func @propagated_error(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "x"}) -> tensor<?x4xf32, #kiln.device<cpu>> {
+  %c = kiln.constant dense<1.0> : tensor<3x4xf32> : tensor<3x4xf32, #kiln.device<cpu>>
+  // expected-error @+1 {{operands of shapes [8,4] and [3,4] do not broadcast}}
+  %a = kiln.add %x, %c : tensor<?x4xf32, #kiln.device<cpu>>, tensor<3x4xf32, #kiln.device<cpu>> -> tensor<?x4xf32, #kiln.device<cpu>>
+  return %a : tensor<?x4xf32, #kiln.device<cpu>>
+}
