@@ -3,6 +3,9 @@
 from PyTorch to ONNX, with random weights from a fixed seed.
 
     python examples/make_mlp.py OUT.onnx [--batch 64] [--dynamic-batch]
+                                [--sizes 784,1024,1024,10]
+
+examples/mlp.onnx was made with --dynamic-batch --sizes 784,256,256,10.
 """
 import argparse
 
@@ -22,10 +25,11 @@ class MLP(torch.nn.Module):
         return self.fc3(x)
 
 
-def export(path, batch=64, dynamic_batch=False, seed=0):
+def export(path, batch=64, dynamic_batch=False, seed=0,
+           sizes=(784, 1024, 1024, 10)):
     torch.manual_seed(seed)
-    model = MLP().eval()
-    x = torch.randn(batch, 784)
+    model = MLP(sizes).eval()
+    x = torch.randn(batch, sizes[0])
     torch.onnx.export(
         model, (x,), path, input_names=["x"], output_names=["logits"],
         dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}} if dynamic_batch else None,
@@ -38,5 +42,8 @@ if __name__ == "__main__":
     parser.add_argument("out")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--dynamic-batch", action="store_true")
+    parser.add_argument("--sizes", default="784,1024,1024,10",
+                        help="layer widths, comma-separated (4 values)")
     args = parser.parse_args()
-    export(args.out, args.batch, args.dynamic_batch)
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    export(args.out, args.batch, args.dynamic_batch, sizes=sizes)
