@@ -56,7 +56,8 @@ std::string literal(Attribute attr) {
     if (std::isnan(v))
       return single ? "NAN" : "double(NAN)";
     if (std::isinf(v))
-      return std::string(v < 0 ? "-" : "") + (single ? "INFINITY" : "double(INFINITY)");
+      return std::string(v < 0 ? "-" : "") +
+             (single ? "INFINITY" : "double(INFINITY)");
     std::string s = llvm::formatv(single ? "{0:e9}" : "{0:e17}", v).str();
     return single ? s + "f" : s;
   }
@@ -147,57 +148,77 @@ void Emitter::copyInit(Value init, Value result) {
   if (from == to)
     return;
   auto type = cast<RankedTensorType>(result.getType());
-  os << llvm::formatv("  std::memcpy({0}, {1}, sizeof({2}) * {3});\n", to,
-                      from, cppType(type.getElementType()),
-                      type.getNumElements());
+  os << llvm::formatv("  std::memcpy({0}, {1}, sizeof({2}) * {3});\n", to, from,
+                      cppType(type.getElementType()), type.getNumElements());
 }
 
 LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
   auto v = [&](unsigned i) { return scalars.lookup(op->getOperand(i)); };
   std::string expr =
       llvm::TypeSwitch<Operation *, std::string>(op)
-          .Case<arith::ConstantOp>([&](auto c) { return literal(c.getValue()); })
-          .Case<arith::AddFOp, arith::AddIOp>([&](auto) { return v(0) + " + " + v(1); })
-          .Case<arith::SubFOp, arith::SubIOp>([&](auto) { return v(0) + " - " + v(1); })
-          .Case<arith::MulFOp, arith::MulIOp>([&](auto) { return v(0) + " * " + v(1); })
-          .Case<arith::DivFOp, arith::DivSIOp>([&](auto) { return v(0) + " / " + v(1); })
+          .Case<arith::ConstantOp>(
+              [&](auto c) { return literal(c.getValue()); })
+          .Case<arith::AddFOp, arith::AddIOp>(
+              [&](auto) { return v(0) + " + " + v(1); })
+          .Case<arith::SubFOp, arith::SubIOp>(
+              [&](auto) { return v(0) + " - " + v(1); })
+          .Case<arith::MulFOp, arith::MulIOp>(
+              [&](auto) { return v(0) + " * " + v(1); })
+          .Case<arith::DivFOp, arith::DivSIOp>(
+              [&](auto) { return v(0) + " / " + v(1); })
           .Case<arith::RemSIOp>([&](auto) { return v(0) + " % " + v(1); })
           .Case<arith::NegFOp>([&](auto) { return "-" + v(0); })
-          .Case<arith::MaximumFOp, arith::MaxSIOp>([&](auto) {
-            return "kiln_maximum(" + v(0) + ", " + v(1) + ")";
-          })
-          .Case<arith::MinimumFOp, arith::MinSIOp>([&](auto) {
-            return "kiln_minimum(" + v(0) + ", " + v(1) + ")";
-          })
-          .Case<arith::MaxNumFOp>([&](auto) { return "std::fmax(" + v(0) + ", " + v(1) + ")"; })
-          .Case<arith::MinNumFOp>([&](auto) { return "std::fmin(" + v(0) + ", " + v(1) + ")"; })
-          .Case<arith::SelectOp>([&](auto) { return v(0) + " ? " + v(1) + " : " + v(2); })
+          .Case<arith::MaximumFOp, arith::MaxSIOp>(
+              [&](auto) { return "kiln_maximum(" + v(0) + ", " + v(1) + ")"; })
+          .Case<arith::MinimumFOp, arith::MinSIOp>(
+              [&](auto) { return "kiln_minimum(" + v(0) + ", " + v(1) + ")"; })
+          .Case<arith::MaxNumFOp>(
+              [&](auto) { return "std::fmax(" + v(0) + ", " + v(1) + ")"; })
+          .Case<arith::MinNumFOp>(
+              [&](auto) { return "std::fmin(" + v(0) + ", " + v(1) + ")"; })
+          .Case<arith::SelectOp>(
+              [&](auto) { return v(0) + " ? " + v(1) + " : " + v(2); })
           .Case<arith::CmpFOp>([&](arith::CmpFOp c) -> std::string {
             using P = arith::CmpFPredicate;
             const char *cmp = nullptr;
             switch (c.getPredicate()) {
-            case P::OEQ: cmp = "=="; break;
-            case P::UNE: cmp = "!="; break;
-            case P::OLT: cmp = "<"; break;
-            case P::OLE: cmp = "<="; break;
-            case P::OGT: cmp = ">"; break;
-            case P::OGE: cmp = ">="; break;
-            default: return "";
+            case P::OEQ:
+              cmp = "==";
+              break;
+            case P::UNE:
+              cmp = "!=";
+              break;
+            case P::OLT:
+              cmp = "<";
+              break;
+            case P::OLE:
+              cmp = "<=";
+              break;
+            case P::OGT:
+              cmp = ">";
+              break;
+            case P::OGE:
+              cmp = ">=";
+              break;
+            default:
+              return "";
             }
             return v(0) + " " + cmp + " " + v(1);
           })
-          .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp, arith::FPToSIOp,
-                arith::ExtSIOp, arith::TruncIOp>([&](Operation *c) {
-            return "static_cast<" + cppType(c->getResult(0).getType()) + ">(" +
-                   v(0) + ")";
-          })
+          .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp,
+                arith::FPToSIOp, arith::ExtSIOp, arith::TruncIOp>(
+              [&](Operation *c) {
+                return "static_cast<" + cppType(c->getResult(0).getType()) +
+                       ">(" + v(0) + ")";
+              })
           .Case<math::ErfOp>([&](auto) { return "std::erf(" + v(0) + ")"; })
           .Case<math::ExpOp>([&](auto) { return "std::exp(" + v(0) + ")"; })
           .Case<math::LogOp>([&](auto) { return "std::log(" + v(0) + ")"; })
           .Case<math::TanhOp>([&](auto) { return "std::tanh(" + v(0) + ")"; })
           .Case<math::SqrtOp>([&](auto) { return "std::sqrt(" + v(0) + ")"; })
           .Case<math::AbsFOp>([&](auto) { return "std::fabs(" + v(0) + ")"; })
-          .Case<math::PowFOp>([&](auto) { return "std::pow(" + v(0) + ", " + v(1) + ")"; })
+          .Case<math::PowFOp>(
+              [&](auto) { return "std::pow(" + v(0) + ", " + v(1) + ")"; })
           .Case<linalg::IndexOp>([&](linalg::IndexOp i) {
             return "d" + std::to_string(i.getDim());
           })
@@ -205,8 +226,8 @@ LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
   if (expr.empty() || op->getNumResults() != 1)
     return op->emitOpError() << "is not supported by the C++ kernel emitter";
   std::string name = fresh("v");
-  os << indent << "const " << cppType(op->getResult(0).getType()) << " "
-     << name << " = " << expr << ";\n";
+  os << indent << "const " << cppType(op->getResult(0).getType()) << " " << name
+     << " = " << expr << ";\n";
   scalars[op->getResult(0)] = name;
   return success();
 }
@@ -215,9 +236,9 @@ LogicalResult Emitter::emitFill(linalg::FillOp op) {
   Value result = op.getResult(0);
   auto type = cast<RankedTensorType>(result.getType());
   std::string out = bufferFor(result);
-  os << llvm::formatv("  for (int64_t i = 0; i < {0}; ++i)\n    {1}[i] = {2};\n",
-                      type.getNumElements(), out,
-                      scalars.lookup(op.getInputs()[0]));
+  os << llvm::formatv(
+      "  for (int64_t i = 0; i < {0}; ++i)\n    {1}[i] = {2};\n",
+      type.getNumElements(), out, scalars.lookup(op.getInputs()[0]));
   return success();
 }
 
@@ -241,8 +262,9 @@ LogicalResult Emitter::emitGeneric(linalg::GenericOp op) {
      << "\n";
   std::string indent = "  ";
   for (auto [dim, size] : llvm::enumerate(ranges)) {
-    os << indent << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})",
-                                  dim, size);
+    os << indent
+       << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})", dim,
+                        size);
     os << (dim + 1 == ranges.size() ? " {\n" : "\n");
     indent += "  ";
   }
@@ -278,7 +300,8 @@ LogicalResult Emitter::emit(StringRef symbol) {
   os << "extern \"C\" void " << symbol << "(void **buffers) {\n";
   size_t slot = 0;
   for (BlockArgument arg : body.getArguments()) {
-    std::string type = cppType(cast<RankedTensorType>(arg.getType()).getElementType());
+    std::string type =
+        cppType(cast<RankedTensorType>(arg.getType()).getElementType());
     std::string name = "in" + std::to_string(arg.getArgNumber());
     os << llvm::formatv("  const {0} *__restrict {1} = static_cast<const {0} "
                         "*>(buffers[{2}]);\n",
@@ -288,10 +311,12 @@ LogicalResult Emitter::emit(StringRef symbol) {
   // Output buffers, pushed backwards through destination-passing chains.
   SmallVector<std::string> outs;
   for (auto [j, value] : llvm::enumerate(yield.getValues())) {
-    std::string type = cppType(cast<RankedTensorType>(value.getType()).getElementType());
+    std::string type =
+        cppType(cast<RankedTensorType>(value.getType()).getElementType());
     std::string name = "out" + std::to_string(j);
-    os << llvm::formatv("  {0} *__restrict {1} = static_cast<{0} *>(buffers[{2}]);\n",
-                        type, name, slot++);
+    os << llvm::formatv(
+        "  {0} *__restrict {1} = static_cast<{0} *>(buffers[{2}]);\n", type,
+        name, slot++);
     outs.push_back(name);
     if (!buffers.count(value) && value.getDefiningOp() &&
         isa<linalg::LinalgOp>(value.getDefiningOp()))
@@ -324,8 +349,9 @@ LogicalResult Emitter::emit(StringRef symbol) {
               Type element = dense.getElementType();
               os << "  const " << cppType(element) << " " << name << " = "
                  << literal(dense.getSplatValue<Attribute>()) << ";\n";
-              os << llvm::formatv("  for (int64_t i = 0; i < {0}; ++i)\n    {1}[i] = {2};\n",
-                                  dense.getNumElements(), bufferFor(c), name);
+              os << llvm::formatv(
+                  "  for (int64_t i = 0; i < {0}; ++i)\n    {1}[i] = {2};\n",
+                  dense.getNumElements(), bufferFor(c), name);
               return success();
             })
             .Default([](Operation *other) {
@@ -355,7 +381,8 @@ FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
   for (Type type : types)
     if (cppType(cast<RankedTensorType>(type).getElementType()).empty())
       return kernel.emitOpError()
-             << "has element type " << cast<RankedTensorType>(type).getElementType()
+             << "has element type "
+             << cast<RankedTensorType>(type).getElementType()
              << ", which the C++ backend does not support yet";
   std::string text;
   llvm::raw_string_ostream os(text);

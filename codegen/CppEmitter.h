@@ -1,4 +1,5 @@
-//===- CppEmitter.h - kernel-level IR to readable C++ -------------*- C++ -*-===//
+//===- CppEmitter.h - kernel-level IR to readable C++ -------------*- C++
+//-*-===//
 //
 // Emits one kiln.kernel (lowered to linalg/tensor/arith/math on static
 // tensors) as one C++ translation unit exporting

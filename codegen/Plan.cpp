@@ -59,10 +59,12 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func) {
     auto id = addValue(arg, "input");
     if (failed(id))
       return failure();
-    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name");
-    inputs.push_back({{"name", name ? name.str()
-                                    : "input_" + std::to_string(arg.getArgNumber())},
-                      {"value", *id}});
+    auto name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name");
+    inputs.push_back(
+        {{"name",
+          name ? name.str() : "input_" + std::to_string(arg.getArgNumber())},
+         {"value", *id}});
   }
   nlohmann::json steps = nlohmann::json::array();
   nlohmann::json outputs = nlohmann::json::array();
@@ -100,8 +102,9 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
         auto name = func.getResultAttrOfType<StringAttr>(i, "kiln.name");
-        outputs.push_back({{"name", name ? name.str() : "output_" + std::to_string(i)},
-                           {"value", ids.lookup(value)}});
+        outputs.push_back(
+            {{"name", name ? name.str() : "output_" + std::to_string(i)},
+             {"value", ids.lookup(value)}});
       }
       continue;
     }

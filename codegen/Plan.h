@@ -1,4 +1,5 @@
-//===- Plan.h - the host-side plan of a compiled function ---------*- C++ -*-===//
+//===- Plan.h - the host-side plan of a compiled function ---------*- C++
+//-*-===//
 //
 // After the compile pipeline a function holds only arguments, constants,
 // kernels and a return. The plan numbers every tensor value (graph inputs,

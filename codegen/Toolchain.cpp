@@ -28,9 +28,9 @@ Expected<std::string> findCompiler(const CxxOptions &options) {
     return name;
   auto found = sys::findProgramByName(name);
   if (!found)
-    return createStringError(found.getError(),
-                             "C++ compiler '%s' not found on PATH (set KILN_CXX)",
-                             name.c_str());
+    return createStringError(
+        found.getError(), "C++ compiler '%s' not found on PATH (set KILN_CXX)",
+        name.c_str());
   return *found;
 }
 
@@ -64,9 +64,8 @@ Error runJobs(StringRef compiler, std::vector<Job> &jobs, unsigned width,
       sys::ProcessInfo pi = sys::ExecuteNoWait(compiler, argv, std::nullopt,
                                                redirects, 0, &error, &failed);
       if (failed)
-        return createStringError(inconvertibleErrorCode(),
-                                 "cannot run %s: %s", compiler.str().c_str(),
-                                 error.c_str());
+        return createStringError(inconvertibleErrorCode(), "cannot run %s: %s",
+                                 compiler.str().c_str(), error.c_str());
       running.emplace_back(pi, next++);
     }
     auto [pi, index] = running.front();
@@ -76,10 +75,9 @@ Error runJobs(StringRef compiler, std::vector<Job> &jobs, unsigned width,
     if (result.ReturnCode != 0) {
       for (auto &[other, i] : running)
         sys::Wait(other, std::nullopt);
-      return createStringError(inconvertibleErrorCode(),
-                               "C++ compiler failed on %s:\n%s",
-                               jobs[index].label.c_str(),
-                               slurp(jobs[index].log).c_str());
+      return createStringError(
+          inconvertibleErrorCode(), "C++ compiler failed on %s:\n%s",
+          jobs[index].label.c_str(), slurp(jobs[index].log).c_str());
     }
     ++done;
     if (progress)
@@ -109,9 +107,9 @@ compileSharedObject(const std::vector<CxxSource> &sources,
       sys::fs::remove_directories(dir);
   });
 
-  std::vector<std::string> common = {
-      "-std=c++17", "-O" + std::to_string(options.optLevel), "-fPIC",
-      "-fno-math-errno", "-w"};
+  std::vector<std::string> common = {"-std=c++17",
+                                     "-O" + std::to_string(options.optLevel),
+                                     "-fPIC", "-fno-math-errno", "-w"};
   if (!options.targetCpu.empty())
     common.push_back("-march=" + options.targetCpu);
 
@@ -126,7 +124,8 @@ compileSharedObject(const std::vector<CxxSource> &sources,
       return createStringError(ec, "cannot write %s", cpp.c_str());
     out << source.text;
     out.close();
-    Job job{source.name + ".cpp", common, (dir + "/" + source.name + ".log").str()};
+    Job job{source.name + ".cpp", common,
+            (dir + "/" + source.name + ".log").str()};
     job.args.insert(job.args.end(), {"-c", cpp, "-o", obj});
     compiles.push_back(std::move(job));
     objects.push_back(obj);
@@ -136,8 +135,8 @@ compileSharedObject(const std::vector<CxxSource> &sources,
     return e;
 
   std::string so = (dir + "/kernels.so").str();
-  std::vector<Job> link = {{"the link step", {"-shared", "-o", so},
-                            (dir + "/link.log").str()}};
+  std::vector<Job> link = {
+      {"the link step", {"-shared", "-o", so}, (dir + "/link.log").str()}};
   link[0].args.insert(link[0].args.end(), objects.begin(), objects.end());
   if (Error e = runJobs(*compiler, link, 1, nullptr))
     return e;

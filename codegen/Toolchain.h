@@ -1,4 +1,5 @@
-//===- Toolchain.h - the system C++ compiler as the CPU backend ---*- C++ -*-===//
+//===- Toolchain.h - the system C++ compiler as the CPU backend ---*- C++
+//-*-===//
 
 #ifndef KILN_CODEGEN_TOOLCHAIN_H
 #define KILN_CODEGEN_TOOLCHAIN_H

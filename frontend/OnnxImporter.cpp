@@ -109,13 +109,15 @@ FailureOr<Type> Importer::valueType(const onnx::ValueInfoProto &info) {
   Type element = elementType(&ctx, tensor.elem_type());
   if (!element)
     return emitError(loc) << "input '" << info.name() << "' has unsupported "
-                          << "element type " << dataTypeName(tensor.elem_type());
+                          << "element type "
+                          << dataTypeName(tensor.elem_type());
   if (!tensor.has_shape())
     return emitError(loc) << "input '" << info.name()
                           << "' has no shape (unknown rank is not supported)";
   SmallVector<int64_t> dims;
   for (const auto &dim : tensor.shape().dim())
-    dims.push_back(dim.has_dim_value() ? dim.dim_value() : ShapedType::kDynamic);
+    dims.push_back(dim.has_dim_value() ? dim.dim_value()
+                                       : ShapedType::kDynamic);
   return Type(RankedTensorType::get(dims, element, device));
 }
 
@@ -134,8 +136,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc());
   builder.setInsertionPointToEnd(module->getBody());
-  auto func = builder.create<func::FuncOp>(
-      fileLoc(), "main", builder.getFunctionType({}, {}));
+  auto func = builder.create<func::FuncOp>(fileLoc(), "main",
+                                           builder.getFunctionType({}, {}));
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
 
@@ -181,8 +183,7 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
   }
   if (!unsupported.empty()) {
     auto diag = emitError(fileLoc());
-    diag << "model uses " << unsupported.size()
-         << " unsupported op type(s):";
+    diag << "model uses " << unsupported.size() << " unsupported op type(s):";
     for (auto &[op, nodes] : unsupported)
       diag << " " << op << " (" << nodes.size() << " node"
            << (nodes.size() == 1 ? "" : "s") << ")";
@@ -230,7 +231,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     outputs.push_back(it->second);
   }
   builder.create<func::ReturnOp>(fileLoc(), outputs);
-  func.setType(builder.getFunctionType(argTypes, ValueRange(outputs).getTypes()));
+  func.setType(
+      builder.getFunctionType(argTypes, ValueRange(outputs).getTypes()));
   for (auto [i, name] : llvm::enumerate(argNames))
     func.setArgAttr(i, "kiln.name", builder.getStringAttr(name));
   for (auto [i, output] : llvm::enumerate(graph.output()))
@@ -289,8 +291,8 @@ kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
     }
   }
   if (bytes.size() != static_cast<size_t>(count) * width)
-    return emitError(loc) << "tensor '" << tensor.name() << "' of type "
-                          << type << " needs " << count * width
+    return emitError(loc) << "tensor '" << tensor.name() << "' of type " << type
+                          << " needs " << count * width
                           << " bytes of data, has " << bytes.size();
   return std::make_pair(type, makeConstantAttr(type, bytes, blobName));
 }

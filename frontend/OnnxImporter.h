@@ -1,4 +1,5 @@
-//===- OnnxImporter.h - ONNX models into the kiln dialect ---------*- C++ -*-===//
+//===- OnnxImporter.h - ONNX models into the kiln dialect ---------*- C++
+//-*-===//
 //
 // Turns an ONNX ModelProto into a module with one func.func @main in the
 // kiln dialect: graph inputs become arguments (named by `kiln.name`),
@@ -29,9 +30,9 @@ struct ImportOptions {
 
 /// Reads and imports `path`. On failure, reports through the context's
 /// diagnostic handler and returns null.
-mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &context,
-                                                 const std::string &path,
-                                                 const ImportOptions &options = {});
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxFile(mlir::MLIRContext &context, const std::string &path,
+               const ImportOptions &options = {});
 
 /// Imports an already-parsed model; `source` names it in locations.
 mlir::OwningOpRef<mlir::ModuleOp>

@@ -70,8 +70,8 @@ LogicalResult arity(NodeContext &c, size_t min, size_t max) {
   size_t n = c.inputs.size();
   if (n < min || n > max)
     return c.error("'" + c.node.op_type() + "' takes " + Twine(min) +
-                   (min == max ? "" : ".." + Twine(max)) + " inputs, node has " +
-                   Twine(n));
+                   (min == max ? "" : ".." + Twine(max)) +
+                   " inputs, node has " + Twine(n));
   for (size_t i = 0; i < min; ++i)
     if (!c.inputs[i])
       return c.error("required input #" + Twine(i) + " is missing");
@@ -133,8 +133,8 @@ FailureOr<Values> constant(NodeContext &c) {
   auto converted = convertTensor(value->t(), c.device, c.loc, blob);
   if (failed(converted))
     return failure();
-  return Values{c.builder.create<ConstantOp>(c.loc, converted->first,
-                                             converted->second)};
+  return Values{
+      c.builder.create<ConstantOp>(c.loc, converted->first, converted->second)};
 }
 
 const llvm::StringMap<Converter> &table() {

@@ -1,4 +1,5 @@
-//===- OnnxOps.h - per-node converters (internal) -----------------*- C++ -*-===//
+//===- OnnxOps.h - per-node converters (internal) -----------------*- C++
+//-*-===//
 
 #ifndef KILN_FRONTEND_ONNXOPS_H
 #define KILN_FRONTEND_ONNXOPS_H

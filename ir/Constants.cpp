@@ -47,8 +47,8 @@ std::vector<char> kiln::getConstantBytes(ElementsAttr attr) {
   return out;
 }
 
-ElementsAttr kiln::makeConstantAttr(RankedTensorType type,
-                                    ArrayRef<char> bytes, StringRef name) {
+ElementsAttr kiln::makeConstantAttr(RankedTensorType type, ArrayRef<char> bytes,
+                                    StringRef name) {
   auto plain = RankedTensorType::get(type.getShape(), type.getElementType());
   if (plain.getNumElements() > kInlineLimit)
     return DenseResourceElementsAttr::get(

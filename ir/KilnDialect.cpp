@@ -54,8 +54,8 @@ LogicalResult DeviceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   }
   if (kind == "cuda" || kind == "sim") {
     if (ordinal < 0)
-      return emitError() << "device '" << kind
-                         << "' needs an ordinal, e.g. " << kind << ":0";
+      return emitError() << "device '" << kind << "' needs an ordinal, e.g. "
+                         << kind << ":0";
     return success();
   }
   return emitError() << "unknown device kind '" << kind
@@ -77,8 +77,8 @@ DeviceAttr DeviceAttr::parseName(MLIRContext *ctx, StringRef name,
             ((kind == "cuda" || kind == "sim") && hasOrdinal &&
              !rest.getAsInteger(10, ordinal) && ordinal >= 0);
   if (!ok) {
-    error = ("invalid device '" + name + "' (expected cpu, cuda:N or sim:N)")
-                .str();
+    error =
+        ("invalid device '" + name + "' (expected cpu, cuda:N or sim:N)").str();
     return {};
   }
   return get(ctx, kind, ordinal);
@@ -174,8 +174,8 @@ LogicalResult CopyOp::verify() {
   auto in = getInput().getType(), out = getResult().getType();
   if (in.getShape() != out.getShape() ||
       in.getElementType() != out.getElementType())
-    return emitOpError() << "changes only the device, but " << in
-                         << " and " << out << " differ in shape or element type";
+    return emitOpError() << "changes only the device, but " << in << " and "
+                         << out << " differ in shape or element type";
   if (!getDevice(in) || !getDevice(out))
     return emitOpError() << "needs #kiln.device encodings on both sides";
   return success();
@@ -222,8 +222,7 @@ LogicalResult KernelOp::verify() {
   auto yield = cast<YieldOp>(body.getTerminator());
   if (yield.getValues().size() != getNumResults())
     return emitOpError() << "yields " << yield.getValues().size()
-                         << " values but has " << getNumResults()
-                         << " results";
+                         << " values but has " << getNumResults() << " results";
   for (auto [i, value, result] :
        llvm::enumerate(yield.getValues(), getResults()))
     if (!sameModuloEncoding(value.getType(), result.getType()))

@@ -1,4 +1,5 @@
-//===- KilnDialect.h - the kiln dialect ---------------------------*- C++ -*-===//
+//===- KilnDialect.h - the kiln dialect ---------------------------*- C++
+//-*-===//
 //
 // Public header of the IR: the dialect, the #kiln.device attribute, the op
 // traits (SameDevice, Elementwise) and the ops.
@@ -49,8 +50,8 @@ public:
 /// Applies one scalar function at every index (with broadcasting); the
 /// fusion pass groups chains of these into one kernel.
 template <typename ConcreteType>
-class Elementwise
-    : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
+class Elementwise : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {
+};
 } // namespace OpTrait
 
 bool isElementwise(mlir::Operation *op);

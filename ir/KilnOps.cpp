@@ -50,7 +50,7 @@ LogicalResult inferBroadcast(std::optional<Location> loc, ValueRange operands,
                              SmallVectorImpl<Type> &results) {
   Shape shape;
   if (!mlir::OpTrait::util::getBroadcastedShape(shapeOf(operands[0]),
-                                          shapeOf(operands[1]), shape))
+                                                shapeOf(operands[1]), shape))
     return fail(loc, "operands of shapes " + str(shapeOf(operands[0])) +
                          " and " + str(shapeOf(operands[1])) +
                          " do not broadcast");
@@ -68,14 +68,13 @@ LogicalResult inferMatMul(std::optional<Location> loc, Value lhs, Value rhs,
     a.insert(a.begin(), 1);
   if (vecB)
     b.push_back(1);
-  int64_t m = a[a.size() - 2], k = a.back(), k2 = b[b.size() - 2],
-          n = b.back();
+  int64_t m = a[a.size() - 2], k = a.back(), k2 = b[b.size() - 2], n = b.back();
   if (dimsConflict(k, k2))
     return fail(loc, "matmul contraction sizes differ: " + str(shapeOf(lhs)) +
                          " x " + str(shapeOf(rhs)));
   Shape batch;
-  if (!mlir::OpTrait::util::getBroadcastedShape(ArrayRef(a).drop_back(2),
-                                          ArrayRef(b).drop_back(2), batch))
+  if (!mlir::OpTrait::util::getBroadcastedShape(
+          ArrayRef(a).drop_back(2), ArrayRef(b).drop_back(2), batch))
     return fail(loc, "matmul batch dimensions do not broadcast: " +
                          str(shapeOf(lhs)) + " x " + str(shapeOf(rhs)));
   if (!vecA)
@@ -130,7 +129,7 @@ KILN_UNARY(SqrtOp)
 KILN_UNARY(GeluOp)
 
 #define KILN_BINARY(OP)                                                        \
-  KILN_INFER(OP) { return inferBroadcast(loc, operands, results); }           \
+  KILN_INFER(OP) { return inferBroadcast(loc, operands, results); }            \
   KILN_COMPATIBLE(OP)
 KILN_BINARY(AddOp)
 KILN_BINARY(SubOp)
@@ -209,7 +208,8 @@ struct FoldConstantTransB : OpRewritePattern<GemmOp> {
     auto newType = RankedTensorType::get({cols, rows}, type.getElementType(),
                                          type.getEncoding());
     std::string name = "transposed";
-    if (auto resource = dyn_cast<DenseResourceElementsAttr>(constant.getValue()))
+    if (auto resource =
+            dyn_cast<DenseResourceElementsAttr>(constant.getValue()))
       name = resource.getRawHandle().getKey().str() + "_T";
     rewriter.setInsertionPoint(constant);
     auto newConstant = rewriter.create<ConstantOp>(

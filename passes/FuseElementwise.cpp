@@ -51,8 +51,8 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
   bool has(Operation *op) { return classes.findValue(op) != classes.end(); }
 
   SmallVector<Operation *> members(Operation *leader) {
-    return SmallVector<Operation *>(classes.member_begin(classes.findValue(leader)),
-                                    classes.member_end());
+    return SmallVector<Operation *>(
+        classes.member_begin(classes.findValue(leader)), classes.member_end());
   }
 
   // Can `op` join the group led by `leader` (together with `joined`, the
@@ -62,8 +62,7 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
       for (Operation *user : member->getUsers()) {
         if (user == op)
           continue;
-        if (isComputeOp(user) && has(user) &&
-            classes.isEquivalent(user, op))
+        if (isComputeOp(user) && has(user) && classes.isEquivalent(user, op))
           continue;
         if (isComputeOp(user) && has(user) &&
             classes.isEquivalent(user, leader))
@@ -101,12 +100,13 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
     Operation *last = group.back();
     OpBuilder builder(last->getContext());
     builder.setInsertionPointAfter(last);
-    Location loc = group.size() == 1
-                       ? group.front()->getLoc()
-                       : builder.getFusedLoc(llvm::to_vector(llvm::map_range(
-                             group, [](Operation *op) { return op->getLoc(); })));
-    auto kernel = builder.create<KernelOp>(
-        loc, TypeRange(ValueRange(outputs)), inputs.getArrayRef());
+    Location loc =
+        group.size() == 1
+            ? group.front()->getLoc()
+            : builder.getFusedLoc(llvm::to_vector(llvm::map_range(
+                  group, [](Operation *op) { return op->getLoc(); })));
+    auto kernel = builder.create<KernelOp>(loc, TypeRange(ValueRange(outputs)),
+                                           inputs.getArrayRef());
     Block &body = kernel.getBody().front();
     IRMapping mapping;
     for (auto [input, arg] : llvm::zip(inputs, body.getArguments()))
@@ -145,8 +145,8 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
         continue;
       for (Value operand : op.getOperands()) {
         Operation *producer = operand.getDefiningOp();
-        if (!producer || !has(producer) ||
-            !isElementwise(producer) || classes.isEquivalent(producer, &op))
+        if (!producer || !has(producer) || !isElementwise(producer) ||
+            classes.isEquivalent(producer, &op))
           continue;
         Operation *leader = classes.getLeaderValue(producer);
         if (canJoin(&op, leader))

@@ -53,8 +53,8 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
       bindings[name] = *parsed;
     }
     for (BlockArgument arg : func.getArguments()) {
-      auto nameAttr = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        "kiln.name");
+      auto nameAttr =
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name");
       std::string name = nameAttr ? nameAttr.str()
                                   : "arg" + std::to_string(arg.getArgNumber());
       auto it = bindings.find(name);
@@ -80,8 +80,8 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
       for (auto &entry : bindings)
         unknown.push_back(entry.first());
       llvm::sort(unknown);
-      return func.emitOpError() << "no input named "
-                                << llvm::join(unknown, ", ");
+      return func.emitOpError()
+             << "no input named " << llvm::join(unknown, ", ");
     }
     return success();
   }
@@ -122,8 +122,8 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
       return;
     if (failed(bindInputs(func)))
       return signalPassFailure();
-    WalkResult walk = func.getBody().walk<WalkOrder::PreOrder>(
-        [&](Operation *op) {
+    WalkResult walk =
+        func.getBody().walk<WalkOrder::PreOrder>([&](Operation *op) {
           if (isa<KernelOp>(op))
             return WalkResult::skip();
           return failed(refine(op)) ? WalkResult::interrupt()

@@ -34,7 +34,8 @@ LogicalResult requireStatic(Operation *op) {
       if (!tensor.hasStaticShape())
         return op->emitOpError()
                << "needs static shapes for code generation, but has " << tensor
-               << "; bind symbolic input dims (kilnc --input-shape NAME=D0xD1...)";
+               << "; bind symbolic input dims (kilnc --input-shape "
+                  "NAME=D0xD1...)";
   return success();
 }
 
@@ -56,10 +57,11 @@ LogicalResult lowerKernel(KernelOp kernel) {
     SmallVector<Value> operands = llvm::to_vector(llvm::map_range(
         op.getOperands(), [&](Value v) { return mapping.lookupOrDefault(v); }));
     FailureOr<Value> lowered =
-        lowering::isElementwiseFamily(&op)   ? lowering::lowerElementwise(builder, &op, operands)
-        : lowering::isContractionFamily(&op) ? lowering::lowerContraction(builder, &op, operands)
-                                             : FailureOr<Value>(op.emitOpError()
-                                                                << "has no kernel lowering");
+        lowering::isElementwiseFamily(&op)
+            ? lowering::lowerElementwise(builder, &op, operands)
+        : lowering::isContractionFamily(&op)
+            ? lowering::lowerContraction(builder, &op, operands)
+            : FailureOr<Value>(op.emitOpError() << "has no kernel lowering");
     if (failed(lowered))
       return failure();
     mapping.map(op.getResult(0), *lowered);

@@ -1,4 +1,5 @@
-//===- Passes.h - kiln passes and the compile pipeline ------------*- C++ -*-===//
+//===- Passes.h - kiln passes and the compile pipeline ------------*- C++
+//-*-===//
 
 #ifndef KILN_PASSES_PASSES_H
 #define KILN_PASSES_PASSES_H

@@ -34,7 +34,9 @@ uint32_t getU32(const char *p) {
   return v;
 }
 
-size_t alignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+size_t alignUp(size_t n) {
+  return (n + kAlignment - 1) / kAlignment * kAlignment;
+}
 } // namespace
 
 uint32_t crc32(const void *data, size_t size) {

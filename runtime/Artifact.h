@@ -1,4 +1,5 @@
-//===- Artifact.h - the .kiln file format -------------------------*- C++ -*-===//
+//===- Artifact.h - the .kiln file format -------------------------*- C++
+//-*-===//
 //
 // One file holds everything a deployed model needs:
 //
@@ -60,8 +61,9 @@ struct Parsed {
   const Span *find(const std::string &name) const;
 };
 
-/// Validates the `size` bytes at `file` (magic, version, sizes, every checksum) and parses the
-/// manifest. Throws kiln::Error saying what is wrong; `what` names the file.
+/// Validates the `size` bytes at `file` (magic, version, sizes, every checksum)
+/// and parses the manifest. Throws kiln::Error saying what is wrong; `what`
+/// names the file.
 Parsed read(const char *file, size_t size, const std::string &what);
 
 } // namespace kiln::artifact

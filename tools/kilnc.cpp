@@ -19,8 +19,9 @@ using namespace llvm;
 static cl::OptionCategory category("kilnc options");
 static cl::opt<std::string> input(cl::Positional, cl::desc("<model.onnx>"),
                                   cl::Required, cl::cat(category));
-static cl::opt<std::string> output("o", cl::desc("output file (default: "
-                                                 "MODEL.kiln, or - for text)"),
+static cl::opt<std::string> output("o",
+                                   cl::desc("output file (default: "
+                                            "MODEL.kiln, or - for text)"),
                                    cl::value_desc("file"), cl::cat(category));
 static cl::opt<kiln::EmitKind> emit(
     "emit", cl::desc("what to produce"), cl::init(kiln::EmitKind::Artifact),

@@ -72,8 +72,7 @@ Value lowerMatMul(OpBuilder &b, MatMulOp op, Value lhs, Value rhs) {
     SmallVector<AffineExpr> exprs;
     int64_t offset = batchRank - own;
     for (int64_t i = 0; i < own; ++i) {
-      bool repeat =
-          t.getDimSize(i) == 1 && outType.getDimSize(offset + i) != 1;
+      bool repeat = t.getDimSize(i) == 1 && outType.getDimSize(offset + i) != 1;
       exprs.push_back(repeat ? b.getAffineConstantExpr(0) : d(offset + i));
     }
     return exprs;
@@ -134,9 +133,9 @@ Value lowerGemm(OpBuilder &b, GemmOp op, ValueRange operands) {
   SmallVector<AffineMap> maps = {AffineMap::get(3, 0, aExprs, ctx),
                                  AffineMap::get(3, 0, bExprs, ctx),
                                  AffineMap::get(3, 0, {d(0), d(2)}, ctx)};
-  SmallVector<utils::IteratorType> iterators = {
-      utils::IteratorType::parallel, utils::IteratorType::reduction,
-      utils::IteratorType::parallel};
+  SmallVector<utils::IteratorType> iterators = {utils::IteratorType::parallel,
+                                                utils::IteratorType::reduction,
+                                                utils::IteratorType::parallel};
   return contract(b, loc, outType, operands[0], operands[1], init, maps,
                   iterators, op.getAlpha().convertToDouble());
 }

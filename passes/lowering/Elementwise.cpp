@@ -29,15 +29,16 @@ Value lowering::buildElementwise(OpBuilder &b, Location loc,
     SmallVector<AffineExpr> exprs;
     int64_t offset = rank - inType.getRank();
     for (int64_t i = 0; i < inType.getRank(); ++i) {
-      bool repeat = inType.getDimSize(i) == 1 && type.getDimSize(offset + i) != 1;
+      bool repeat =
+          inType.getDimSize(i) == 1 && type.getDimSize(offset + i) != 1;
       exprs.push_back(repeat ? b.getAffineConstantExpr(0)
                              : b.getAffineDimExpr(offset + i));
     }
     maps.push_back(AffineMap::get(rank, 0, exprs, b.getContext()));
   }
   maps.push_back(b.getMultiDimIdentityMap(rank));
-  Value init = b.create<tensor::EmptyOp>(loc, type.getShape(),
-                                         type.getElementType());
+  Value init =
+      b.create<tensor::EmptyOp>(loc, type.getShape(), type.getElementType());
   SmallVector<utils::IteratorType> iterators(rank,
                                              utils::IteratorType::parallel);
   auto generic = b.create<linalg::GenericOp>(
@@ -70,10 +71,12 @@ Value gelu(OpBuilder &b, Location loc, Value x, bool approximateTanh) {
   Value one = lowering::scalar(b, loc, t, 1.0);
   Value phi;
   if (approximateTanh) {
-    Value x3 = b.create<arith::MulFOp>(loc, b.create<arith::MulFOp>(loc, x, x), x);
+    Value x3 =
+        b.create<arith::MulFOp>(loc, b.create<arith::MulFOp>(loc, x, x), x);
     Value inner = b.create<arith::AddFOp>(
         loc, x,
-        b.create<arith::MulFOp>(loc, lowering::scalar(b, loc, t, 0.044715), x3));
+        b.create<arith::MulFOp>(loc, lowering::scalar(b, loc, t, 0.044715),
+                                x3));
     Value scaled = b.create<arith::MulFOp>(
         loc, lowering::scalar(b, loc, t, 0.7978845608028654), inner);
     phi = b.create<math::TanhOp>(loc, scaled);
@@ -108,8 +111,8 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
   auto needFloat = [&]() -> LogicalResult {
     if (floating)
       return success();
-    return op->emitOpError() << "needs a floating-point element type, got "
-                             << element;
+    return op->emitOpError()
+           << "needs a floating-point element type, got " << element;
   };
   using Body = std::function<Value(OpBuilder &, Location, ValueRange)>;
   Body body =
@@ -117,7 +120,8 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Case([](AddOp) { return arithBinary<arith::AddFOp, arith::AddIOp>; })
           .Case([](SubOp) { return arithBinary<arith::SubFOp, arith::SubIOp>; })
           .Case([](MulOp) { return arithBinary<arith::MulFOp, arith::MulIOp>; })
-          .Case([](DivOp) { return arithBinary<arith::DivFOp, arith::DivSIOp>; })
+          .Case(
+              [](DivOp) { return arithBinary<arith::DivFOp, arith::DivSIOp>; })
           .Case([&](ReluOp) -> Body {
             return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
               Value zero = scalar(nb, l, a[0].getType(), 0);
@@ -157,8 +161,8 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Case([&](SigmoidOp) -> Body {
             return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
               Type t = a[0].getType();
-              Value e = nb.create<math::ExpOp>(
-                  l, nb.create<arith::NegFOp>(l, a[0]));
+              Value e =
+                  nb.create<math::ExpOp>(l, nb.create<arith::NegFOp>(l, a[0]));
               return nb.create<arith::DivFOp>(
                   l, scalar(nb, l, t, 1),
                   nb.create<arith::AddFOp>(l, scalar(nb, l, t, 1), e));

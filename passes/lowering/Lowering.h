@@ -1,4 +1,5 @@
-//===- Lowering.h - graph ops to kernel-level primitives ----------*- C++ -*-===//
+//===- Lowering.h - graph ops to kernel-level primitives ----------*- C++
+//-*-===//
 //
 // The kernel level is linalg.generic/linalg.fill/tensor.empty with arith and
 // math scalar bodies, on plain (encoding-free) static tensors. Each op family

@@ -49,7 +49,8 @@ bool anyContains(const std::vector<std::string> &all,
 TEST(Frontend, ImportsGemmReluWithNamesDevicesAndWeights) {
   MLIRContext ctx;
   OnnxBuilder b;
-  b.input("x", {2, 20}).weight("fc.weight", {4, 20}, std::vector<float>(80, 0.5f));
+  b.input("x", {2, 20})
+      .weight("fc.weight", {4, 20}, std::vector<float>(80, 0.5f));
   auto &gemm = b.node("Gemm", "/fc/Gemm", {"x", "fc.weight"}, {"h"});
   OnnxBuilder::intAttr(gemm, "transB", 1);
   b.node("Relu", "/relu", {"h"}, {"y"});
@@ -108,10 +109,11 @@ TEST(Frontend, ListsEveryUnsupportedNode) {
   Imported r = import(ctx, b);
   EXPECT_FALSE(r.module);
   EXPECT_TRUE(anyContains(r.errors, {"conv_1", "unsupported ONNX op 'Conv'"}));
-  EXPECT_TRUE(anyContains(r.errors, {"pool_1", "unsupported ONNX op 'MaxPool'"}));
+  EXPECT_TRUE(
+      anyContains(r.errors, {"pool_1", "unsupported ONNX op 'MaxPool'"}));
   EXPECT_TRUE(anyContains(r.errors, {"conv_2", "unsupported ONNX op 'Conv'"}));
-  EXPECT_TRUE(anyContains(r.errors, {"2 unsupported op type(s)", "Conv (2 nodes)",
-                                     "MaxPool (1 node)"}));
+  EXPECT_TRUE(anyContains(r.errors, {"2 unsupported op type(s)",
+                                     "Conv (2 nodes)", "MaxPool (1 node)"}));
 }
 
 TEST(Frontend, ShapeErrorsNameTheNode) {
@@ -122,7 +124,8 @@ TEST(Frontend, ShapeErrorsNameTheNode) {
   b.output("z");
   Imported r = import(ctx, b);
   EXPECT_FALSE(r.module);
-  EXPECT_TRUE(anyContains(r.errors, {"bad_add", "[2,3] and [4] do not broadcast"}));
+  EXPECT_TRUE(
+      anyContains(r.errors, {"bad_add", "[2,3] and [4] do not broadcast"}));
 }
 
 TEST(Frontend, UndefinedInputIsAnError) {
@@ -144,7 +147,8 @@ TEST(Frontend, WeightSizeMismatchIsAnError) {
   b.output("z");
   Imported r = import(ctx, b);
   EXPECT_FALSE(r.module);
-  EXPECT_TRUE(anyContains(r.errors, {"tensor 'w'", "needs 12 bytes of data, has 8"}));
+  EXPECT_TRUE(
+      anyContains(r.errors, {"tensor 'w'", "needs 12 bytes of data, has 8"}));
 }
 
 TEST(Frontend, UnsupportedInputTypeIsAnError) {
@@ -155,7 +159,8 @@ TEST(Frontend, UnsupportedInputTypeIsAnError) {
   b.output("z");
   Imported r = import(ctx, b);
   EXPECT_FALSE(r.module);
-  EXPECT_TRUE(anyContains(r.errors, {"input 's' has unsupported element type STRING"}));
+  EXPECT_TRUE(
+      anyContains(r.errors, {"input 's' has unsupported element type STRING"}));
 }
 
 TEST(Frontend, MissingFileIsAnError) {

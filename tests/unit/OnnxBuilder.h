@@ -1,4 +1,5 @@
-//===- OnnxBuilder.h - small ONNX models built in tests -----------*- C++ -*-===//
+//===- OnnxBuilder.h - small ONNX models built in tests -----------*- C++
+//-*-===//
 
 #ifndef KILN_TESTS_ONNXBUILDER_H
 #define KILN_TESTS_ONNXBUILDER_H

@@ -91,7 +91,8 @@ protected:
       }
     return y;
   }
-  static void expectMatches(const kiln::Tensor &y, const std::vector<float> &ref) {
+  static void expectMatches(const kiln::Tensor &y,
+                            const std::vector<float> &ref) {
     ASSERT_EQ(y.shape(), (std::vector<int64_t>{4, 5}));
     for (size_t i = 0; i < ref.size(); ++i)
       EXPECT_NEAR(y.data<float>()[i], ref[i], 1e-5 * (1 + std::fabs(ref[i])))

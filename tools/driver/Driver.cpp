@@ -129,8 +129,8 @@ LogicalResult compileModel(const CompileOptions &options) {
   sources.push_back({"kiln_abi", abiSource()});
   size_t total = sources.size();
   progress.stage("compiling kernels 0/" + std::to_string(total));
-  auto code = compileSharedObject(
-      sources, options.cxx, [&](size_t done, size_t all) {
+  auto code =
+      compileSharedObject(sources, options.cxx, [&](size_t done, size_t all) {
         progress.stage("compiling kernels " + std::to_string(done) + "/" +
                        std::to_string(all));
       });
@@ -145,12 +145,13 @@ LogicalResult compileModel(const CompileOptions &options) {
   manifest["producer"] = std::string("kilnc ") + kVersion;
   manifest["source"] = llvm::sys::path::filename(options.input).str();
   manifest["abi"] = artifact::kKernelABI;
-  manifest["target"] = {{"arch", "x86_64"},
-                        {"cpu", options.cxx.targetCpu},
-                        {"cpu_features",
-                         targetCpuFeatures(options.cxx.targetCpu)}};
-  std::vector<char> file = artifact::write(
-      manifest, {{"code", std::move(*code)}, {"weights", std::move(plan->weights)}});
+  manifest["target"] = {
+      {"arch", "x86_64"},
+      {"cpu", options.cxx.targetCpu},
+      {"cpu_features", targetCpuFeatures(options.cxx.targetCpu)}};
+  std::vector<char> file =
+      artifact::write(manifest, {{"code", std::move(*code)},
+                                 {"weights", std::move(plan->weights)}});
   return writeOutput(options.output, llvm::StringRef(file.data(), file.size()),
                      true);
 }

@@ -1,4 +1,5 @@
-//===- Driver.h - what kilnc does, as a library -------------------*- C++ -*-===//
+//===- Driver.h - what kilnc does, as a library -------------------*- C++
+//-*-===//
 //
 // import ONNX -> compile pipeline -> plan -> C++ per kernel -> system C++
 // compiler -> .kiln artifact (manifest, code, weights). kilnc is a thin

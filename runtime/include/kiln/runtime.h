@@ -1,4 +1,5 @@
-//===- kiln/runtime.h - load a .kiln artifact and run it ----------*- C++ -*-===//
+//===- kiln/runtime.h - load a .kiln artifact and run it ----------*- C++
+//-*-===//
 //
 // The public C++ API of the kiln runtime. It depends on nothing but the C++
 // standard library (no LLVM, no MLIR, no compiler at load time):

@@ -1,4 +1,5 @@
-//===- kiln/tensor_io.h - tensors from and to files ---------------*- C++ -*-===//
+//===- kiln/tensor_io.h - tensors from and to files ---------------*- C++
+//-*-===//
 //
 // .npy (format 1.0/2.0/3.0, little-endian, C order) and ONNX TensorProto
 // .pb files (raw_data or the typed repeated fields), parsed without protobuf
