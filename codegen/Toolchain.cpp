@@ -2,6 +2,8 @@
 
 #include "codegen/Toolchain.h"
 
+#include "runtime/Artifact.h"
+
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -148,27 +150,9 @@ compileSharedObject(const std::vector<CxxSource> &sources,
 }
 
 std::vector<std::string> targetCpuFeatures(const std::string &targetCpu) {
-  std::vector<std::string> features;
   if (targetCpu != "native")
-    return features; // a named -march is the user's promise
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx"))
-    features.push_back("avx");
-  if (__builtin_cpu_supports("avx2"))
-    features.push_back("avx2");
-  if (__builtin_cpu_supports("fma"))
-    features.push_back("fma");
-  if (__builtin_cpu_supports("avx512f"))
-    features.push_back("avx512f");
-  if (__builtin_cpu_supports("avx512bw"))
-    features.push_back("avx512bw");
-  if (__builtin_cpu_supports("avx512vl"))
-    features.push_back("avx512vl");
-  if (__builtin_cpu_supports("avx512dq"))
-    features.push_back("avx512dq");
-#endif
-  return features;
+    return {}; // a named -march is the user's promise
+  return artifact::hostCpuFeatures();
 }
 
 } // namespace kiln

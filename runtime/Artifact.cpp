@@ -48,6 +48,26 @@ uint32_t crc32(const void *data, size_t size) {
   return c ^ 0xFFFFFFFFu;
 }
 
+std::vector<std::string> hostCpuFeatures() {
+  std::vector<std::string> features;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  // __builtin_cpu_supports needs literal arguments, hence the macro.
+#define KILN_FEATURE(name)                                                     \
+  if (__builtin_cpu_supports(name))                                            \
+    features.push_back(name);
+  KILN_FEATURE("avx")
+  KILN_FEATURE("avx2")
+  KILN_FEATURE("fma")
+  KILN_FEATURE("avx512f")
+  KILN_FEATURE("avx512bw")
+  KILN_FEATURE("avx512vl")
+  KILN_FEATURE("avx512dq")
+#undef KILN_FEATURE
+#endif
+  return features;
+}
+
 std::vector<char> write(nlohmann::json manifest,
                         const std::vector<Section> &sections) {
   // Section offsets depend on the manifest's size, which depends on the

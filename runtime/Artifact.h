@@ -41,6 +41,11 @@ inline constexpr int kKernelABI = 1;
 
 uint32_t crc32(const void *data, size_t size);
 
+/// The x86 features this CPU has, among those an artifact may require
+/// ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq").
+/// kilnc records them for -march=native; the runtime checks them at load.
+std::vector<std::string> hostCpuFeatures();
+
 struct Section {
   std::string name;
   std::vector<char> bytes;

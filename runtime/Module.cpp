@@ -12,6 +12,7 @@
 #include "kiln/runtime.h"
 #include "runtime/Artifact.h"
 
+#include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
@@ -38,27 +39,6 @@ struct Step {
   KernelFn fn;
   std::vector<size_t> args;
 };
-
-bool cpuSupports(const std::string &feature) {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (feature == "avx")
-    return __builtin_cpu_supports("avx");
-  if (feature == "avx2")
-    return __builtin_cpu_supports("avx2");
-  if (feature == "fma")
-    return __builtin_cpu_supports("fma");
-  if (feature == "avx512f")
-    return __builtin_cpu_supports("avx512f");
-  if (feature == "avx512bw")
-    return __builtin_cpu_supports("avx512bw");
-  if (feature == "avx512vl")
-    return __builtin_cpu_supports("avx512vl");
-  if (feature == "avx512dq")
-    return __builtin_cpu_supports("avx512dq");
-#endif
-  return false;
-}
 
 std::vector<char> readFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -121,8 +101,10 @@ void Module::Impl::loadCode(const artifact::Parsed::Span &code) {
 
 void Module::Impl::decode(const artifact::Parsed &parsed) {
   const nlohmann::json &m = parsed.manifest;
+  std::vector<std::string> host = artifact::hostCpuFeatures();
   for (const auto &feature : m.at("target").at("cpu_features"))
-    if (!cpuSupports(feature.get<std::string>()))
+    if (std::find(host.begin(), host.end(), feature.get<std::string>()) ==
+        host.end())
       throw fail("compiled for CPUs with " + feature.get<std::string>() +
                  ", which this CPU lacks; recompile it here");
   const artifact::Parsed::Span *weights = parsed.find("weights");
