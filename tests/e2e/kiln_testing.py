@@ -73,6 +73,8 @@ def _run(argv, cwd=None, timeout=None):
                               timeout=timeout or TIMEOUT)
     except subprocess.TimeoutExpired as e:
         raise AssertionError("timed out after %ss: %s" % (e.timeout, " ".join(map(str, argv))))
+    except OSError as e:  # e.g. the binary is being rebuilt right now
+        raise AssertionError("cannot run %s: %s" % (argv[0], e))
 
 
 def kilnc(*args, cwd=None, timeout=None):
@@ -155,7 +157,9 @@ class KilnTestCase(unittest.TestCase):
     @classmethod
     def save_npy(cls, array, name):
         path = cls.path(name)
-        np.save(path, np.ascontiguousarray(array))
+        # np.array(..., order="C") keeps 0-d arrays 0-d (ascontiguousarray
+        # would make them 1-d).
+        np.save(path, np.array(array, order="C"))
         return path
 
     @classmethod

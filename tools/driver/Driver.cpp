@@ -57,6 +57,12 @@ LogicalResult writeOutput(const std::string &path, llvm::StringRef bytes,
   return success();
 }
 
+// Weights are kept out of printed IR: blobs longer than 64 bytes show as
+// "__elided__".
+OpPrintingFlags printingFlags() {
+  return OpPrintingFlags().elideLargeResourceString(64);
+}
+
 std::string abiSource() {
   return "// kiln: the kernel ABI version this code section follows\n"
          "extern \"C\" int kiln_abi_version(void) { return " +
@@ -88,7 +94,9 @@ LogicalResult compileModel(const CompileOptions &options) {
     pm.enableIRPrinting([](Pass *, Operation *) { return false; },
                         [](Pass *, Operation *) { return true; },
                         /*printModuleScope=*/true,
-                        /*printAfterOnlyOnChange=*/false);
+                        /*printAfterOnlyOnChange=*/false,
+                        /*printAfterOnlyOnFailure=*/false, llvm::errs(),
+                        printingFlags());
   }
   PipelineOptions pipeline;
   pipeline.inputShapes = options.inputShapes;
@@ -102,7 +110,7 @@ LogicalResult compileModel(const CompileOptions &options) {
     progress.done();
     std::string text;
     llvm::raw_string_ostream os(text);
-    module->print(os);
+    module->print(os, printingFlags());
     return writeOutput(options.output, text, false);
   }
 
