@@ -16,6 +16,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
 #include <fstream>
 
 using namespace mlir;
@@ -73,11 +76,59 @@ std::string sanitize(StringRef name) {
   return out;
 }
 
+// Data of a tensor stored outside the model (ONNX external data: keys
+// location, offset, length), read relative to the model's folder.
+FailureOr<std::vector<char>> readExternalData(const onnx::TensorProto &tensor,
+                                              Location loc,
+                                              StringRef modelDir) {
+  std::string location;
+  uint64_t offset = 0, length = 0;
+  bool hasLength = false;
+  for (const auto &entry : tensor.external_data()) {
+    if (entry.key() == "location")
+      location = entry.value();
+    else if ((entry.key() == "offset" &&
+              StringRef(entry.value()).getAsInteger(10, offset)) ||
+             (entry.key() == "length" &&
+              StringRef(entry.value()).getAsInteger(10, length)))
+      return emitError(loc) << "tensor '" << tensor.name()
+                            << "' has a malformed external data " << entry.key()
+                            << " '" << entry.value() << "'";
+    hasLength |= entry.key() == "length";
+  }
+  auto fail = [&](const Twine &why) {
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "': external data file '" << location << "' "
+                          << why;
+  };
+  if (location.empty())
+    return fail("is not named (no 'location' key)");
+  if (llvm::sys::path::is_absolute(location) ||
+      llvm::is_contained(llvm::make_range(llvm::sys::path::begin(location),
+                                          llvm::sys::path::end(location)),
+                         ".."))
+    return fail("must be a relative path inside the model's folder");
+  SmallString<256> path(modelDir);
+  llvm::sys::path::append(path, location);
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!file)
+    return fail("cannot be read: " + file.getError().message());
+  StringRef data = (*file)->getBuffer();
+  if (offset > data.size() || (hasLength && length > data.size() - offset))
+    return fail("is too short for offset " + Twine(offset) + " and length " +
+                Twine(length));
+  data = data.substr(offset, hasLength ? length : StringRef::npos);
+  return std::vector<char>(data.begin(), data.end());
+}
+
 class Importer {
 public:
   Importer(MLIRContext &ctx, const std::string &source,
            const ImportOptions &options)
-      : ctx(ctx), source(source), builder(&ctx), options(options) {}
+      : ctx(ctx), source(source),
+        modelDir(llvm::sys::path::parent_path(source).str()), builder(&ctx),
+        options(options) {}
 
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
 
@@ -93,6 +144,7 @@ private:
 
   MLIRContext &ctx;
   std::string source;
+  std::string modelDir;
   OpBuilder builder;
   ImportOptions options;
   Attribute device;
@@ -144,7 +196,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
   bool failed = false;
   for (const auto &init : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(&ctx, init.name()), fileLoc());
-    auto converted = convertTensor(init, device, loc, sanitize(init.name()));
+    auto converted =
+        convertTensor(init, device, loc, sanitize(init.name()), modelDir);
     if (mlir::failed(converted)) {
       failed = true;
       continue;
@@ -193,7 +246,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     return nullptr;
 
   for (auto [index, node] : llvm::enumerate(graph.node())) {
-    NodeContext c{node, builder, nodeLoc(node, index), device, opset, {}};
+    NodeContext c{node,     builder, nodeLoc(node, index), device,
+                  modelDir, opset,   {}};
     bool missing = false;
     for (const std::string &name : node.input()) {
       if (name.empty()) {
@@ -246,12 +300,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
 FailureOr<std::pair<RankedTensorType, ElementsAttr>>
 kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
                                  Attribute device, Location loc,
-                                 StringRef blobName) {
+                                 StringRef blobName, StringRef modelDir) {
   MLIRContext *ctx = loc.getContext();
-  if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
-    return emitError(loc) << "tensor '" << tensor.name()
-                          << "' keeps its data in an external file, which is "
-                             "not supported yet";
   Type element = elementType(ctx, tensor.data_type());
   if (!element)
     return emitError(loc) << "tensor '" << tensor.name()
@@ -262,7 +312,12 @@ kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
   int64_t count = type.getNumElements();
   size_t width = element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8;
   std::vector<char> bytes;
-  if (tensor.has_raw_data()) {
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    auto external = readExternalData(tensor, loc, modelDir);
+    if (failed(external))
+      return failure();
+    bytes = std::move(*external);
+  } else if (tensor.has_raw_data()) {
     bytes.assign(tensor.raw_data().begin(), tensor.raw_data().end());
   } else {
     switch (tensor.data_type()) {

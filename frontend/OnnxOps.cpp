@@ -130,7 +130,8 @@ FailureOr<Values> constant(NodeContext &c) {
     return c.error("Constant is supported with a 'value' tensor attribute "
                    "only");
   std::string blob = c.node.output(0);
-  auto converted = convertTensor(value->t(), c.device, c.loc, blob);
+  auto converted =
+      convertTensor(value->t(), c.device, c.loc, blob, c.modelDir);
   if (failed(converted))
     return failure();
   return Values{

@@ -10,10 +10,12 @@
 
 namespace kiln::onnx_import {
 
-/// Converts a TensorProto to a constant of its type on `device`.
+/// Converts a TensorProto to a constant of its type on `device`. Data kept
+/// in an external file is read relative to `modelDir`.
 mlir::FailureOr<std::pair<mlir::RankedTensorType, mlir::ElementsAttr>>
 convertTensor(const onnx::TensorProto &tensor, mlir::Attribute device,
-              mlir::Location loc, llvm::StringRef blobName);
+              mlir::Location loc, llvm::StringRef blobName,
+              llvm::StringRef modelDir);
 
 /// What a converter sees of one node.
 struct NodeContext {
@@ -21,6 +23,7 @@ struct NodeContext {
   mlir::OpBuilder &builder;
   mlir::Location loc;
   mlir::Attribute device;
+  llvm::StringRef modelDir;
   int64_t opset;
   /// One per node input; null for an omitted optional input ("").
   llvm::SmallVector<mlir::Value> inputs;

@@ -43,14 +43,15 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
   using KilnInferShapesBase::KilnInferShapesBase;
 
   LogicalResult bindInputs(func::FuncOp func) {
-    llvm::StringMap<SmallVector<int64_t>> bindings;
+    // name -> (dims, as the user wrote them)
+    llvm::StringMap<std::pair<SmallVector<int64_t>, std::string>> bindings;
     for (const std::string &binding : inputShapes) {
       auto [name, dims] = StringRef(binding).rsplit('=');
       auto parsed = parseDims(dims);
       if (name.empty() || failed(parsed))
         return func.emitOpError() << "malformed input shape '" << binding
                                   << "' (expected NAME=D0xD1x...)";
-      bindings[name] = *parsed;
+      bindings[name] = {*parsed, dims.str()};
     }
     for (BlockArgument arg : func.getArguments()) {
       auto nameAttr =
@@ -61,7 +62,7 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
       if (it == bindings.end())
         continue;
       auto type = cast<RankedTensorType>(arg.getType());
-      ArrayRef<int64_t> dims = it->second;
+      ArrayRef<int64_t> dims = it->second.first;
       if (type.getRank() != (int64_t)dims.size())
         return func.emitOpError()
                << "input '" << name << "' has rank " << type.getRank()
@@ -70,7 +71,8 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
         if (!ShapedType::isDynamic(have) && have != want)
           return func.emitOpError()
                  << "input '" << name << "' has static shape " << type
-                 << " that the given shape " << it->first() << " contradicts";
+                 << " that the given shape " << it->second.second
+                 << " contradicts";
       arg.setType(RankedTensorType::get(dims, type.getElementType(),
                                         type.getEncoding()));
       bindings.erase(it);

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
+#include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -40,16 +42,22 @@ struct Step {
   std::vector<size_t> args;
 };
 
-std::vector<char> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
-    throw Error(path + ": cannot open file");
-  std::streamsize size = in.tellg();
-  in.seekg(0);
-  std::vector<char> bytes(static_cast<size_t>(size));
-  if (size && !in.read(bytes.data(), size))
+// The whole file in 64-byte aligned memory, read once.
+Tensor readFile(const std::string &path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(path + ": " +
+                (std::filesystem::exists(path, ec) ? "not a regular file"
+                                                   : "no such file"));
+  uintmax_t size = std::filesystem::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  if (ec || !in)
+    throw Error(path + ": cannot open file: " + std::strerror(errno));
+  Tensor file = Tensor::empty(DType::U8, {static_cast<int64_t>(size)});
+  if (size && !in.read(static_cast<char *>(file.raw()),
+                       static_cast<std::streamsize>(size)))
     throw Error(path + ": cannot read file");
-  return bytes;
+  return file;
 }
 } // namespace
 
@@ -182,10 +190,7 @@ Module::~Module() = default;
 Module Module::load(const std::string &path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  std::vector<char> bytes = readFile(path);
-  impl->file = Tensor::fromBytes(DType::U8, {(int64_t)bytes.size()},
-                                 bytes.data(), bytes.size());
-  bytes = {};
+  impl->file = readFile(path);
   const char *data = static_cast<const char *>(impl->file.raw());
   artifact::Parsed parsed = artifact::read(data, impl->file.nbytes(), path);
   try {

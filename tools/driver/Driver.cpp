@@ -57,6 +57,47 @@ LogicalResult writeOutput(const std::string &path, llvm::StringRef bytes,
   return success();
 }
 
+// "model.onnx: node '/fc1/Gemm'": the file and the ONNX node names a
+// location carries (a fused kernel carries several).
+std::string describe(Location loc) {
+  std::string file;
+  std::vector<std::string> nodes;
+  loc->walk([&](Location l) {
+    if (auto f = dyn_cast<FileLineColLoc>(l)) {
+      if (file.empty())
+        file = f.getFilename().str() +
+               (f.getLine() ? ":" + std::to_string(f.getLine()) : "");
+    } else if (auto n = dyn_cast<NameLoc>(l)) {
+      std::string quoted = "'" + n.getName().str() + "'";
+      if (!llvm::is_contained(nodes, quoted))
+        nodes.push_back(quoted);
+    }
+    return WalkResult::advance();
+  });
+  std::string text = file;
+  if (!nodes.empty())
+    text += (text.empty() ? "" : ": ") +
+            std::string(nodes.size() == 1 ? "node " : "nodes ") +
+            llvm::join(nodes, ", ");
+  return text;
+}
+
+LogicalResult printDiagnostic(Diagnostic &diag) {
+  auto print = [](Location loc, DiagnosticSeverity severity,
+                  const std::string &message) {
+    const char *kind = severity == DiagnosticSeverity::Error     ? "error"
+                       : severity == DiagnosticSeverity::Warning ? "warning"
+                                                                 : "note";
+    std::string where = describe(loc);
+    llvm::errs() << "kilnc: " << (where.empty() ? "" : where + ": ") << kind
+                 << ": " << message << "\n";
+  };
+  print(diag.getLocation(), diag.getSeverity(), diag.str());
+  for (Diagnostic &note : diag.getNotes())
+    print(note.getLocation(), note.getSeverity(), note.str());
+  return success();
+}
+
 // Weights are kept out of printed IR: blobs longer than 64 bytes show as
 // "__elided__".
 OpPrintingFlags printingFlags() {
@@ -75,8 +116,8 @@ LogicalResult compileModel(const CompileOptions &options) {
   context.loadDialect<KilnDialect, func::FuncDialect, linalg::LinalgDialect,
                       tensor::TensorDialect, arith::ArithDialect,
                       math::MathDialect>();
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  context.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler diagnostics(&context, printDiagnostic);
   Progress progress(options.progress);
 
   progress.stage("importing " + options.input);

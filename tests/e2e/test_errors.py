@@ -1,0 +1,535 @@
+"""Bad input must give a clear error (exit code 1, a message on stderr that
+says what is wrong) and never a crash: unsupported models, files that are not
+models, damaged artifacts, and inputs that do not fit the model."""
+
+import json
+import os
+import struct
+import unittest
+import zlib
+
+import numpy as np
+
+import kiln_testing as kt
+
+# The .kiln layout (runtime/Artifact.h): magic, u32 version, u32 manifest
+# size, u32 manifest CRC-32, JSON manifest, 64-byte aligned sections.
+MAGIC = b"KILNART\0"
+HEADER = 20
+
+
+def parse_artifact(data):
+    """(manifest dict, {section name: (offset, size)}) of a valid artifact."""
+    assert data[:8] == MAGIC, "bad magic"
+    size = struct.unpack_from("<I", data, 12)[0]
+    manifest = json.loads(data[HEADER:HEADER + size])
+    sections = {s["name"]: (s["offset"], s["size"]) for s in manifest["sections"]}
+    return manifest, sections
+
+
+def rewrite_manifest(data, edit):
+    """Applies edit(manifest) and stores the result with a correct checksum,
+    keeping every offset: the new JSON must not be longer than the old (it is
+    written compactly and padded with spaces). None if it does not fit."""
+    size = struct.unpack_from("<I", data, 12)[0]
+    manifest = json.loads(data[HEADER:HEADER + size])
+    edit(manifest)
+    text = json.dumps(manifest, separators=(",", ":")).encode()
+    if len(text) > size:
+        return None
+    text += b" " * (size - len(text))
+    out = bytearray(data)
+    out[HEADER:HEADER + size] = text
+    struct.pack_into("<I", out, 16, zlib.crc32(text) & 0xFFFFFFFF)
+    return bytes(out)
+
+
+def onnx_model(nodes, inputs, outputs, initializers=(), opset=17):
+    from onnx import helper as h
+    graph = h.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+    model.ir_version = min(model.ir_version, 10)
+    return model
+
+
+def tensor(name, shape, elem=None):
+    from onnx import TensorProto, helper as h
+    return h.make_tensor_value_info(name, elem or TensorProto.FLOAT, shape)
+
+
+class UnsupportedModelTest(kt.KilnTestCase):
+    """kilnc on valid ONNX models it cannot compile."""
+
+    def compile_fails(self, model, name, *expected, extra=(), case_sensitive=True):
+        path = self.save_model(model, name + ".onnx")
+        out = self.path(name + ".kiln")
+        proc = kt.kilnc(path, "-o", out, *extra)
+        kt.assert_clean_failure(self, proc, *expected, case_sensitive=case_sensitive)
+        self.assertFalse(os.path.exists(out), "kilnc wrote an artifact anyway")
+        return proc
+
+    def test_two_unsupported_ops_are_both_named(self):
+        from onnx import helper as h, numpy_helper as nh
+        model = onnx_model(
+            [h.make_node("Conv", ["x", "w"], ["c"], name="conv_1"),
+             h.make_node("MaxPool", ["c"], ["p"], name="pool_1", kernel_shape=[2, 2]),
+             h.make_node("Relu", ["p"], ["y"], name="relu_1")],
+            [tensor("x", [1, 1, 6, 6])], [tensor("y", [1, 1, 2, 2])],
+            [nh.from_array(np.ones((1, 1, 3, 3), np.float32), "w")])
+        proc = self.compile_fails(model, "two_unsupported",
+                                  "conv_1", "pool_1", "Conv", "MaxPool")
+        # The supported op is not blamed.
+        for line in proc.stderr.splitlines():
+            if "unsupported" in line.lower() or "not supported" in line.lower():
+                self.assertNotIn("Relu", line, kt.describe(proc))
+                self.assertNotIn("relu_1", line, kt.describe(proc))
+
+    def test_unnamed_unsupported_node_still_identified(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Relu", ["x"], ["r"]),
+                            h.make_node("Softmax", ["r"], ["y"])],
+                           [tensor("x", [2, 3])], [tensor("y", [2, 3])])
+        self.compile_fails(model, "unnamed_unsupported", "Softmax")
+
+    def test_custom_domain_op(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("FusedGemm", ["x", "x"], ["y"], name="fused_1",
+                                        domain="com.microsoft")],
+                           [tensor("x", [2, 2])], [tensor("y", [2, 2])])
+        model.opset_import.append(h.make_opsetid("com.microsoft", 1))
+        self.compile_fails(model, "custom_domain", "FusedGemm")
+
+    def test_unsupported_element_type(self):
+        from onnx import TensorProto, helper as h
+        model = onnx_model([h.make_node("Add", ["x", "x"], ["y"])],
+                           [tensor("x", [3], TensorProto.UINT8)],
+                           [tensor("y", [3], TensorProto.UINT8)])
+        self.compile_fails(model, "uint8_input", ("uint8", "u8"), "element type",
+                           case_sensitive=False)
+
+    def test_sequence_input(self):
+        from onnx import TensorProto, helper as h
+        seq = h.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2])
+        model = onnx_model([h.make_node("Identity", ["s"], ["y"])], [seq],
+                           [h.make_tensor_sequence_value_info("y", TensorProto.FLOAT, [2])],
+                           opset=16)
+        self.compile_fails(model, "sequence_input", "sequence", case_sensitive=False)
+
+    def test_undefined_node_input(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Add", ["x", "ghost_value"], ["y"])],
+                           [tensor("x", [2])], [tensor("y", [2])])
+        self.compile_fails(model, "undefined_input", "ghost_value")
+
+    def test_bad_gelu_attribute(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Gelu", ["x"], ["y"], approximate="bogus_mode")],
+                           [tensor("x", [2])], [tensor("y", [2])], opset=20)
+        self.compile_fails(model, "bad_gelu", "bogus_mode")
+
+    def test_incompatible_broadcast_shapes(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Add", ["x", "z"], ["y"], name="add_bad")],
+                           [tensor("x", [2, 3]), tensor("z", [4])], [tensor("y", [2, 3])])
+        self.compile_fails(model, "bad_broadcast", ("broadcast", "incompatible", "mismatch"),
+                           "[2,3]", "[4]", case_sensitive=False)
+
+    def test_matmul_inner_dims_mismatch(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("MatMul", ["a", "b"], ["y"], name="mm_bad")],
+                           [tensor("a", [2, 3]), tensor("b", [4, 5])], [tensor("y", [2, 5])])
+        self.compile_fails(model, "bad_matmul", "[2,3]", "[4,5]")
+
+    def test_bad_input_shape_options(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Relu", ["x"], ["y"])],
+                           [tensor("x", ["N", 3])], [tensor("y", ["N", 3])])
+        for option, expected in [("x=abc", ["x=abc"]), ("nonsense", ["nonsense"]),
+                                 ("x=-1x3", ["x=-1x3"]), ("x=2x3x4", ["rank"]),
+                                 ("nosuchinput=2x3", ["nosuchinput"]),
+                                 # The declared dim 3 contradicts the given 5:
+                                 # the message must show the given shape.
+                                 ("x=2x5", ["2x5"])]:
+            with self.subTest(option=option):
+                self.compile_fails(model, "bad_shape_option", *expected,
+                                   extra=("--input-shape", option), case_sensitive=False)
+
+    def test_unwritable_output_path(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Relu", ["x"], ["y"])],
+                           [tensor("x", [2])], [tensor("y", [2])])
+        path = self.save_model(model, "relu.onnx")
+        out = self.path("no", "such", "dir", "out.kiln")
+        proc = kt.kilnc(path, "-o", out)
+        kt.assert_clean_failure(self, proc, out)
+
+
+class BadModelFileTest(kt.KilnTestCase):
+    """kilnc on files that are not ONNX models."""
+
+    GENERIC = ("not a valid", "parse", "malformed", "invalid", "corrupt", "truncated",
+               "no graph", "empty")
+
+    def compile_file(self, path):
+        out = self.path(os.path.basename(path) + ".kiln")
+        proc = kt.kilnc(path, "-o", out)
+        self.assertFalse(os.path.exists(out), "kilnc wrote an artifact anyway")
+        return proc
+
+    def write(self, name, data):
+        path = self.path(name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def test_random_bytes(self):
+        rng = np.random.default_rng(2024)
+        for size in (1, 100, 4096):
+            with self.subTest(size=size):
+                path = self.write("random%d.onnx" % size, rng.bytes(size))
+                proc = self.compile_file(path)
+                kt.assert_clean_failure(self, proc, os.path.basename(path), self.GENERIC)
+
+    def test_empty_file(self):
+        path = self.write("empty.onnx", b"")
+        kt.assert_clean_failure(self, self.compile_file(path), "empty.onnx", self.GENERIC)
+
+    def test_truncated_model(self):
+        from onnx import helper as h, numpy_helper as nh
+        model = onnx_model([h.make_node("MatMul", ["x", "w"], ["y"])],
+                           [tensor("x", [2, 64])], [tensor("y", [2, 64])],
+                           [nh.from_array(np.ones((64, 64), np.float32), "w")])
+        data = model.SerializeToString()
+        for cut in (len(data) // 2, len(data) - 1):
+            with self.subTest(cut=cut):
+                path = self.write("truncated%d.onnx" % cut, data[:cut])
+                proc = self.compile_file(path)
+                kt.assert_clean_failure(self, proc, "truncated%d.onnx" % cut, self.GENERIC)
+
+    def test_missing_file(self):
+        path = self.path("does_not_exist.onnx")
+        kt.assert_clean_failure(self, self.compile_file(path), "does_not_exist.onnx",
+                                ("no such file", "cannot open", "not found", "does not exist"))
+
+    def test_directory(self):
+        path = self.path("a_directory.onnx")
+        os.mkdir(path)
+        kt.assert_clean_failure(self, self.compile_file(path), "a_directory.onnx",
+                                ("directory", "cannot read", "not a regular file",
+                                 "not a valid"))
+
+    def test_kiln_artifact_given_to_kilnc(self):
+        path = self.write("looks_like.onnx", MAGIC + b"\x01\0\0\0" + b"\0" * 40)
+        kt.assert_clean_failure(self, self.compile_file(path), "looks_like.onnx", self.GENERIC)
+
+
+class ArtifactCorruptionTest(kt.KilnTestCase):
+    """kiln-run on damaged .kiln files: every byte is checked."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        from onnx import helper as h, numpy_helper as nh
+        rng = np.random.default_rng(5)
+        cls.w = rng.standard_normal((3, 4)).astype(np.float32)
+        cls.b = rng.standard_normal(4).astype(np.float32)
+        cls.x = rng.standard_normal((2, 3)).astype(np.float32)
+        model = onnx_model(
+            [h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "b"], ["s"]),
+             h.make_node("Relu", ["s"], ["y"])],
+            [tensor("x", [2, 3])], [tensor("y", [2, 4])],
+            [nh.from_array(cls.w, "w"), nh.from_array(cls.b, "b")])
+        cls.artifact, cls.compile_proc = cls.compile(cls.save_model(model, "small.onnx"),
+                                                     "small.kiln")
+        cls.data = None
+        if cls.artifact:
+            with open(cls.artifact, "rb") as f:
+                cls.data = f.read()
+        cls.x_file = cls.save_npy(cls.x, "x.npy")
+
+    def setUp(self):
+        kt.assert_success(self, self.compile_proc)
+
+    def run_bytes(self, data, name):
+        path = self.path(name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return kt.kiln_run(path, self.x_file)
+
+    def test_intact_artifact_runs_correctly(self):
+        outputs, _ = self.run_artifact(self.artifact, [self.x_file])
+        expected = np.maximum(self.x @ self.w + self.b, 0)
+        np.testing.assert_allclose(outputs[0], expected, rtol=1e-5, atol=1e-6)
+
+    def test_layout(self):
+        # The positions below rely on this layout; if it changes, fix them.
+        manifest, sections = parse_artifact(self.data)
+        self.assertEqual(struct.unpack_from("<I", self.data, 8)[0], 1)
+        self.assertIn("code", sections)
+        self.assertIn("weights", sections)
+        self.assertGreaterEqual(sections["weights"][1], (12 + 4) * 4)
+        end = max(o + s for o, s in sections.values())
+        self.assertEqual(end, len(self.data))
+
+    def test_truncated(self):
+        n = len(self.data)
+        for cut in (0, 10, HEADER, HEADER + 50, n // 2, n - 1):
+            with self.subTest(length=cut):
+                proc = self.run_bytes(self.data[:cut], "cut%d.kiln" % cut)
+                if cut < HEADER:
+                    expected = ("truncated", "bad magic", "not a kiln artifact", "too short",
+                                "empty")
+                else:
+                    expected = "truncated"
+                kt.assert_clean_failure(self, proc, "cut%d.kiln" % cut, expected)
+
+    def test_bit_flips(self):
+        manifest, sections = parse_artifact(self.data)
+        msize = struct.unpack_from("<I", self.data, 12)[0]
+        code_off, code_size = sections["code"]
+        w_off, w_size = sections["weights"]
+        bad_sum = ("corrupt", "checksum", "crc")
+        positions = [
+            ("magic", 0, ("bad magic", "not a kiln artifact")),
+            ("magic_last", 7, ("bad magic", "not a kiln artifact")),
+            ("version", 8, "version"),
+            ("manifest_size", 12, bad_sum + ("truncated",)),
+            ("manifest_size_high", 14, bad_sum + ("truncated",)),
+            ("manifest_crc", 17, bad_sum),
+            ("manifest_start", HEADER, bad_sum),
+            ("manifest_middle", HEADER + msize // 2, bad_sum),
+            ("manifest_end", HEADER + msize - 1, bad_sum),
+            ("code_start", code_off, bad_sum + ("code",)),
+            ("code_middle", code_off + code_size // 2, bad_sum + ("code",)),
+            ("code_end", code_off + code_size - 1, bad_sum + ("code",)),
+            ("weights_start", w_off, bad_sum + ("weights",)),
+            ("weights_middle", w_off + w_size // 2, bad_sum + ("weights",)),
+            ("last_byte", len(self.data) - 1, bad_sum),
+        ]
+        if code_off > HEADER + msize:  # alignment padding before the code
+            positions.append(("padding", code_off - 1, bad_sum + ("padding",)))
+        for label, pos, expected in positions:
+            for mask in (0x01, 0x80):
+                with self.subTest(where=label, byte=pos, mask=mask):
+                    data = bytearray(self.data)
+                    data[pos] ^= mask
+                    proc = self.run_bytes(bytes(data), "flip_%s.kiln" % label)
+                    kt.assert_clean_failure(self, proc, "flip_%s.kiln" % label, expected)
+                    if "code" in label or "weights" in label:
+                        # Says which part is damaged.
+                        kt.assert_clean_failure(self, proc, label.split("_")[0])
+
+    def test_trailing_bytes(self):
+        for extra in (b"\0", b"junk" * 16):
+            with self.subTest(extra=len(extra)):
+                proc = self.run_bytes(self.data + extra, "trailing.kiln")
+                kt.assert_clean_failure(self, proc, ("corrupt", "unexpected", "trailing"))
+
+    def crafted(self, edit, name):
+        data = rewrite_manifest(self.data, edit)
+        if data is None:
+            self.skipTest("edited manifest does not fit in place")
+        return self.run_bytes(data, name)
+
+    def test_manifest_checksum_is_verified(self):
+        # Sanity check of rewrite_manifest: an unchanged manifest still runs.
+        proc = self.crafted(lambda m: None, "rewritten.kiln")
+        kt.assert_success(self, proc)
+
+    def test_crafted_manifest_unknown_kernel(self):
+        def edit(m):
+            m["steps"][0]["kernel"] = "no_such_kernel_fn"
+        proc = self.crafted(edit, "bad_kernel.kiln")
+        kt.assert_clean_failure(self, proc, "no_such_kernel_fn")
+
+    def test_crafted_manifest_constant_outside_weights(self):
+        def edit(m):
+            for v in m["values"]:
+                if v.get("kind") == "constant":
+                    v["offset"] = 1 << 20
+        proc = self.crafted(edit, "bad_const.kiln")
+        kt.assert_clean_failure(self, proc, "weights")
+
+    def test_crafted_manifest_value_out_of_range(self):
+        def edit(m):
+            m["steps"][0]["args"][0] = 999
+        proc = self.crafted(edit, "bad_value.kiln")
+        kt.assert_clean_failure(self, proc, "999")
+
+    def test_crafted_manifest_missing_key(self):
+        def edit(m):
+            del m["steps"]
+        proc = self.crafted(edit, "no_steps.kiln")
+        kt.assert_clean_failure(self, proc, ("manifest", "steps"))
+
+    def test_onnx_model_given_to_kiln_run(self):
+        proc = kt.kiln_run(self.path("small.onnx"), self.x_file)
+        kt.assert_clean_failure(self, proc, "small.onnx", ("bad magic", "not a kiln artifact"))
+
+    def test_missing_artifact(self):
+        proc = kt.kiln_run(self.path("nope.kiln"), self.x_file)
+        kt.assert_clean_failure(self, proc, "nope.kiln",
+                                ("no such file", "cannot open", "not found", "does not exist"))
+
+    def test_directory_as_artifact(self):
+        path = self.path("dir.kiln")
+        os.makedirs(path, exist_ok=True)
+        proc = kt.kiln_run(path, self.x_file)
+        kt.assert_clean_failure(self, proc, "dir.kiln",
+                                ("directory", "not a regular file", "cannot read"))
+        self.assertNotIn("out of memory", proc.stderr, kt.describe(proc))
+
+
+class InputValidationTest(kt.KilnTestCase):
+    """kiln-run with inputs that do not fit the model: y = a - b, a and b
+    f32[2,3] (the order matters, so swapped inputs show in the result)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Sub", ["a", "b"], ["y"])],
+                           [tensor("a", [2, 3]), tensor("b", [2, 3])], [tensor("y", [2, 3])])
+        cls.artifact, cls.compile_proc = cls.compile(cls.save_model(model, "sub.onnx"),
+                                                     "sub.kiln")
+        rng = np.random.default_rng(9)
+        cls.a = rng.standard_normal((2, 3)).astype(np.float32)
+        cls.b = rng.standard_normal((2, 3)).astype(np.float32)
+        cls.a_file = cls.save_npy(cls.a, "a.npy")
+        cls.b_file = cls.save_npy(cls.b, "b.npy")
+
+    def setUp(self):
+        kt.assert_success(self, self.compile_proc)
+
+    def run_ok(self, *args):
+        outputs, proc = self.run_artifact(self.artifact, list(args))
+        self.assertEqual(len(outputs), 1)
+        np.testing.assert_allclose(outputs[0], self.a - self.b, rtol=1e-6, atol=1e-7)
+        return proc
+
+    def run_bad(self, *args, expected=()):
+        proc = kt.kiln_run(self.artifact, *args)
+        kt.assert_clean_failure(self, proc, *expected)
+        return proc
+
+    # -- inputs that are fine --------------------------------------------
+
+    def test_positional_inputs(self):
+        self.run_ok(self.a_file, self.b_file)
+
+    def test_named_inputs_in_any_order(self):
+        self.run_ok("b=" + self.b_file, "a=" + self.a_file)
+
+    def test_named_and_positional_inputs(self):
+        self.run_ok("b=" + self.b_file, self.a_file)
+
+    def test_summary_line_names_the_output(self):
+        proc = self.run_ok(self.a_file, self.b_file)
+        self.assertRegex(proc.stdout, r"output_0 y f32\[2,3\]")
+
+    def test_bench(self):
+        proc = self.run_ok(self.a_file, self.b_file, "--bench", "3")
+        self.assertRegex(proc.stdout, r"latency over 3 runs: median [0-9.]+ ms, min [0-9.]+ ms")
+
+    # -- inputs that are not -----------------------------------------------
+
+    def test_wrong_shape(self):
+        bad = self.save_npy(np.zeros((3, 2), np.float32), "a_3x2.npy")
+        proc = self.run_bad(bad, self.b_file, expected=("a_3x2.npy", "f32[2,3]", "[3,2]"))
+        self.assertRegex(proc.stderr, r"\ba\b", "the input's name is not given")
+
+    def test_wrong_rank(self):
+        bad = self.save_npy(np.zeros(6, np.float32), "a_6.npy")
+        self.run_bad(bad, self.b_file, expected=("a_6.npy", "f32[2,3]", "[6]"))
+
+    def test_scalar_instead_of_tensor(self):
+        bad = self.save_npy(np.float32(1.0), "a_scalar.npy")
+        self.run_bad(bad, self.b_file, expected=("a_scalar.npy", "f32[2,3]"))
+
+    def test_wrong_dtype_float64(self):
+        bad = self.save_npy(self.a.astype(np.float64), "a_f64.npy")
+        self.run_bad(bad, self.b_file, expected=("a_f64.npy", "f32[2,3]",
+                                                 ("f64", "float64", "double")))
+
+    def test_wrong_dtype_int32(self):
+        bad = self.save_npy(self.a.astype(np.int32), "a_i32.npy")
+        self.run_bad(self.a_file, bad, expected=("a_i32.npy", "f32[2,3]", ("i32", "int32")))
+
+    def test_too_few_inputs(self):
+        for args in ((), (self.a_file,), ("b=" + self.b_file,)):
+            with self.subTest(args=args):
+                self.run_bad(*args, expected=("2", "f32[2,3]"))
+
+    def test_too_many_inputs(self):
+        self.run_bad(self.a_file, self.b_file, self.a_file, expected=("2", "3", "f32[2,3]"))
+
+    def test_unknown_input_name(self):
+        proc = self.run_bad("nosuchname=" + self.a_file, self.b_file,
+                            expected=("nosuchname", "f32[2,3]"))
+        # It lists the real input names.
+        self.assertRegex(proc.stderr, r"\ba f32\[2,3\]", kt.describe(proc))
+        self.assertRegex(proc.stderr, r"\bb f32\[2,3\]", kt.describe(proc))
+
+    def test_input_named_twice(self):
+        self.run_bad("a=" + self.a_file, "a=" + self.a_file,
+                     expected=(("more than once", "twice", "duplicate"),))
+
+    def test_missing_input_file(self):
+        missing = self.path("missing_input.npy")
+        self.run_bad(missing, self.b_file, expected=(
+            "missing_input.npy", ("no such file", "cannot open", "not found", "does not exist")))
+
+    def test_missing_input_file_by_name(self):
+        missing = self.path("missing_named.npy")
+        self.run_bad("b=" + missing, self.a_file, expected=("missing_named.npy",))
+
+    def test_garbage_input_files(self):
+        rng = np.random.default_rng(3)
+        cases = {
+            "empty.npy": b"",
+            "random.npy": rng.bytes(200),
+            "bad_header.npy": b"\x93NUMPY\x01\x00\x10\x00{'descr': 'x'  }\n",
+            # A valid header whose data is cut short.
+            "short_data.npy": None,
+            "random.pb": rng.bytes(64),
+        }
+        import io
+        buf = io.BytesIO()
+        np.save(buf, self.a)
+        cases["short_data.npy"] = buf.getvalue()[:-5]
+        for name, data in cases.items():
+            with self.subTest(file=name):
+                path = self.path(name)
+                with open(path, "wb") as f:
+                    f.write(data)
+                self.run_bad(path, self.b_file, expected=(name,))
+
+    def test_fortran_order_input(self):
+        # Either read correctly or refused with a message about the layout.
+        path = self.path("a_fortran.npy")
+        np.save(path, np.asfortranarray(self.a))
+        proc = kt.kiln_run(self.artifact, path, self.b_file, "--output-dir", self.path("fo"))
+        if proc.returncode == 0:
+            np.testing.assert_allclose(np.load(self.path("fo", "output_0.npy")),
+                                       self.a - self.b, rtol=1e-6, atol=1e-7)
+        else:
+            kt.assert_clean_failure(self, proc, "a_fortran.npy", "fortran")
+
+    def test_output_dir_is_a_file(self):
+        blocker = self.path("blocker")
+        with open(blocker, "w") as f:
+            f.write("x")
+        self.run_bad(self.a_file, self.b_file, "--output-dir", blocker, expected=("blocker",))
+        self.run_bad(self.a_file, self.b_file, "--output-dir", os.path.join(blocker, "sub"),
+                     expected=("blocker",))
+
+    def test_bad_options(self):
+        for args, expected in [(("--bench", "zero"), "--bench"), (("--bench", "-3"), "--bench"),
+                               (("--no-such-flag",), "--no-such-flag"),
+                               (("--output-dir",), "--output-dir")]:
+            with self.subTest(args=args):
+                self.run_bad(self.a_file, self.b_file, *args, expected=(expected,))
+
+
+if __name__ == "__main__":
+    unittest.main()
