@@ -14,6 +14,7 @@
 
 #include "codegen/CppEmitter.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -29,6 +30,8 @@ std::string kiln::cppType(Type t) {
     return "double";
   if (t.isInteger(1))
     return "bool";
+  if (t.isIndex())
+    return "int64_t";
   for (unsigned w : {8, 16, 32, 64})
     if (t.isInteger(w))
       return "int" + std::to_string(w) + "_t";
@@ -69,13 +72,21 @@ std::string literal(Attribute attr) {
   return "";
 }
 
-std::string affine(AffineExpr e) {
+// `e` in C, dim i spelled dims[i] (loop variables d0, d1, ... by default)
+// and symbol j spelled syms[j].
+std::string affine(AffineExpr e, ArrayRef<std::string> dims = {},
+                   ArrayRef<std::string> syms = {}) {
   if (auto d = dyn_cast<AffineDimExpr>(e))
-    return "d" + std::to_string(d.getPosition());
+    return d.getPosition() < dims.size()
+               ? dims[d.getPosition()]
+               : "d" + std::to_string(d.getPosition());
+  if (auto s = dyn_cast<AffineSymbolExpr>(e))
+    return syms[s.getPosition()];
   if (auto c = dyn_cast<AffineConstantExpr>(e))
     return std::to_string(c.getValue());
   auto bin = cast<AffineBinaryOpExpr>(e);
-  std::string l = affine(bin.getLHS()), r = affine(bin.getRHS());
+  std::string l = affine(bin.getLHS(), dims, syms),
+              r = affine(bin.getRHS(), dims, syms);
   switch (e.getKind()) {
   case AffineExprKind::Add:
     return "(" + l + " + " + r + ")";
@@ -167,6 +178,54 @@ LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
           .Case<arith::DivFOp, arith::DivSIOp>(
               [&](auto) { return v(0) + " / " + v(1); })
           .Case<arith::RemSIOp>([&](auto) { return v(0) + " % " + v(1); })
+          .Case<arith::AndIOp>([&](auto) { return v(0) + " & " + v(1); })
+          .Case<arith::OrIOp>([&](auto) { return v(0) + " | " + v(1); })
+          .Case<arith::XOrIOp>([&](auto) { return v(0) + " ^ " + v(1); })
+          .Case<arith::CmpIOp>([&](arith::CmpIOp c) -> std::string {
+            using P = arith::CmpIPredicate;
+            const char *cmp = nullptr;
+            switch (c.getPredicate()) {
+            case P::eq:
+              cmp = "==";
+              break;
+            case P::ne:
+              cmp = "!=";
+              break;
+            case P::slt:
+              cmp = "<";
+              break;
+            case P::sle:
+              cmp = "<=";
+              break;
+            case P::sgt:
+              cmp = ">";
+              break;
+            case P::sge:
+              cmp = ">=";
+              break;
+            default:
+              return "";
+            }
+            return v(0) + " " + cmp + " " + v(1);
+          })
+          .Case<arith::IndexCastOp>([&](Operation *c) {
+            return "static_cast<" + cppType(c->getResult(0).getType()) + ">(" +
+                   v(0) + ")";
+          })
+          .Case<tensor::ExtractOp>([&](tensor::ExtractOp e) {
+            auto shape = e.getTensor().getType().getShape();
+            std::string expr;
+            int64_t stride = 1;
+            for (int64_t i = shape.size() - 1; i >= 0; --i) {
+              std::string term = scalars.lookup(e.getIndices()[i]);
+              if (stride != 1)
+                term += " * " + std::to_string(stride);
+              expr = expr.empty() ? term : term + " + " + expr;
+              stride *= shape[i];
+            }
+            return bufferFor(e.getTensor()) + "[" +
+                   (expr.empty() ? "0" : expr) + "]";
+          })
           .Case<arith::NegFOp>([&](auto) { return "-" + v(0); })
           .Case<arith::MaximumFOp, arith::MaxSIOp>(
               [&](auto) { return "kiln_maximum(" + v(0) + ", " + v(1) + ")"; })
@@ -219,6 +278,14 @@ LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
           .Case<math::AbsFOp>([&](auto) { return "std::fabs(" + v(0) + ")"; })
           .Case<math::PowFOp>(
               [&](auto) { return "std::pow(" + v(0) + ", " + v(1) + ")"; })
+          .Case<affine::AffineApplyOp>([&](affine::AffineApplyOp a) {
+            AffineMap map = a.getAffineMap();
+            SmallVector<std::string> dims, syms;
+            for (auto [i, operand] : llvm::enumerate(a.getMapOperands()))
+              (i < map.getNumDims() ? dims : syms)
+                  .push_back(scalars.lookup(operand));
+            return affine(map.getResult(0), dims, syms);
+          })
           .Case<linalg::IndexOp>([&](linalg::IndexOp i) {
             return "d" + std::to_string(i.getDim());
           })
@@ -249,8 +316,11 @@ LogicalResult Emitter::emitGeneric(linalg::GenericOp op) {
   Value result = op.getResult(0), init = op.getDpsInits()[0];
   copyInit(init, result);
   std::string out = bufferFor(result);
-  for (Value input : op.getDpsInputs())
-    (void)bufferFor(input); // declared before the loops
+  for (OpOperand *input : op.getDpsInputOperands())
+    if (!op.getMatchingBlockArgument(input).use_empty())
+      (void)bufferFor(input->get()); // declared before the loops
+  op.getRegion().walk(
+      [&](tensor::ExtractOp e) { (void)bufferFor(e.getTensor()); });
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   os << "  // linalg.generic: "

@@ -108,11 +108,20 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func) {
       }
       continue;
     }
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      // A view: the same bytes as its input.
+      auto id = addValue(reshape.getResult(), "alias");
+      if (failed(id))
+        return failure();
+      values[*id]["of"] = ids.lookup(reshape.getInput());
+      continue;
+    }
     if (isa<CopyOp>(op))
       return op.emitOpError() << "copies between devices are not supported by "
                                  "the CPU backend yet";
     return op.emitOpError() << "cannot be placed in a host plan (expected "
-                               "constants, kernels and a return only)";
+                               "constants, kernels, reshapes and a return "
+                               "only)";
   }
   plan.manifest = {{"values", values},
                    {"inputs", inputs},

@@ -246,8 +246,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     return nullptr;
 
   for (auto [index, node] : llvm::enumerate(graph.node())) {
-    NodeContext c{node,     builder, nodeLoc(node, index), device,
-                  modelDir, opset,   {}};
+    NodeContext c{node,  builder, nodeLoc(node, index), device, modelDir,
+                  opset, {}};
     bool missing = false;
     for (const std::string &name : node.input()) {
       if (name.empty()) {

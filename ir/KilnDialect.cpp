@@ -192,6 +192,20 @@ OpFoldResult CopyOp::fold(FoldAdaptor) {
   return {};
 }
 
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  // To the shape it already has.
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  // reshape(reshape(x)) with a static result: one reshape of x.
+  auto producer = getInput().getDefiningOp<ReshapeOp>();
+  if (producer && getResult().getType().hasStaticShape()) {
+    getInputMutable().assign(producer.getInput());
+    setShape(getResult().getType().getShape());
+    return getResult();
+  }
+  return {};
+}
+
 void KernelOp::build(OpBuilder &builder, OperationState &state,
                      TypeRange resultTypes, ValueRange inputs) {
   state.addOperands(inputs);

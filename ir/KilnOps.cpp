@@ -127,6 +127,7 @@ KILN_UNARY(ExpOp)
 KILN_UNARY(NegOp)
 KILN_UNARY(SqrtOp)
 KILN_UNARY(GeluOp)
+KILN_UNARY(ClipOp)
 
 #define KILN_BINARY(OP)                                                        \
   KILN_INFER(OP) { return inferBroadcast(loc, operands, results); }            \
@@ -167,6 +168,171 @@ KILN_INFER(GemmOp) {
   return success();
 }
 KILN_COMPATIBLE(GemmOp)
+
+namespace {
+// Output size of a sliding window (conv/pool) along one dim.
+int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t padB,
+                     int64_t padE, int64_t dilation, bool ceil) {
+  if (ShapedType::isDynamic(in))
+    return ShapedType::kDynamic;
+  int64_t span = in + padB + padE - dilation * (kernel - 1) - 1;
+  if (span < 0)
+    return -1;
+  int64_t out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+  // A last window that would start in the end padding is dropped.
+  if (ceil && (out - 1) * stride >= in + padB)
+    --out;
+  return out;
+}
+
+LogicalResult inferWindow(std::optional<Location> loc, Value input,
+                          ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                          ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                          bool ceil, int64_t channels,
+                          SmallVectorImpl<Type> &results) {
+  Shape in = shapeOf(input);
+  size_t r = kernel.size();
+  if (in.size() != r + 2 || strides.size() != r || pads.size() != 2 * r ||
+      dilations.size() != r)
+    return fail(loc, "window of rank " + Twine(r) + " needs an input of rank " +
+                         Twine(r + 2) + " and " + Twine(r) +
+                         " strides and dilations and " + Twine(2 * r) +
+                         " pads, got input " + str(in));
+  Shape out = {in[0], channels};
+  for (size_t i = 0; i < r; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1 || kernel[i] < 1 || pads[i] < 0 ||
+        pads[r + i] < 0)
+      return fail(loc, "window sizes, strides and dilations must be positive "
+                       "and pads non-negative");
+    int64_t o = windowOutput(in[i + 2], kernel[i], strides[i], pads[i],
+                             pads[r + i], dilations[i], ceil);
+    if (o == -1 || o == 0)
+      return fail(loc, "window of size " + Twine(kernel[i]) +
+                           " does not fit input " + str(in));
+    out.push_back(o);
+  }
+  results.push_back(resultOf(out, input));
+  return success();
+}
+} // namespace
+
+KILN_INFER(ConvOp) {
+  ConvOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape in = shapeOf(adaptor.getInput()), w = shapeOf(adaptor.getWeight());
+  int64_t group = adaptor.getGroup();
+  if (w.size() != in.size() || w.size() < 3)
+    return fail(loc,
+                "conv weight " + str(w) + " does not match input " + str(in));
+  if (group < 1 || ShapedType::isDynamic(w[0]) || w[0] % group != 0)
+    return fail(loc, "conv group " + Twine(group) +
+                         " must divide the output channels of weight " +
+                         str(w));
+  if (!ShapedType::isDynamic(in[1]) && in[1] != w[1] * group)
+    return fail(loc, "conv input has " + Twine(in[1]) +
+                         " channels but weight " + str(w) + " with group " +
+                         Twine(group) + " needs " + Twine(w[1] * group));
+  if (Value bias = adaptor.getBias()) {
+    Shape b = shapeOf(bias);
+    if (b.size() != 1 || dimsConflict(b[0], w[0]))
+      return fail(loc,
+                  "conv bias " + str(b) + " must be [" + Twine(w[0]) + "]");
+  }
+  return inferWindow(loc, adaptor.getInput(), ArrayRef(w).drop_front(2),
+                     adaptor.getStrides(), adaptor.getPads(),
+                     adaptor.getDilations(), false, w[0], results);
+}
+KILN_COMPATIBLE(ConvOp)
+
+KILN_INFER(MaxPoolOp) {
+  MaxPoolOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape in = shapeOf(adaptor.getInput());
+  return inferWindow(loc, adaptor.getInput(), adaptor.getKernelShape(),
+                     adaptor.getStrides(), adaptor.getPads(),
+                     adaptor.getDilations(), adaptor.getCeilMode(),
+                     in.size() > 1 ? in[1] : ShapedType::kDynamic, results);
+}
+KILN_COMPATIBLE(MaxPoolOp)
+
+KILN_INFER(ReduceOp) {
+  ReduceOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape in = shapeOf(adaptor.getInput()), out;
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  for (int64_t axis : axes)
+    if (axis < 0 || axis >= (int64_t)in.size())
+      return fail(loc, "reduce axis " + Twine(axis) + " is out of range for " +
+                           str(in));
+  for (auto [i, d] : llvm::enumerate(in)) {
+    if (!llvm::is_contained(axes, (int64_t)i))
+      out.push_back(d);
+    else if (adaptor.getKeepdims())
+      out.push_back(1);
+  }
+  results.push_back(resultOf(out, adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(ReduceOp)
+
+LogicalResult ReduceOp::verify() {
+  if (!llvm::is_contained({"sum", "mean", "max", "min"}, getKind()))
+    return emitOpError() << "kind '" << getKind()
+                         << "' is not one of sum, mean, max, min";
+  SmallVector<int64_t> axes(getAxes());
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return emitOpError() << "repeats an axis";
+  return success();
+}
+
+KILN_INFER(ReshapeOp) {
+  ReshapeOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape in = shapeOf(adaptor.getInput()), out;
+  ArrayRef<int64_t> spec = adaptor.getShape();
+  int64_t known = 1, inferred = -1;
+  bool dynamic = false;
+  for (auto [i, d] : llvm::enumerate(spec)) {
+    int64_t dim = d;
+    if (d == 0) {
+      if (i >= in.size())
+        return fail(loc, "reshape copies dim " + Twine(i) + " of " + str(in) +
+                             ", which has no such dim");
+      dim = in[i];
+    } else if (d == -1) {
+      if (inferred >= 0)
+        return fail(loc, "reshape shape has more than one -1");
+      inferred = i;
+    } else if (d < -1) {
+      return fail(loc, "reshape shape has negative dim " + Twine(d));
+    }
+    out.push_back(dim);
+    if (d != -1) {
+      if (ShapedType::isDynamic(dim))
+        dynamic = true;
+      else
+        known *= dim;
+    }
+  }
+  int64_t total = 1;
+  for (int64_t d : in) {
+    if (ShapedType::isDynamic(d))
+      dynamic = true;
+    else
+      total *= d;
+  }
+  if (inferred >= 0) {
+    if (dynamic)
+      out[inferred] = ShapedType::kDynamic;
+    else if (known == 0 || total % known != 0)
+      return fail(loc, "cannot reshape " + str(in) + " to " + str(spec));
+    else
+      out[inferred] = total / known;
+  } else if (!dynamic && known != total) {
+    return fail(loc, "cannot reshape " + str(in) + " (" + Twine(total) +
+                         " elements) to " + str(out));
+  }
+  results.push_back(resultOf(out, adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(ReshapeOp)
 
 LogicalResult kiln::inferResultTypes(Operation *op,
                                      SmallVectorImpl<Type> &types) {

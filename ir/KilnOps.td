@@ -180,6 +180,60 @@ def Kiln_GemmOp : Kiln_ComputeOp<"gemm"> {
   let hasCanonicalizer = 1;
 }
 
+def Kiln_ClipOp : Kiln_ComputeOp<"clip", [Kiln_Elementwise]> {
+  let summary = "min(max(x, min), max); NaN stays NaN";
+  let arguments = (ins Kiln_Tensor:$input, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Kiln_ConvOp : Kiln_ComputeOp<"conv"> {
+  let summary = "N-d grouped convolution (ONNX Conv, explicit pads)";
+  let description = [{
+    input [N, C, D1..Dr], weight [M, C/group, K1..Kr], optional bias [M].
+    `pads` holds the r begin pads then the r end pads.
+  }];
+  let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$weight,
+                       Optional<Kiln_Tensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` type($input) `,`
+    type($weight) (`,` type($bias)^)? `->` type($result)
+  }];
+}
+
+def Kiln_MaxPoolOp : Kiln_ComputeOp<"max_pool"> {
+  let summary = "N-d max pooling (ONNX MaxPool, explicit pads)";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, BoolAttr:$ceil_mode);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Kiln_ReduceOp : Kiln_ComputeOp<"reduce"> {
+  let summary = "sum, mean, max or min over `axes`";
+  let arguments = (ins Kiln_Tensor:$input, StrAttr:$kind,
+                       DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_ReshapeOp : Kiln_ComputeOp<"reshape"> {
+  let summary = "the same elements in a new shape; a view, never a copy";
+  let description = [{
+    `shape` is the ONNX shape spec: 0 copies the input dim, -1 is inferred.
+  }];
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//

@@ -1,7 +1,8 @@
 //===- FuseElementwise.cpp - form kernels, fusing elementwise chains ------===//
 //
 // Algorithm, one pass over the function body in order:
-//  - Each compute op (any kiln op but constant, copy, kernel) starts a group.
+//  - Each compute op (any kiln op but constant, copy, reshape, kernel) starts
+//    a group. Reshapes stay outside kernels: they are views in the plan.
 //  - An elementwise op joins the groups of its elementwise producers, one by
 //    one, when that is legal. A group becomes one kernel placed right after
 //    its last member, so joining is legal only if no member's result has a
@@ -32,7 +33,7 @@ namespace {
 
 bool isComputeOp(Operation *op) {
   return isa<KilnDialect>(op->getDialect()) &&
-         !isa<ConstantOp, CopyOp, KernelOp, YieldOp>(op);
+         !isa<ConstantOp, CopyOp, KernelOp, YieldOp, ReshapeOp>(op);
 }
 
 bool isSplatConstant(Value v) {

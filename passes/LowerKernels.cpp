@@ -39,6 +39,25 @@ LogicalResult requireStatic(Operation *op) {
   return success();
 }
 
+// The op families and their lowerings (passes/lowering/).
+struct Family {
+  bool (*matches)(Operation *);
+  FailureOr<Value> (*lower)(OpBuilder &, Operation *, ValueRange);
+};
+constexpr Family kFamilies[] = {
+    {lowering::isElementwiseFamily, lowering::lowerElementwise},
+    {lowering::isContractionFamily, lowering::lowerContraction},
+    {lowering::isWindowFamily, lowering::lowerWindow},
+    {lowering::isReductionFamily, lowering::lowerReduction},
+};
+
+FailureOr<Value> lowerOp(OpBuilder &b, Operation *op, ValueRange operands) {
+  for (const Family &family : kFamilies)
+    if (family.matches(op))
+      return family.lower(b, op, operands);
+  return op->emitOpError() << "has no kernel lowering";
+}
+
 LogicalResult lowerKernel(KernelOp kernel) {
   Block &body = kernel.getBody().front();
   for (Operation &op : body.without_terminator())
@@ -56,12 +75,7 @@ LogicalResult lowerKernel(KernelOp kernel) {
     builder.setInsertionPoint(&op);
     SmallVector<Value> operands = llvm::to_vector(llvm::map_range(
         op.getOperands(), [&](Value v) { return mapping.lookupOrDefault(v); }));
-    FailureOr<Value> lowered =
-        lowering::isElementwiseFamily(&op)
-            ? lowering::lowerElementwise(builder, &op, operands)
-        : lowering::isContractionFamily(&op)
-            ? lowering::lowerContraction(builder, &op, operands)
-            : FailureOr<Value>(op.emitOpError() << "has no kernel lowering");
+    FailureOr<Value> lowered = lowerOp(builder, &op, operands);
     if (failed(lowered))
       return failure();
     mapping.map(op.getResult(0), *lowered);

@@ -13,9 +13,9 @@
 #include "runtime/Artifact.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <dlfcn.h>
-#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sys/mman.h>
@@ -26,13 +26,14 @@ namespace kiln {
 namespace {
 using KernelFn = void (*)(void **);
 
-enum class ValueKind { Input, Constant, Temp };
+enum class ValueKind { Input, Constant, Temp, Alias };
 
 struct Value {
   DType dtype;
   std::vector<int64_t> shape;
   ValueKind kind;
   const uint8_t *constant = nullptr; // into the file, for constants
+  size_t aliasOf = 0;                // for aliases (views), an earlier value
   size_t nbytes = 0;
 };
 
@@ -144,6 +145,12 @@ void Module::Impl::decode(const artifact::Parsed &parsed) {
           value.nbytes > weights->size - offset)
         throw fail("a constant lies outside the weights section");
       value.constant = base + weights->offset + offset;
+    } else if (kind == "alias") {
+      value.kind = ValueKind::Alias;
+      value.aliasOf = v.at("of").get<size_t>();
+      if (value.aliasOf >= values.size() ||
+          values[value.aliasOf].nbytes != value.nbytes)
+        throw fail("an alias must view an earlier value of the same size");
     } else {
       throw fail("unknown value kind '" + kind + "'");
     }
@@ -245,7 +252,9 @@ std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
   }
   for (size_t id = 0; id < m.values.size(); ++id) {
     const Value &v = m.values[id];
-    if (v.kind == ValueKind::Constant)
+    if (v.kind == ValueKind::Alias)
+      buffers[id] = buffers[v.aliasOf];
+    else if (v.kind == ValueKind::Constant)
       buffers[id] = const_cast<uint8_t *>(v.constant);
     else if (v.kind == ValueKind::Temp && !buffers[id]) {
       storage.push_back(Tensor::empty(v.dtype, v.shape));

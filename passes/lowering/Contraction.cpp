@@ -44,15 +44,11 @@ Value contract(OpBuilder &b, Location loc, RankedTensorType outType, Value lhs,
 }
 
 Value zeros(OpBuilder &b, Location loc, RankedTensorType type) {
-  Value empty =
-      b.create<tensor::EmptyOp>(loc, type.getShape(), type.getElementType());
-  Value zero = lowering::scalar(b, loc, type.getElementType(), 0);
-  return b.create<linalg::FillOp>(loc, zero, empty).getResult(0);
+  return lowering::filled(b, loc, type, 0);
 }
 
 RankedTensorType plainResult(Operation *op) {
-  auto type = cast<RankedTensorType>(op->getResult(0).getType());
-  return RankedTensorType::get(type.getShape(), type.getElementType());
+  return lowering::plainResultType(op);
 }
 
 Value lowerMatMul(OpBuilder &b, MatMulOp op, Value lhs, Value rhs) {

@@ -50,6 +50,19 @@ Value lowering::buildElementwise(OpBuilder &b, Location loc,
   return generic.getResult(0);
 }
 
+Value lowering::filled(OpBuilder &b, Location loc, RankedTensorType type,
+                       double value) {
+  Value empty =
+      b.create<tensor::EmptyOp>(loc, type.getShape(), type.getElementType());
+  Value v = scalar(b, loc, type.getElementType(), value);
+  return b.create<linalg::FillOp>(loc, v, empty).getResult(0);
+}
+
+RankedTensorType lowering::plainResultType(Operation *op) {
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  return RankedTensorType::get(type.getShape(), type.getElementType());
+}
+
 bool lowering::isElementwiseFamily(Operation *op) {
   return isElementwise(op) || isa<ConstantOp>(op);
 }
@@ -166,6 +179,22 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
               return nb.create<arith::DivFOp>(
                   l, scalar(nb, l, t, 1),
                   nb.create<arith::AddFOp>(l, scalar(nb, l, t, 1), e));
+            };
+          })
+          .Case([&](ClipOp cop) -> Body {
+            std::optional<double> lo, hi;
+            if (auto a = cop.getMinAttr())
+              lo = a.getValueAsDouble();
+            if (auto a = cop.getMaxAttr())
+              hi = a.getValueAsDouble();
+            return [lo, hi](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              Value v = a[0];
+              Type t = v.getType();
+              if (lo)
+                v = nb.create<arith::MaximumFOp>(l, v, scalar(nb, l, t, *lo));
+              if (hi)
+                v = nb.create<arith::MinimumFOp>(l, v, scalar(nb, l, t, *hi));
+              return v;
             };
           })
           .Case([&](GeluOp gop) -> Body {

@@ -27,6 +27,20 @@ mlir::Value buildElementwise(mlir::OpBuilder &b, mlir::Location loc,
                              mlir::RankedTensorType type,
                              mlir::ValueRange inputs, ScalarBody body);
 
+/// `input` padded by `begin`/`end` elements per dim with `value` (a generic
+/// that reads the input through clamped indices); `input` itself when all
+/// pads are zero.
+mlir::Value padTensor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value input,
+                      llvm::ArrayRef<int64_t> begin,
+                      llvm::ArrayRef<int64_t> end, double value);
+
+/// A tensor of `type` filled with `value`.
+mlir::Value filled(mlir::OpBuilder &b, mlir::Location loc,
+                   mlir::RankedTensorType type, double value);
+
+/// The plain (encoding-free) type of `op`'s first result.
+mlir::RankedTensorType plainResultType(mlir::Operation *op);
+
 /// Elementwise family: unary/binary math, activations, splat constants.
 bool isElementwiseFamily(mlir::Operation *op);
 mlir::FailureOr<mlir::Value> lowerElementwise(mlir::OpBuilder &b,
@@ -38,6 +52,17 @@ bool isContractionFamily(mlir::Operation *op);
 mlir::FailureOr<mlir::Value> lowerContraction(mlir::OpBuilder &b,
                                               mlir::Operation *op,
                                               mlir::ValueRange operands);
+
+/// Window family: conv, max_pool.
+bool isWindowFamily(mlir::Operation *op);
+mlir::FailureOr<mlir::Value>
+lowerWindow(mlir::OpBuilder &b, mlir::Operation *op, mlir::ValueRange operands);
+
+/// Reduction family: reduce (sum, mean, max, min).
+bool isReductionFamily(mlir::Operation *op);
+mlir::FailureOr<mlir::Value> lowerReduction(mlir::OpBuilder &b,
+                                            mlir::Operation *op,
+                                            mlir::ValueRange operands);
 
 } // namespace kiln::lowering
 

@@ -1,0 +1,159 @@
+//===- Window.cpp - conv and max_pool to linalg.generic -------------------===//
+//
+// Both pad their input first (zeros for conv, -inf for max_pool, plus extra
+// end padding for ceil_mode windows), then reduce over sliding windows with
+// one generic. Iteration order [n, channel, reduction dims..., output
+// spatial...] keeps the output's innermost dim innermost, so the inner loop
+// is a unit-stride (stride-1 conv) multiply-add that vectorizes.
+// Input index along spatial dim i: o_i * stride_i + k_i * dilation_i.
+// Grouped conv: input channel (m floordiv M/group) * C/group + c.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/lowering/Lowering.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace kiln;
+
+bool lowering::isWindowFamily(Operation *op) {
+  return isa<ConvOp, MaxPoolOp>(op);
+}
+
+namespace {
+using Iter = utils::IteratorType;
+
+// Spatial input exprs: o_i * s_i + k_i * d_i.
+SmallVector<AffineExpr> windowExprs(OpBuilder &b, ArrayRef<int64_t> strides,
+                                    ArrayRef<int64_t> dilations, int64_t firstK,
+                                    int64_t firstO) {
+  SmallVector<AffineExpr> exprs;
+  for (size_t i = 0; i < strides.size(); ++i)
+    exprs.push_back(b.getAffineDimExpr(firstO + i) * strides[i] +
+                    b.getAffineDimExpr(firstK + i) * dilations[i]);
+  return exprs;
+}
+
+Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
+  Location loc = op.getLoc();
+  auto outType = lowering::plainResultType(op);
+  auto wType = cast<RankedTensorType>(operands[1].getType());
+  int64_t r = wType.getRank() - 2, cg = wType.getDimSize(1),
+          mg = wType.getDimSize(0) / op.getGroup();
+  ArrayRef<int64_t> pads = op.getPads();
+  SmallVector<int64_t> begin = {0, 0}, end = {0, 0};
+  begin.append(pads.begin(), pads.begin() + r);
+  end.append(pads.begin() + r, pads.end());
+  Value input = lowering::padTensor(b, loc, operands[0], begin, end, 0);
+
+  // Dims: n = 0, m = 1, c = 2, k = 3.., o = 3 + r..
+  int64_t numDims = 3 + 2 * r;
+  auto d = [&](int64_t i) { return b.getAffineDimExpr(i); };
+  MLIRContext *ctx = b.getContext();
+  AffineExpr channel =
+      op.getGroup() == 1 ? d(2) : d(1).floorDiv(mg) * cg + d(2);
+  SmallVector<AffineExpr> inExprs = {d(0), channel};
+  llvm::append_range(
+      inExprs, windowExprs(b, op.getStrides(), op.getDilations(), 3, 3 + r));
+  SmallVector<AffineExpr> wExprs = {d(1), d(2)}, outExprs = {d(0), d(1)};
+  for (int64_t i = 0; i < r; ++i) {
+    wExprs.push_back(d(3 + i));
+    outExprs.push_back(d(3 + r + i));
+  }
+  Value init;
+  if (operands.size() == 3) {
+    int64_t rank = outType.getRank();
+    Value empty = b.create<tensor::EmptyOp>(loc, outType.getShape(),
+                                            outType.getElementType());
+    init = b.create<linalg::GenericOp>(
+                loc, TypeRange{outType}, ValueRange{operands[2]},
+                ValueRange{empty},
+                SmallVector<AffineMap>{AffineMap::get(rank, 0, {d(1)}, ctx),
+                                       b.getMultiDimIdentityMap(rank)},
+                SmallVector<Iter>(rank, Iter::parallel),
+                [](OpBuilder &nb, Location l, ValueRange a) {
+                  nb.create<linalg::YieldOp>(l, a[0]);
+                })
+               .getResult(0);
+  } else {
+    init = lowering::filled(b, loc, outType, 0);
+  }
+  SmallVector<Iter> iterators(numDims, Iter::parallel);
+  for (int64_t i = 2; i < 3 + r; ++i)
+    iterators[i] = Iter::reduction;
+  SmallVector<AffineMap> maps = {AffineMap::get(numDims, 0, inExprs, ctx),
+                                 AffineMap::get(numDims, 0, wExprs, ctx),
+                                 AffineMap::get(numDims, 0, outExprs, ctx)};
+  return b
+      .create<linalg::GenericOp>(
+          loc, TypeRange{outType}, ValueRange{input, operands[1]},
+          ValueRange{init}, maps, iterators,
+          [](OpBuilder &nb, Location l, ValueRange a) {
+            Value prod = nb.create<arith::MulFOp>(l, a[0], a[1]);
+            nb.create<linalg::YieldOp>(
+                l, Value(nb.create<arith::AddFOp>(l, a[2], prod)));
+          })
+      .getResult(0);
+}
+
+Value lowerMaxPool(OpBuilder &b, MaxPoolOp op, Value in) {
+  Location loc = op.getLoc();
+  auto outType = lowering::plainResultType(op);
+  auto inType = cast<RankedTensorType>(in.getType());
+  int64_t r = op.getKernelShape().size();
+  ArrayRef<int64_t> pads = op.getPads(), kernel = op.getKernelShape(),
+                    strides = op.getStrides(), dilations = op.getDilations();
+  SmallVector<int64_t> begin = {0, 0}, end = {0, 0};
+  for (int64_t i = 0; i < r; ++i) {
+    begin.push_back(pads[i]);
+    // ceil_mode windows may run past the end padding: pad them too.
+    int64_t need = (outType.getDimSize(2 + i) - 1) * strides[i] +
+                   (kernel[i] - 1) * dilations[i] + 1;
+    int64_t have = inType.getDimSize(2 + i) + pads[i] + pads[r + i];
+    end.push_back(pads[r + i] + std::max<int64_t>(0, need - have));
+  }
+  double lowest = -std::numeric_limits<double>::infinity();
+  Value input = lowering::padTensor(b, loc, in, begin, end, lowest);
+  // Dims: n = 0, c = 1, k = 2.., o = 2 + r..
+  int64_t numDims = 2 + 2 * r;
+  auto d = [&](int64_t i) { return b.getAffineDimExpr(i); };
+  SmallVector<AffineExpr> inExprs = {d(0), d(1)}, outExprs = {d(0), d(1)};
+  llvm::append_range(inExprs, windowExprs(b, strides, dilations, 2, 2 + r));
+  for (int64_t i = 0; i < r; ++i)
+    outExprs.push_back(d(2 + r + i));
+  SmallVector<Iter> iterators(numDims, Iter::parallel);
+  for (int64_t i = 2; i < 2 + r; ++i)
+    iterators[i] = Iter::reduction;
+  MLIRContext *ctx = b.getContext();
+  // linalg derives loop sizes from operand shapes: an unread window-shaped
+  // operand gives the kernel dims theirs (as linalg's pooling ops do).
+  SmallVector<AffineExpr> windowDims;
+  for (int64_t i = 0; i < r; ++i)
+    windowDims.push_back(d(2 + i));
+  Value window =
+      b.create<tensor::EmptyOp>(loc, kernel, inType.getElementType());
+  SmallVector<AffineMap> maps = {AffineMap::get(numDims, 0, inExprs, ctx),
+                                 AffineMap::get(numDims, 0, windowDims, ctx),
+                                 AffineMap::get(numDims, 0, outExprs, ctx)};
+  return b
+      .create<linalg::GenericOp>(
+          loc, TypeRange{outType}, ValueRange{input, window},
+          ValueRange{lowering::filled(b, loc, outType, lowest)}, maps,
+          iterators,
+          [](OpBuilder &nb, Location l, ValueRange a) {
+            nb.create<linalg::YieldOp>(
+                l, Value(nb.create<arith::MaximumFOp>(l, a[2], a[0])));
+          })
+      .getResult(0);
+}
+} // namespace
+
+FailureOr<Value> lowering::lowerWindow(OpBuilder &b, Operation *op,
+                                       ValueRange operands) {
+  if (!isa<FloatType>(plainResultType(op).getElementType()))
+    return op->emitOpError() << "needs a floating-point element type";
+  if (auto conv = dyn_cast<ConvOp>(op))
+    return lowerConv(b, conv, operands);
+  return lowerMaxPool(b, cast<MaxPoolOp>(op), operands[0]);
+}
