@@ -99,8 +99,14 @@ struct LowerKernels : kiln::impl::KilnLowerKernelsBase<LowerKernels> {
       return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
+    // Only into all-parallel consumers: fusing a producer (e.g. padding)
+    // into a reduction would redo its work at every reduction step.
     linalg::populateElementwiseOpsFusionPatterns(
-        patterns, [](OpOperand *) { return true; });
+        patterns, [](OpOperand *operand) {
+          auto consumer = dyn_cast<linalg::LinalgOp>(operand->getOwner());
+          return consumer &&
+                 consumer.getNumLoops() == consumer.getNumParallelLoops();
+        });
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     FrozenRewritePatternSet frozen(std::move(patterns));
     for (auto kernel : llvm::to_vector(func.getOps<KernelOp>()))

@@ -118,3 +118,29 @@ func.func @kernel_devices(%x: tensor<4xf32, #kiln.device<cpu>>) {
   }
   return
 }
+
+// -----
+
+func.func @reduce_kind(%x: tensor<4x4xf32, #kiln.device<cpu>>) {
+  // expected-error @+1 {{'kiln.reduce' op kind 'prod' is not one of sum, mean, max, min}}
+  %0 = kiln.reduce %x {kind = "prod", axes = array<i64: 1>, keepdims = false} : tensor<4x4xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @conv_channels(%x: tensor<1x4x8x8xf32, #kiln.device<cpu>>, %w: tensor<8x3x3x3xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{conv input has 4 channels but weight [8,3,3,3] with group 1 needs 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1} : tensor<1x4x8x8xf32, #kiln.device<cpu>>, tensor<8x3x3x3xf32, #kiln.device<cpu>> -> tensor<1x8x6x6xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<2x3xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{cannot reshape [2,3] (6 elements) to [4,2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.reshape %x {shape = array<i64: 4, 2>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<4x2xf32, #kiln.device<cpu>>
+  return
+}

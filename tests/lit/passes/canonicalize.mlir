@@ -53,3 +53,16 @@ func.func @duplicates(%x: tensor<4xf32, #kiln.device<cpu>>) -> (tensor<4xf32, #k
   %1 = kiln.relu %x : tensor<4xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cpu>>
   return %0, %1 : tensor<4xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>>
 }
+
+// -----
+
+// Reshape chains collapse; a reshape to the same shape disappears.
+// CHECK-LABEL: func.func @reshapes
+// CHECK-NEXT: %[[R:.+]] = kiln.reshape %arg0 {shape = array<i64: 6>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<6xf32, #kiln.device<cpu>>
+// CHECK-NEXT: return %[[R]], %arg0
+func.func @reshapes(%x: tensor<2x3xf32, #kiln.device<cpu>>) -> (tensor<6xf32, #kiln.device<cpu>>, tensor<2x3xf32, #kiln.device<cpu>>) {
+  %0 = kiln.reshape %x {shape = array<i64: 3, 2>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<3x2xf32, #kiln.device<cpu>>
+  %1 = kiln.reshape %0 {shape = array<i64: -1>} : tensor<3x2xf32, #kiln.device<cpu>> -> tensor<6xf32, #kiln.device<cpu>>
+  %2 = kiln.reshape %x {shape = array<i64: 0, 3>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<2x3xf32, #kiln.device<cpu>>
+  return %1, %2 : tensor<6xf32, #kiln.device<cpu>>, tensor<2x3xf32, #kiln.device<cpu>>
+}

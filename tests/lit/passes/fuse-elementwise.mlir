@@ -82,3 +82,22 @@ func.func @no_cycle(%x: !t, %w: !t) -> !t {
   %a = kiln.add %r, %m : !t, !t -> !t
   return %a : !t
 }
+
+// -----
+
+!t = tensor<2x4xf32, #kiln.device<cpu>>
+!f = tensor<8xf32, #kiln.device<cpu>>
+
+// A reshape is a view, not a kernel: it splits the chain around it.
+// CHECK-LABEL: func.func @reshape_view
+// CHECK: %[[A:.+]] = kiln.kernel
+// CHECK:   kiln.relu
+// CHECK: %[[V:.+]] = kiln.reshape %[[A]]
+// CHECK: kiln.kernel(%[[V]]
+// CHECK:   kiln.neg
+func.func @reshape_view(%x: !t) -> !f {
+  %r = kiln.relu %x : !t -> !t
+  %v = kiln.reshape %r {shape = array<i64: -1>} : !t -> !f
+  %n = kiln.neg %v : !f -> !f
+  return %n : !f
+}

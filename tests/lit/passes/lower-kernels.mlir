@@ -71,6 +71,68 @@ func.func @batch_matmul(%a: tensor<3x2x4xf32, #kiln.device<cpu>>, %b: tensor<1x4
 
 // -----
 
+// conv: input padded by a generic that reads through clamped indices, bias
+// broadcast into the init, then one generic over [n, m, c, kh, kw, oh, ow]
+// with strided, dilated input reads and grouped channels.
+// CHECK-DAG: #[[IN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 2) * 2 + d2, d5 * 2 + d3, d6 * 2 + d4 * 2)>
+// CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>
+// CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>
+// CHECK-LABEL: func.func @conv
+// CHECK: %[[PAD:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<1x4x8x8xf32>)
+// CHECK:   tensor.extract
+// CHECK:   arith.select
+// CHECK: %[[BIAS:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<4xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%[[PAD]], %{{.+}} : tensor<1x4x8x8xf32>, tensor<4x2x3x3xf32>) outs(%[[BIAS]] : tensor<1x4x3x2xf32>)
+func.func @conv(%x: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x2x3x3xf32, #kiln.device<cpu>>, %b: tensor<4xf32, #kiln.device<cpu>>) -> tensor<1x4x3x2xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %w, %b : tensor<1x4x6x6xf32, #kiln.device<cpu>>, tensor<4x2x3x3xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>>) -> (tensor<1x4x3x2xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %c: tensor<4x2x3x3xf32, #kiln.device<cpu>>, %d: tensor<4xf32, #kiln.device<cpu>>):
+    %y = kiln.conv %a, %c, %d {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 2>, group = 2} : tensor<1x4x6x6xf32, #kiln.device<cpu>>, tensor<4x2x3x3xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>> -> tensor<1x4x3x2xf32, #kiln.device<cpu>>
+    kiln.yield %y : tensor<1x4x3x2xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<1x4x3x2xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// max_pool: -inf padding (including the extra end row a ceil_mode window
+// needs), an unread window-shaped operand for the kernel dims, max into a
+// -inf init.
+// CHECK-LABEL: func.func @max_pool
+// CHECK: %[[PAD:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<1x1x6x6xf32>)
+// CHECK: %[[WIN:.+]] = tensor.empty() : tensor<2x2xf32>
+// CHECK: linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<1x1x3x3xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[PAD]], %[[WIN]] : tensor<1x1x6x6xf32>, tensor<2x2xf32>)
+// CHECK: arith.maximumf
+func.func @max_pool(%x: tensor<1x1x5x5xf32, #kiln.device<cpu>>) -> tensor<1x1x3x3xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x : tensor<1x1x5x5xf32, #kiln.device<cpu>>) -> (tensor<1x1x3x3xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x1x5x5xf32, #kiln.device<cpu>>):
+    %y = kiln.max_pool %a {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = true} : tensor<1x1x5x5xf32, #kiln.device<cpu>> -> tensor<1x1x3x3xf32, #kiln.device<cpu>>
+    kiln.yield %y : tensor<1x1x3x3xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<1x1x3x3xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// reduce mean: a sum over the reduced dims into zeros, then a division by
+// the element count.
+// CHECK-DAG: #[[KEEP:.+]] = affine_map<(d0, d1, d2) -> (d0, 0, 0)>
+// CHECK-LABEL: func.func @reduce_mean
+// CHECK: %[[SUM:.+]] = linalg.generic {indexing_maps = [#{{.+}}, #[[KEEP]]], iterator_types = ["parallel", "reduction", "reduction"]}
+// CHECK: arith.addf
+// CHECK: linalg.generic {{.*}} ins(%[[SUM]] : tensor<2x1x1xf32>)
+// CHECK: arith.divf %{{.+}}, %{{.+}} : f32
+func.func @reduce_mean(%x: tensor<2x3x4xf32, #kiln.device<cpu>>) -> tensor<2x1x1xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x : tensor<2x3x4xf32, #kiln.device<cpu>>) -> (tensor<2x1x1xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<2x3x4xf32, #kiln.device<cpu>>):
+    %y = kiln.reduce %a {kind = "mean", axes = array<i64: 1, 2>, keepdims = true} : tensor<2x3x4xf32, #kiln.device<cpu>> -> tensor<2x1x1xf32, #kiln.device<cpu>>
+    kiln.yield %y : tensor<2x1x1xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<2x1x1xf32, #kiln.device<cpu>>
+}
+
+// -----
+
 // Code generation needs static shapes.
 func.func @dynamic(%x: tensor<?x4xf32, #kiln.device<cpu>>) -> tensor<?x4xf32, #kiln.device<cpu>> {
   %k = kiln.kernel(%x : tensor<?x4xf32, #kiln.device<cpu>>) -> (tensor<?x4xf32, #kiln.device<cpu>>) {
