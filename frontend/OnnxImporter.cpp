@@ -205,6 +205,17 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     values[init.name()] =
         builder.create<ConstantOp>(loc, converted->first, converted->second);
   }
+  llvm::StringMap<SmallVector<int64_t>> bindings;
+  for (const std::string &text : options.inputShapes) {
+    std::string name;
+    SmallVector<int64_t> dims;
+    if (mlir::failed(parseShapeBinding(text, name, dims))) {
+      emitError(fileLoc()) << "malformed input shape '" << text
+                           << "' (expected NAME=D0xD1x...)";
+      return nullptr;
+    }
+    bindings[name] = dims;
+  }
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   for (const auto &input : graph.input()) {
@@ -215,17 +226,50 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
       failed = true;
       continue;
     }
+    if (auto it = bindings.find(input.name()); it != bindings.end()) {
+      auto tensor = cast<RankedTensorType>(*type);
+      bool fits = tensor.getRank() == (int64_t)it->second.size();
+      for (size_t i = 0; fits && i < it->second.size(); ++i)
+        fits = tensor.isDynamicDim(i) || tensor.getDimSize(i) == it->second[i];
+      if (!fits) {
+        emitError(fileLoc())
+            << "input '" << input.name() << "' of type " << tensor
+            << " cannot take the given shape "
+            << StringRef(*llvm::find_if(options.inputShapes,
+                                        [&](const std::string &s) {
+                                          return StringRef(s).starts_with(
+                                              input.name() + "=");
+                                        }))
+                   .rsplit('=')
+                   .second;
+        return nullptr;
+      }
+      type = Type(RankedTensorType::get(it->second, tensor.getElementType(),
+                                        tensor.getEncoding()));
+      bindings.erase(it);
+    }
     BlockArgument arg = body->addArgument(*type, fileLoc());
     argNames.push_back(input.name());
     argTypes.push_back(*type);
     values[input.name()] = arg;
   }
 
+  if (!bindings.empty()) {
+    SmallVector<StringRef> names;
+    for (auto &entry : bindings)
+      names.push_back(entry.first());
+    llvm::sort(names);
+    emitError(fileLoc()) << "--input-shape names no graph input: "
+                         << llvm::join(names, ", ");
+    return nullptr;
+  }
+
   // Unsupported ops first, all of them, so the user sees the whole list.
   std::map<std::string, std::vector<std::string>> unsupported;
   for (auto [index, node] : llvm::enumerate(graph.node())) {
-    bool known = (node.domain().empty() || node.domain() == "ai.onnx") &&
-                 findConverter(node.op_type());
+    bool known =
+        (node.domain().empty() || node.domain() == "ai.onnx") &&
+        (findConverter(node.op_type()) || isOnlyFolded(node.op_type()));
     if (!known) {
       std::string op = node.domain().empty()
                            ? node.op_type()
@@ -266,7 +310,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     }
     if (missing)
       return nullptr;
-    auto results = findConverter(node.op_type())(c);
+    auto folded = tryFold(c);
+    auto results = folded ? *folded : findConverter(node.op_type())(c);
     if (mlir::failed(results))
       return nullptr;
     for (auto [name, value] : llvm::zip(node.output(), *results))

@@ -17,6 +17,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <string>
+#include <vector>
 
 namespace onnx {
 class ModelProto;
@@ -26,6 +27,9 @@ namespace kiln {
 
 struct ImportOptions {
   std::string device = "cpu";
+  /// NAME=D0xD1... bindings for graph inputs with symbolic dims, applied at
+  /// import so that shape computations fold to constants.
+  std::vector<std::string> inputShapes;
 };
 
 /// Reads and imports `path`. On failure, reports through the context's

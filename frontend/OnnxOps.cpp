@@ -268,8 +268,11 @@ FailureOr<Values> maxPool(NodeContext &c) {
 }
 
 FailureOr<Value> reduce(NodeContext &c, StringRef kind,
-                        std::vector<int64_t> axes, bool keepdims) {
-  int64_t rank = cast<RankedTensorType>(c.inputs[0].getType()).getRank();
+                        std::vector<int64_t> axes, bool keepdims,
+                        Value input = {}) {
+  if (!input)
+    input = c.inputs[0];
+  int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
   for (int64_t &axis : axes) {
     if (axis < -rank || axis >= rank)
       return c.error("axis " + Twine(axis) + " is out of range for rank " +
@@ -279,7 +282,7 @@ FailureOr<Value> reduce(NodeContext &c, StringRef kind,
   }
   llvm::sort(axes);
   Builder &b = c.builder;
-  return c.create(ReduceOp::getOperationName(), c.inputs[0],
+  return c.create(ReduceOp::getOperationName(), input,
                   {b.getNamedAttr("kind", b.getStringAttr(kind)),
                    b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
                    b.getNamedAttr("keepdims", b.getBoolAttr(keepdims))});
@@ -388,12 +391,282 @@ FailureOr<Values> clip(NodeContext &c) {
   return single(c.create(ClipOp::getOperationName(), c.inputs[0], attrs));
 }
 
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+// A rank-0 constant of `v`'s element type on the node's device.
+Value scalarLike(NodeContext &c, Value v, double value) {
+  Type element = typeOf(v).getElementType();
+  auto plain = RankedTensorType::get({}, element);
+  Attribute attr = isa<FloatType>(element)
+                       ? Attribute(c.builder.getFloatAttr(element, value))
+                       : Attribute(c.builder.getIntegerAttr(element, value));
+  return c.builder.create<ConstantOp>(
+      c.loc, RankedTensorType::get({}, element, c.device),
+      DenseElementsAttr::get(plain, attr));
+}
+
+FailureOr<Value> binaryOp(NodeContext &c, StringRef name, Value l, Value r) {
+  return c.create(name, ValueRange{l, r});
+}
+
+FailureOr<int64_t> normalizeAxis(NodeContext &c, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return c.error("axis " + Twine(axis) + " is out of range for rank " +
+                   Twine(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+FailureOr<Values> transpose(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  int64_t rank = typeOf(c.inputs[0]).getRank();
+  std::vector<int64_t> reversed;
+  for (int64_t i = rank - 1; i >= 0; --i)
+    reversed.push_back(i);
+  std::vector<int64_t> perm = ints(c, "perm", reversed);
+  return single(c.create(
+      TransposeOp::getOperationName(), c.inputs[0],
+      {c.builder.getNamedAttr("perm", c.builder.getDenseI64ArrayAttr(perm))}));
+}
+
+FailureOr<Values> gather(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  auto axis =
+      normalizeAxis(c, c.getInt("axis", 0), typeOf(c.inputs[0]).getRank());
+  if (failed(axis))
+    return failure();
+  return single(c.create(
+      GatherOp::getOperationName(), c.inputs,
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(*axis))}));
+}
+
+// Unsqueeze/Squeeze: a reshape to a shape known at compile time up to at
+// most one symbolic dim (which becomes -1).
+FailureOr<Value> reshapeToDims(NodeContext &c, Value input,
+                               ArrayRef<int64_t> dims) {
+  std::vector<int64_t> spec;
+  int dynamic = 0;
+  for (int64_t d : dims) {
+    dynamic += ShapedType::isDynamic(d);
+    spec.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  }
+  if (dynamic > 1)
+    return c.error("reshaping a tensor with more than one symbolic "
+                   "dim is not supported yet");
+  return reshapeTo(c, input, spec);
+}
+
+FailureOr<std::vector<int64_t>> axesOf(NodeContext &c) {
+  if (c.inputs.size() > 1 && c.inputs[1]) {
+    auto values = constantValues<int64_t>(c.inputs[1]);
+    if (!values)
+      return c.error("axes computed at run time are not supported");
+    return *values;
+  }
+  return ints(c, "axes", {});
+}
+
+FailureOr<Values> unsqueeze(NodeContext &c) {
+  if (failed(arity(c, 1, 2)))
+    return failure();
+  auto axes = axesOf(c);
+  if (failed(axes))
+    return failure();
+  auto in = typeOf(c.inputs[0]).getShape();
+  int64_t rank = in.size() + axes->size();
+  std::vector<bool> inserted(rank, false);
+  for (int64_t axis : *axes) {
+    auto a = normalizeAxis(c, axis, rank);
+    if (failed(a))
+      return failure();
+    if (inserted[*a])
+      return c.error("Unsqueeze repeats axis " + Twine(axis));
+    inserted[*a] = true;
+  }
+  SmallVector<int64_t> dims;
+  size_t next = 0;
+  for (int64_t i = 0; i < rank; ++i)
+    dims.push_back(inserted[i] ? 1 : in[next++]);
+  return single(reshapeToDims(c, c.inputs[0], dims));
+}
+
+FailureOr<Values> squeeze(NodeContext &c) {
+  if (failed(arity(c, 1, 2)))
+    return failure();
+  auto axes = axesOf(c);
+  if (failed(axes))
+    return failure();
+  auto in = typeOf(c.inputs[0]).getShape();
+  std::vector<bool> dropped(in.size(), false);
+  for (int64_t axis : *axes) {
+    auto a = normalizeAxis(c, axis, in.size());
+    if (failed(a))
+      return failure();
+    if (in[*a] != 1)
+      return c.error("Squeeze axis " + Twine(axis) + " has size " +
+                     (ShapedType::isDynamic(in[*a]) ? std::string("?")
+                                                    : std::to_string(in[*a])) +
+                     ", not 1");
+    dropped[*a] = true;
+  }
+  SmallVector<int64_t> dims;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (axes->empty() && in[i] == 1)
+      continue;
+    if (!dropped[i])
+      dims.push_back(in[i]);
+  }
+  if (axes->empty() && llvm::any_of(in, ShapedType::isDynamic))
+    return c.error("Squeeze without axes needs static dims");
+  return single(reshapeToDims(c, c.inputs[0], dims));
+}
+
+// softmax(x) = exp(x - max) / sum(exp(x - max)) over `axes`.
+FailureOr<Value> softmax(NodeContext &c, Value x, ArrayRef<int64_t> axes) {
+  std::vector<int64_t> list(axes.begin(), axes.end());
+  auto max = reduce(c, "max", list, true, x);
+  if (failed(max))
+    return failure();
+  auto shifted = binaryOp(c, SubOp::getOperationName(), x, *max);
+  if (failed(shifted))
+    return failure();
+  auto e = c.create(ExpOp::getOperationName(), *shifted);
+  if (failed(e))
+    return failure();
+  auto sum = reduce(c, "sum", list, true, *e);
+  if (failed(sum))
+    return failure();
+  return binaryOp(c, DivOp::getOperationName(), *e, *sum);
+}
+
+FailureOr<Values> softmaxNode(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  int64_t rank = typeOf(c.inputs[0]).getRank();
+  auto axis = normalizeAxis(c, c.getInt("axis", c.opset < 13 ? 1 : -1), rank);
+  if (failed(axis))
+    return failure();
+  // Before opset 13 the input is coerced to 2-D at `axis`.
+  std::vector<int64_t> axes = {*axis};
+  if (c.opset < 13)
+    for (int64_t i = *axis + 1; i < rank; ++i)
+      axes.push_back(i);
+  return single(softmax(c, c.inputs[0], axes));
+}
+
+// (x - mean) / sqrt(var + epsilon) * scale + bias over dims axis..rank-1.
+FailureOr<Values> layerNorm(NodeContext &c) {
+  if (failed(arity(c, 2, 3)))
+    return failure();
+  for (int i = 1; i < c.node.output_size(); ++i)
+    if (!c.node.output(i).empty())
+      return c.error("LayerNormalization's Mean and InvStdDev outputs are "
+                     "not supported");
+  if (c.getInt("stash_type", 1) != 1)
+    return c.error("LayerNormalization stash_type other than 1 is not "
+                   "supported");
+  Value x = c.inputs[0];
+  int64_t rank = typeOf(x).getRank();
+  auto axis = normalizeAxis(c, c.getInt("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  std::vector<int64_t> axes;
+  for (int64_t i = *axis; i < rank; ++i)
+    axes.push_back(i);
+  std::string sub = SubOp::getOperationName().str(),
+              mul = MulOp::getOperationName().str(),
+              add = AddOp::getOperationName().str(),
+              div = DivOp::getOperationName().str();
+  auto mean = reduce(c, "mean", axes, true, x);
+  if (failed(mean))
+    return failure();
+  auto centered = binaryOp(c, sub, x, *mean);
+  if (failed(centered))
+    return failure();
+  auto squared = binaryOp(c, mul, *centered, *centered);
+  if (failed(squared))
+    return failure();
+  auto var = reduce(c, "mean", axes, true, *squared);
+  if (failed(var))
+    return failure();
+  auto shifted =
+      binaryOp(c, add, *var, scalarLike(c, x, c.getFloat("epsilon", 1e-5f)));
+  if (failed(shifted))
+    return failure();
+  auto std = c.create(SqrtOp::getOperationName(), *shifted);
+  if (failed(std))
+    return failure();
+  auto normed = binaryOp(c, div, *centered, *std);
+  if (failed(normed))
+    return failure();
+  auto scaled = binaryOp(c, mul, *normed, c.inputs[1]);
+  if (failed(scaled))
+    return failure();
+  if (c.inputs.size() == 3 && c.inputs[2])
+    return single(binaryOp(c, add, *scaled, c.inputs[2]));
+  return Values{*scaled};
+}
+
+// A constant once the input's shape is static (bound at import).
+FailureOr<Values> shape(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  auto type = typeOf(c.inputs[0]);
+  int64_t rank = type.getRank();
+  int64_t start = c.getInt("start", 0), end = c.getInt("end", rank);
+  start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
+  end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
+  SmallVector<int64_t> dims;
+  for (int64_t i = start; i < end; ++i) {
+    if (type.isDynamicDim(i))
+      return c.error("Shape of a tensor with symbolic dims " +
+                     Twine("is not supported yet; bind them with "
+                           "--input-shape"));
+    dims.push_back(type.getDimSize(i));
+  }
+  auto i64 = c.builder.getI64Type();
+  auto plain = RankedTensorType::get({(int64_t)dims.size()}, i64);
+  return Values{c.builder.create<ConstantOp>(
+      c.loc, RankedTensorType::get({(int64_t)dims.size()}, i64, c.device),
+      DenseElementsAttr::get(plain, ArrayRef<int64_t>(dims)))};
+}
+
+FailureOr<Values> castNode(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  Builder &b = c.builder;
+  Type to;
+  switch (c.getInt("to", 0)) {
+  case onnx::TensorProto::FLOAT:
+    to = b.getF32Type();
+    break;
+  case onnx::TensorProto::DOUBLE:
+    to = b.getF64Type();
+    break;
+  case onnx::TensorProto::INT64:
+    to = b.getI64Type();
+    break;
+  case onnx::TensorProto::INT32:
+    to = b.getI32Type();
+    break;
+  default:
+    return c.error("Cast to type #" + Twine(c.getInt("to", 0)) +
+                   " is not supported yet");
+  }
+  if (typeOf(c.inputs[0]).getElementType() == to)
+    return Values{c.inputs[0]};
+  return single(c.create(CastOp::getOperationName(), c.inputs[0],
+                         {b.getNamedAttr("to", TypeAttr::get(to))}));
+}
+
 const llvm::StringMap<Converter> &table() {
   static const llvm::StringMap<Converter> converters = {
       {"Add", binary<AddOp>},
       {"Sub", binary<SubOp>},
       {"Mul", binary<MulOp>},
       {"Div", binary<DivOp>},
+      {"Pow", binary<PowOp>},
       {"Relu", unary<ReluOp>},
       {"Erf", unary<ErfOp>},
       {"Tanh", unary<TanhOp>},
@@ -416,6 +689,14 @@ const llvm::StringMap<Converter> &table() {
       {"Reshape", reshape},
       {"Flatten", flatten},
       {"Clip", clip},
+      {"Transpose", transpose},
+      {"Gather", gather},
+      {"Unsqueeze", unsqueeze},
+      {"Squeeze", squeeze},
+      {"Softmax", softmaxNode},
+      {"LayerNormalization", layerNorm},
+      {"Shape", shape},
+      {"Cast", castNode},
   };
   return converters;
 }

@@ -46,6 +46,14 @@ using Converter =
 /// The converter for ONNX op `opType` in the default domain, or null.
 Converter findConverter(llvm::StringRef opType);
 
+/// Evaluates a node whose inputs are all small integer constants (shape
+/// computations) into constants. nullopt: not such a node, convert it.
+std::optional<mlir::FailureOr<llvm::SmallVector<mlir::Value>>>
+tryFold(NodeContext &c);
+
+/// Ops kiln supports only when they can be folded (tryFold).
+bool isOnlyFolded(llvm::StringRef opType);
+
 } // namespace kiln::onnx_import
 
 #endif // KILN_FRONTEND_ONNXOPS_H

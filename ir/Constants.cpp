@@ -60,3 +60,23 @@ ElementsAttr kiln::makeConstantAttr(RankedTensorType type, ArrayRef<char> bytes,
   }
   return DenseElementsAttr::getFromRawBuffer(plain, bytes);
 }
+
+LogicalResult kiln::parseShapeBinding(StringRef text, std::string &name,
+                                      SmallVectorImpl<int64_t> &dims) {
+  auto [n, spec] = text.rsplit('=');
+  if (n.empty() || !text.contains('='))
+    return failure();
+  name = n.str();
+  dims.clear();
+  if (spec == "scalar")
+    return success();
+  SmallVector<StringRef> parts;
+  spec.split(parts, 'x');
+  for (StringRef part : parts) {
+    int64_t d;
+    if (part.getAsInteger(10, d) || d < 0)
+      return failure();
+    dims.push_back(d);
+  }
+  return success();
+}

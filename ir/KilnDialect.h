@@ -68,6 +68,11 @@ namespace kiln {
 mlir::LogicalResult inferResultTypes(mlir::Operation *op,
                                      llvm::SmallVectorImpl<mlir::Type> &types);
 
+/// Parses "NAME=D0xD1x..." ("NAME=scalar" for rank 0), as kilnc's
+/// --input-shape takes it.
+mlir::LogicalResult parseShapeBinding(llvm::StringRef text, std::string &name,
+                                      llvm::SmallVectorImpl<int64_t> &dims);
+
 /// The raw little-endian bytes of a constant (splats expanded).
 std::vector<char> getConstantBytes(mlir::ElementsAttr attr);
 /// A constant attribute for `bytes` of `type`: a dense resource blob named

@@ -136,6 +136,7 @@ KILN_BINARY(AddOp)
 KILN_BINARY(SubOp)
 KILN_BINARY(MulOp)
 KILN_BINARY(DivOp)
+KILN_BINARY(PowOp)
 
 KILN_INFER(MatMulOp) {
   return inferMatMul(loc, operands[0], operands[1], results);
@@ -333,6 +334,56 @@ KILN_INFER(ReshapeOp) {
   return success();
 }
 KILN_COMPATIBLE(ReshapeOp)
+
+KILN_INFER(CastOp) {
+  CastOp::Adaptor adaptor(operands, attributes, properties, regions);
+  auto in = cast<RankedTensorType>(adaptor.getInput().getType());
+  Type to = adaptor.getTo();
+  if (!to.isIntOrFloat())
+    return fail(loc, "cast target must be an integer or float type");
+  results.push_back(RankedTensorType::get(in.getShape(), to, in.getEncoding()));
+  return success();
+}
+KILN_COMPATIBLE(CastOp)
+
+KILN_INFER(TransposeOp) {
+  TransposeOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape in = shapeOf(adaptor.getInput()), out;
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  SmallVector<bool> seen(in.size(), false);
+  if (perm.size() != in.size())
+    return fail(loc, "transpose perm has " + Twine(perm.size()) +
+                         " entries for rank " + Twine(in.size()));
+  for (int64_t p : perm) {
+    if (p < 0 || p >= (int64_t)in.size() || seen[p])
+      return fail(loc, "transpose perm is not a permutation of 0.." +
+                           Twine(in.size() - 1));
+    seen[p] = true;
+    out.push_back(in[p]);
+  }
+  results.push_back(resultOf(out, adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(TransposeOp)
+
+KILN_INFER(GatherOp) {
+  GatherOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape data = shapeOf(adaptor.getData()), idx = shapeOf(adaptor.getIndices());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= (int64_t)data.size())
+    return fail(loc, "gather axis " + Twine(axis) + " is out of range for " +
+                         str(data));
+  auto indexType =
+      cast<RankedTensorType>(adaptor.getIndices().getType()).getElementType();
+  if (!indexType.isInteger(64) && !indexType.isInteger(32))
+    return fail(loc, "gather indices must be i32 or i64");
+  Shape out(data.begin(), data.begin() + axis);
+  out.append(idx.begin(), idx.end());
+  out.append(data.begin() + axis + 1, data.end());
+  results.push_back(resultOf(out, adaptor.getData()));
+  return success();
+}
+KILN_COMPATIBLE(GatherOp)
 
 LogicalResult kiln::inferResultTypes(Operation *op,
                                      SmallVectorImpl<Type> &types) {

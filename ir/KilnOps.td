@@ -138,6 +138,7 @@ def Kiln_AddOp : Kiln_BinaryOp<"add", "elementwise sum">;
 def Kiln_SubOp : Kiln_BinaryOp<"sub", "elementwise difference">;
 def Kiln_MulOp : Kiln_BinaryOp<"mul", "elementwise product">;
 def Kiln_DivOp : Kiln_BinaryOp<"div", "elementwise quotient">;
+def Kiln_PowOp : Kiln_BinaryOp<"pow", "elementwise power">;
 
 def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)">;
 def Kiln_ErfOp : Kiln_UnaryOp<"erf", "the error function">;
@@ -178,6 +179,13 @@ def Kiln_GemmOp : Kiln_ComputeOp<"gemm"> {
     `->` type($result)
   }];
   let hasCanonicalizer = 1;
+}
+
+def Kiln_CastOp : Kiln_ComputeOp<"cast", [Kiln_Elementwise]> {
+  let summary = "converts elements to type `to` (ONNX Cast; ints are signed)";
+  let arguments = (ins Kiln_Tensor:$input, TypeAttr:$to);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
 def Kiln_ClipOp : Kiln_ComputeOp<"clip", [Kiln_Elementwise]> {
@@ -232,6 +240,27 @@ def Kiln_ReshapeOp : Kiln_ComputeOp<"reshape"> {
   let results = (outs Kiln_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasFolder = 1;
+}
+
+def Kiln_TransposeOp : Kiln_ComputeOp<"transpose"> {
+  let summary = "permutes dims: result dim i is input dim perm[i]";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Kiln_GatherOp : Kiln_ComputeOp<"gather"> {
+  let summary = "ONNX Gather: picks slices of `data` along `axis` by index";
+  let description = [{
+    Result shape: data[:axis] + indices.shape + data[axis+1:]. Negative
+    indices count from the end; indices out of range are clamped.
+  }];
+  let arguments = (ins Kiln_Tensor:$data, Kiln_Tensor:$indices, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices attr-dict `:` type($data) `,` type($indices) `->`
+    type($result)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -24,21 +24,6 @@ using namespace kiln;
 
 namespace {
 
-FailureOr<SmallVector<int64_t>> parseDims(StringRef text) {
-  SmallVector<int64_t> dims;
-  if (text == "scalar")
-    return dims;
-  SmallVector<StringRef> parts;
-  text.split(parts, 'x');
-  for (StringRef part : parts) {
-    int64_t d;
-    if (part.getAsInteger(10, d) || d < 0)
-      return failure();
-    dims.push_back(d);
-  }
-  return dims;
-}
-
 struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
   using KilnInferShapesBase::KilnInferShapesBase;
 
@@ -46,12 +31,12 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
     // name -> (dims, as the user wrote them)
     llvm::StringMap<std::pair<SmallVector<int64_t>, std::string>> bindings;
     for (const std::string &binding : inputShapes) {
-      auto [name, dims] = StringRef(binding).rsplit('=');
-      auto parsed = parseDims(dims);
-      if (name.empty() || failed(parsed))
+      std::string name;
+      SmallVector<int64_t> dims;
+      if (failed(parseShapeBinding(binding, name, dims)))
         return func.emitOpError() << "malformed input shape '" << binding
                                   << "' (expected NAME=D0xD1x...)";
-      bindings[name] = {*parsed, dims.str()};
+      bindings[name] = {dims, StringRef(binding).rsplit('=').second.str()};
     }
     for (BlockArgument arg : func.getArguments()) {
       auto nameAttr =

@@ -49,6 +49,7 @@ constexpr Family kFamilies[] = {
     {lowering::isContractionFamily, lowering::lowerContraction},
     {lowering::isWindowFamily, lowering::lowerWindow},
     {lowering::isReductionFamily, lowering::lowerReduction},
+    {lowering::isMovementFamily, lowering::lowerMovement},
 };
 
 FailureOr<Value> lowerOp(OpBuilder &b, Operation *op, ValueRange operands) {

@@ -135,6 +135,33 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Case([](MulOp) { return arithBinary<arith::MulFOp, arith::MulIOp>; })
           .Case(
               [](DivOp) { return arithBinary<arith::DivFOp, arith::DivSIOp>; })
+          .Case([&](CastOp cop) -> Body {
+            Type to = cop.getTo();
+            return [to](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              Value x = a[0];
+              Type from = x.getType();
+              if (from == to)
+                return x;
+              bool fromFloat = isa<FloatType>(from),
+                   toFloat = isa<FloatType>(to);
+              if (fromFloat && toFloat)
+                return from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth()
+                           ? nb.create<arith::ExtFOp>(l, to, x).getResult()
+                           : nb.create<arith::TruncFOp>(l, to, x).getResult();
+              if (!fromFloat && toFloat)
+                return nb.create<arith::SIToFPOp>(l, to, x);
+              if (fromFloat)
+                return nb.create<arith::FPToSIOp>(l, to, x);
+              return from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth()
+                         ? nb.create<arith::ExtSIOp>(l, to, x).getResult()
+                         : nb.create<arith::TruncIOp>(l, to, x).getResult();
+            };
+          })
+          .Case([&](PowOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return nb.create<math::PowFOp>(l, a[0], a[1]);
+            };
+          })
           .Case([&](ReluOp) -> Body {
             return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
               Value zero = scalar(nb, l, a[0].getType(), 0);
@@ -206,7 +233,7 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Default([](Operation *) { return Body(); });
   if (!body)
     return op->emitOpError() << "has no elementwise lowering";
-  bool integerOk = isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp>(op);
+  bool integerOk = isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp>(op);
   if (!integerOk && failed(needFloat()))
     return failure();
   return buildElementwise(b, loc, plain, operands, body);

@@ -64,6 +64,12 @@ mlir::FailureOr<mlir::Value> lowerReduction(mlir::OpBuilder &b,
                                             mlir::Operation *op,
                                             mlir::ValueRange operands);
 
+/// Movement family: transpose, gather.
+bool isMovementFamily(mlir::Operation *op);
+mlir::FailureOr<mlir::Value> lowerMovement(mlir::OpBuilder &b,
+                                           mlir::Operation *op,
+                                           mlir::ValueRange operands);
+
 } // namespace kiln::lowering
 
 #endif // KILN_PASSES_LOWERING_LOWERING_H

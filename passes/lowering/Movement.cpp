@@ -1,8 +1,11 @@
 //===- Movement.cpp - index and movement primitives -----------------------===//
 //
-// Padding as a generic over the padded shape: each element reads the input
-// at its index minus the begin pad, clamped into bounds (so the read is
-// always valid), and selects the pad value where the index fell outside.
+// Transpose: one generic whose input map is the permutation.
+// Gather: one generic over the result, reading the indices through a map
+// and the data through tensor.extract at the (wrapped, clamped) index.
+// Padding: a generic over the padded shape; each element reads the input at
+// its index minus the begin pad, clamped into bounds (so the read is always
+// valid), and selects the pad value where the index fell outside.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,4 +59,81 @@ Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
             l, Value(nb.create<arith::SelectOp>(l, inside, read, pad)));
       });
   return generic.getResult(0);
+}
+
+bool lowering::isMovementFamily(Operation *op) {
+  return isa<TransposeOp, GatherOp>(op);
+}
+
+namespace {
+Value lowerTranspose(OpBuilder &b, TransposeOp op, Value input) {
+  auto outType = lowering::plainResultType(op);
+  int64_t rank = outType.getRank();
+  // Result dim i reads input dim perm[i]: the input map sends input dim
+  // perm[i] to loop dim i.
+  SmallVector<AffineExpr> exprs(rank);
+  for (auto [i, p] : llvm::enumerate(op.getPerm()))
+    exprs[p] = b.getAffineDimExpr(i);
+  Value init = b.create<tensor::EmptyOp>(op.getLoc(), outType.getShape(),
+                                         outType.getElementType());
+  return b
+      .create<linalg::GenericOp>(
+          op.getLoc(), TypeRange{outType}, input, init,
+          SmallVector<AffineMap>{AffineMap::get(rank, 0, exprs, b.getContext()),
+                                 b.getMultiDimIdentityMap(rank)},
+          SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+          [](OpBuilder &nb, Location l, ValueRange a) {
+            nb.create<linalg::YieldOp>(l, a[0]);
+          })
+      .getResult(0);
+}
+
+Value lowerGather(OpBuilder &b, GatherOp op, Value data, Value indices) {
+  Location loc = op.getLoc();
+  auto outType = lowering::plainResultType(op);
+  auto dataType = cast<RankedTensorType>(data.getType());
+  auto idxType = cast<RankedTensorType>(indices.getType());
+  int64_t rank = outType.getRank(), axis = op.getAxis(),
+          idxRank = idxType.getRank(), size = dataType.getDimSize(axis);
+  SmallVector<AffineExpr> idxExprs;
+  for (int64_t i = 0; i < idxRank; ++i)
+    idxExprs.push_back(b.getAffineDimExpr(axis + i));
+  Value init = b.create<tensor::EmptyOp>(loc, outType.getShape(),
+                                         outType.getElementType());
+  return b
+      .create<linalg::GenericOp>(
+          loc, TypeRange{outType}, indices, init,
+          SmallVector<AffineMap>{
+              AffineMap::get(rank, 0, idxExprs, b.getContext()),
+              b.getMultiDimIdentityMap(rank)},
+          SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            auto index = [&](int64_t v) -> Value {
+              return nb.create<arith::ConstantIndexOp>(l, v);
+            };
+            Value i = nb.create<arith::IndexCastOp>(l, nb.getIndexType(), a[0]);
+            Value negative = nb.create<arith::CmpIOp>(
+                l, arith::CmpIPredicate::slt, i, index(0));
+            i = nb.create<arith::SelectOp>(
+                l, negative, nb.create<arith::AddIOp>(l, i, index(size)), i);
+            i = nb.create<arith::MaxSIOp>(
+                l, index(0), nb.create<arith::MinSIOp>(l, i, index(size - 1)));
+            SmallVector<Value> at;
+            for (int64_t d = 0; d < axis; ++d)
+              at.push_back(nb.create<linalg::IndexOp>(l, d));
+            at.push_back(i);
+            for (int64_t d = axis + 1; d < dataType.getRank(); ++d)
+              at.push_back(nb.create<linalg::IndexOp>(l, d - 1 + idxRank));
+            nb.create<linalg::YieldOp>(
+                l, Value(nb.create<tensor::ExtractOp>(l, data, at)));
+          })
+      .getResult(0);
+}
+} // namespace
+
+FailureOr<Value> lowering::lowerMovement(OpBuilder &b, Operation *op,
+                                         ValueRange operands) {
+  if (auto transpose = dyn_cast<TransposeOp>(op))
+    return lowerTranspose(b, transpose, operands[0]);
+  return lowerGather(b, cast<GatherOp>(op), operands[0], operands[1]);
 }

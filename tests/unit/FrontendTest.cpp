@@ -114,9 +114,9 @@ TEST(Frontend, ListsEveryUnsupportedNode) {
       anyContains(r.errors, {"unique_1", "unsupported ONNX op 'Unique'"}));
   EXPECT_TRUE(anyContains(
       r.errors, {"tfidf_2", "unsupported ONNX op 'TfIdfVectorizer'"}));
-  EXPECT_TRUE(anyContains(r.errors, {"2 unsupported op type(s)",
-                                     "TfIdfVectorizer (2 nodes)",
-                                     "Unique (1 node)"}));
+  EXPECT_TRUE(
+      anyContains(r.errors, {"2 unsupported op type(s)",
+                             "TfIdfVectorizer (2 nodes)", "Unique (1 node)"}));
 }
 
 TEST(Frontend, ShapeErrorsNameTheNode) {

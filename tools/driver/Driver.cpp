@@ -123,6 +123,7 @@ LogicalResult compileModel(const CompileOptions &options) {
   progress.stage("importing " + options.input);
   ImportOptions importOptions;
   importOptions.device = options.device;
+  importOptions.inputShapes = options.inputShapes;
   OwningOpRef<ModuleOp> module =
       importOnnxFile(context, options.input, importOptions);
   if (!module)

@@ -1,0 +1,257 @@
+//===- OnnxFold.cpp - evaluate shape computations at import ---------------===//
+//
+// Exporters compute reshape targets with small integer subgraphs
+// (Shape -> Slice -> Concat -> Reshape). Once input shapes are bound
+// (kilnc --input-shape), Shape is a constant, and a node whose inputs are all
+// small integer constants is evaluated here, in the importer, into a new
+// constant: the graph that reaches the passes holds only real tensor work.
+// Shape computations that stay symbolic are not supported yet.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/OnnxOps.h"
+
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::onnx_import;
+
+namespace {
+constexpr int64_t kMaxElements = 4096;
+
+struct IntTensor {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> data;
+  Type element;
+};
+
+std::optional<IntTensor> readInts(Value v) {
+  auto constant = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
+  if (!constant)
+    return std::nullopt;
+  auto type = constant.getType();
+  Type element = type.getElementType();
+  if (!element.isInteger(64) && !element.isInteger(32) && !element.isInteger(1))
+    return std::nullopt;
+  if (type.getNumElements() > kMaxElements)
+    return std::nullopt;
+  IntTensor t{type.getShape().vec(), {}, element};
+  std::vector<char> bytes = getConstantBytes(constant.getValue());
+  size_t width = element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8;
+  for (size_t i = 0; i + width <= bytes.size(); i += width) {
+    int64_t value = 0;
+    if (width == 8)
+      std::memcpy(&value, &bytes[i], 8);
+    else if (width == 4) {
+      int32_t v32;
+      std::memcpy(&v32, &bytes[i], 4);
+      value = v32;
+    } else {
+      value = bytes[i] != 0;
+    }
+    t.data.push_back(value);
+  }
+  return t;
+}
+
+Value makeInts(NodeContext &c, const IntTensor &t) {
+  auto plain = RankedTensorType::get(t.shape, t.element);
+  SmallVector<APInt> values;
+  unsigned width = t.element.getIntOrFloatBitWidth();
+  for (int64_t v : t.data)
+    values.push_back(APInt(width, v, /*isSigned=*/true));
+  return c.builder.create<ConstantOp>(
+      c.loc, RankedTensorType::get(t.shape, t.element, c.device),
+      DenseElementsAttr::get(plain, values));
+}
+
+int64_t clampIndex(int64_t i, int64_t size, bool end) {
+  if (i < 0)
+    i += size;
+  return std::max<int64_t>(end ? -1 : 0, std::min<int64_t>(i, size));
+}
+
+FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
+  StringRef op = c.node.op_type();
+  auto fail = [&](const Twine &why) -> FailureOr<IntTensor> {
+    return c.error(op + " on constant integers: " + why);
+  };
+  if (op == "Identity")
+    return in[0];
+  if (op == "Cast") {
+    int to = c.getInt("to", 0);
+    IntTensor out = in[0];
+    if (to == onnx::TensorProto::INT64)
+      out.element = c.builder.getI64Type();
+    else if (to == onnx::TensorProto::INT32)
+      out.element = c.builder.getI32Type();
+    else
+      return fail("only casts to int32/int64 are evaluated");
+    return out;
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod") {
+    const IntTensor &a = in[0], &b = in[1];
+    bool scalarB = b.data.size() == 1, scalarA = a.data.size() == 1;
+    if (a.shape != b.shape && !scalarA && !scalarB)
+      return fail("only same-shape or scalar operands are evaluated");
+    IntTensor out = scalarA && !scalarB ? b : a;
+    for (size_t i = 0; i < out.data.size(); ++i) {
+      int64_t x = a.data[scalarA ? 0 : i], y = b.data[scalarB ? 0 : i];
+      if ((op == "Div" || op == "Mod") && y == 0)
+        return fail("division by zero");
+      out.data[i] = op == "Add"   ? x + y
+                    : op == "Sub" ? x - y
+                    : op == "Mul" ? x * y
+                    : op == "Div" ? x / y
+                                  : ((x % y) + y) % y;
+    }
+    return out;
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    // Scalars and vectors only: shape tensors.
+    IntTensor out = in[0];
+    if (op == "Unsqueeze")
+      out.shape.insert(out.shape.begin(), 1);
+    else
+      out.shape.erase(std::remove(out.shape.begin(), out.shape.end(), 1),
+                      out.shape.end());
+    if (out.shape.size() > 1)
+      return fail("only scalars and vectors are evaluated");
+    return out;
+  }
+  if (op == "Reshape") {
+    IntTensor out = in[0];
+    out.shape.clear();
+    int64_t known = 1, inferred = -1;
+    for (auto [i, d] : llvm::enumerate(in[1].data)) {
+      int64_t dim = d == 0 && i < in[0].shape.size() ? in[0].shape[i] : d;
+      if (dim == -1)
+        inferred = i;
+      else
+        known *= dim;
+      out.shape.push_back(dim);
+    }
+    if (inferred >= 0 && known > 0)
+      out.shape[inferred] = out.data.size() / known;
+    int64_t count = 1;
+    for (int64_t d : out.shape)
+      count *= d;
+    if (count != (int64_t)out.data.size())
+      return fail("cannot reshape " + Twine(out.data.size()) + " elements");
+    return out;
+  }
+  if (op == "Concat") {
+    IntTensor out{{0}, {}, in[0].element};
+    for (const IntTensor &t : in) {
+      if (t.shape.size() != 1)
+        return fail("only vectors are evaluated");
+      out.data.insert(out.data.end(), t.data.begin(), t.data.end());
+    }
+    out.shape[0] = out.data.size();
+    return out;
+  }
+  if (op == "Gather") {
+    const IntTensor &data = in[0], &idx = in[1];
+    if (data.shape.size() != 1)
+      return fail("only vector data is evaluated");
+    IntTensor out{idx.shape, {}, data.element};
+    int64_t n = data.data.size();
+    for (int64_t i : idx.data) {
+      if (i < -n || i >= n)
+        return fail("index " + Twine(i) + " is out of range");
+      out.data.push_back(data.data[i < 0 ? i + n : i]);
+    }
+    return out;
+  }
+  if (op == "Slice") {
+    const IntTensor &data = in[0];
+    if (data.shape.size() != 1 || in.size() < 3)
+      return fail("only vectors with starts and ends are evaluated");
+    if (in.size() > 3 && !in[3].data.empty() && in[3].data[0] != 0 &&
+        in[3].data[0] != -1)
+      return fail("only axis 0 is evaluated");
+    int64_t n = data.data.size();
+    int64_t step = in.size() > 4 ? in[4].data[0] : 1;
+    if (step == 0)
+      return fail("step 0");
+    int64_t start = in[1].data[0], end = in[2].data[0];
+    IntTensor out{{0}, {}, data.element};
+    if (step > 0) {
+      start = clampIndex(start, n, false);
+      end = std::max<int64_t>(0, clampIndex(end, n, false));
+      for (int64_t i = start; i < end; i += step)
+        out.data.push_back(data.data[i]);
+    } else {
+      start = std::min<int64_t>(clampIndex(start, n, true), n - 1);
+      end = clampIndex(end, n, true);
+      for (int64_t i = start; i > end; i += step)
+        out.data.push_back(data.data[i]);
+    }
+    out.shape[0] = out.data.size();
+    return out;
+  }
+  return fail("not evaluated");
+}
+
+const llvm::StringSet<> &foldable() {
+  static const llvm::StringSet<> ops = {
+      "Identity",  "Cast",    "Add",    "Sub",    "Mul",   "Div",    "Mod",
+      "Unsqueeze", "Squeeze", "Concat", "Gather", "Slice", "Reshape"};
+  return ops;
+}
+
+const llvm::StringSet<> &onlyFolded() {
+  static const llvm::StringSet<> ops = {"Mod", "Concat", "Slice"};
+  return ops;
+}
+} // namespace
+
+bool kiln::onnx_import::isOnlyFolded(StringRef opType) {
+  return onlyFolded().contains(opType);
+}
+
+std::optional<FailureOr<SmallVector<Value>>>
+kiln::onnx_import::tryFold(NodeContext &c) {
+  if (!foldable().contains(c.node.op_type()))
+    return std::nullopt;
+  SmallVector<IntTensor> in;
+  for (Value v : c.inputs) {
+    if (!v) // an omitted optional input
+      continue;
+    auto t = readInts(v);
+    if (!t) {
+      if (isOnlyFolded(c.node.op_type()))
+        return FailureOr<SmallVector<Value>>(
+            c.error("'" + c.node.op_type() +
+                    "' is supported on constant integer tensors only (shape "
+                    "computations, folded at import); bind symbolic input "
+                    "dims with --input-shape"));
+      return std::nullopt;
+    }
+    in.push_back(std::move(*t));
+  }
+  // Unsqueeze/Squeeze axes come as a second input since opset 13.
+  StringRef op = c.node.op_type();
+  if ((op == "Unsqueeze" || op == "Squeeze") && in.size() > 1)
+    in.resize(1);
+  // Integers cast to floats (e.g. a head size turned into a scale).
+  if (op == "Cast" && (c.getInt("to", 0) == onnx::TensorProto::FLOAT ||
+                       c.getInt("to", 0) == onnx::TensorProto::DOUBLE)) {
+    bool f32 = c.getInt("to", 0) == onnx::TensorProto::FLOAT;
+    Type element =
+        f32 ? Type(c.builder.getF32Type()) : Type(c.builder.getF64Type());
+    auto plain = RankedTensorType::get(in[0].shape, element);
+    SmallVector<Attribute> values;
+    for (int64_t v : in[0].data)
+      values.push_back(c.builder.getFloatAttr(element, double(v)));
+    Value constant = c.builder.create<ConstantOp>(
+        c.loc, RankedTensorType::get(in[0].shape, element, c.device),
+        DenseElementsAttr::get(plain, values));
+    return FailureOr<SmallVector<Value>>(SmallVector<Value>{constant});
+  }
+  auto out = evaluate(c, in);
+  if (failed(out))
+    return FailureOr<SmallVector<Value>>(failure());
+  return FailureOr<SmallVector<Value>>(SmallVector<Value>{makeInts(c, *out)});
+}
