@@ -232,16 +232,18 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
       for (size_t i = 0; fits && i < it->second.size(); ++i)
         fits = tensor.isDynamicDim(i) || tensor.getDimSize(i) == it->second[i];
       if (!fits) {
-        emitError(fileLoc())
-            << "input '" << input.name() << "' of type " << tensor
-            << " cannot take the given shape "
-            << StringRef(*llvm::find_if(options.inputShapes,
-                                        [&](const std::string &s) {
-                                          return StringRef(s).starts_with(
-                                              input.name() + "=");
-                                        }))
-                   .rsplit('=')
-                   .second;
+        std::string given;
+        for (auto [i, d] : llvm::enumerate(it->second))
+          given += (i ? "x" : "") + std::to_string(d);
+        auto diag = emitError(fileLoc());
+        diag << "input '" << input.name() << "' ";
+        if (tensor.getRank() != (int64_t)it->second.size())
+          diag << "has rank " << tensor.getRank()
+               << " but the shape given for it, " << given << ", has rank "
+               << it->second.size();
+        else
+          diag << "of type " << tensor << " cannot take the given shape "
+               << given;
         return nullptr;
       }
       type = Type(RankedTensorType::get(it->second, tensor.getElementType(),

@@ -2,10 +2,13 @@
 """Exports the real models kiln is checked on, with random weights from a
 fixed seed (nothing is downloaded), with a symbolic batch axis "N".
 
-    python tests/models/export_models.py OUTDIR [--models resnet18,mobilenet_v2]
-        [--exporter torchscript|dynamo]
+    python tests/models/export_models.py OUTDIR
+        [--models resnet18,mobilenet_v2,bert] [--exporter torchscript|dynamo]
 
-Writes OUTDIR/<model>.<exporter>.onnx (dynamo: weights embedded).
+Writes OUTDIR/<model>.<exporter>.onnx (dynamo: weights embedded). The
+TorchScript exporter uses opset 13, except for bert: torch 2.15's
+nn.MultiheadAttention calls scaled_dot_product_attention, which that exporter
+supports from opset 14 on.
 """
 import argparse
 import os
@@ -14,8 +17,43 @@ import torch
 import torchvision
 
 
+class Bert(torch.nn.Module):
+    """BERT-style encoder: token embedding 30522x256, 4 post-norm encoder
+    layers (d_model 256, 4 heads, ffn 1024, gelu, batch_first), a 2-way head
+    on token 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(30522, 256)
+        layer = torch.nn.TransformerEncoderLayer(
+            256, 4, 1024, activation="gelu", batch_first=True, dropout=0.0)
+        self.enc = torch.nn.TransformerEncoder(layer, 4,
+                                               enable_nested_tensor=False)
+        self.head = torch.nn.Linear(256, 2)
+
+    def forward(self, ids):
+        return self.head(self.enc(self.emb(ids))[:, 0])
+
+
+def example(name, batch, seed=1):
+    """An input for `name` with `batch` rows."""
+    gen = torch.Generator().manual_seed(seed)
+    if name == "bert":
+        return torch.randint(0, 30522, (batch, 128), generator=gen)
+    return torch.randn(batch, 3, 224, 224, generator=gen)
+
+
+def input_shape(name, batch):
+    """kilnc's --input-shape for `name` at `batch`."""
+    if name == "bert":
+        return "ids=%dx128" % batch
+    return "x=%dx3x224x224" % batch
+
+
 def build(name):
     torch.manual_seed(0)
+    if name == "bert":
+        return Bert().eval(), example(name, 2)
     if name == "resnet18":
         model, shape = torchvision.models.resnet18(weights=None), (1, 3, 224, 224)
     elif name == "mobilenet_v2":
@@ -36,23 +74,28 @@ def build(name):
 
 
 def export(name, exporter, path):
-    model, x = build(name)
+    model, _ = build(name)
+    # A batch of 2: the dynamo exporter would specialize a batch of 1.
+    x = example(name, 2, seed=0)
+    arg = "ids" if name == "bert" else "x"
     if exporter == "torchscript":
-        torch.onnx.export(model, (x,), path, input_names=["x"],
-                          output_names=["y"], opset_version=13, dynamo=False,
-                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+        torch.onnx.export(model, (x,), path, input_names=[arg],
+                          output_names=["y"],
+                          opset_version=14 if name == "bert" else 13,
+                          dynamo=False,
+                          dynamic_axes={arg: {0: "N"}, "y": {0: "N"}})
     else:
         batch = torch.export.Dim("N", min=1, max=1024)
-        torch.onnx.export(model, (x,), path, input_names=["x"],
+        torch.onnx.export(model, (x,), path, input_names=[arg],
                           output_names=["y"], dynamo=True, external_data=False,
-                          dynamic_shapes={"x": {0: batch}})
+                          dynamic_shapes={arg: {0: batch}})
     return model
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("outdir")
-    parser.add_argument("--models", default="resnet18,mobilenet_v2")
+    parser.add_argument("--models", default="resnet18,mobilenet_v2,bert")
     parser.add_argument("--exporter", default="torchscript",
                         choices=["torchscript", "dynamo"])
     args = parser.parse_args()

@@ -1,7 +1,8 @@
 """Real models: torchvision resnet18 and mobilenet_v2 (random init, fixed
-seed, BatchNorm given non-trivial statistics), exported from PyTorch with
-both exporters and a symbolic batch, compiled with kilnc for batch 1 and 3
-(--input-shape) and compared with PyTorch eager: relative L2 <= 1e-5.
+seed, BatchNorm given non-trivial statistics) and a BERT-style encoder,
+exported from PyTorch with both exporters and a symbolic batch, compiled with
+kilnc for batch 1 and 3 (--input-shape) and compared with PyTorch eager:
+relative L2 <= 1e-5.
 
     KILN_BIN=build/bin $VENV/bin/python -m unittest discover -v \
         -s tests/models -p "test_*.py"
@@ -38,8 +39,7 @@ class ModelTest(kt.KilnTestCase):
             raise unittest.SkipTest(str(e))
         cls.export_models = export_models
         torch_model, _ = export_models.build(cls.model)
-        gen = torch.Generator().manual_seed(1)
-        cls.x = torch.randn(3, 3, 224, 224, generator=gen)
+        cls.x = export_models.example(cls.model, 3)
         with torch.no_grad():
             cls.reference = torch_model(cls.x).numpy()
 
@@ -51,7 +51,8 @@ class ModelTest(kt.KilnTestCase):
                 start = time.time()
                 artifact, proc = self.compile(
                     path, "%s.%s.b%d.kiln" % (self.model, exporter, batch),
-                    "--input-shape", "x=%dx3x224x224" % batch)
+                    "--input-shape",
+                    self.export_models.input_shape(self.model, batch))
                 compile_s = time.time() - start
                 kt.assert_success(self, proc)
                 self.assertLess(compile_s, 60, "compile took %.1f s" % compile_s)
@@ -74,6 +75,10 @@ class ResNet18(ModelTest):
 
 class MobileNetV2(ModelTest):
     model = "mobilenet_v2"
+
+
+class BertEncoder(ModelTest):
+    model = "bert"
 
 
 del ModelTest

@@ -56,6 +56,19 @@ func.func @vision(%x: tensor<1x3x8x8xf32, #kiln.device<cpu>>, %w: tensor<8x3x3x3
   return %f : tensor<1x8xf32, #kiln.device<cpu>>
 }
 
+// CHECK-LABEL: func.func @sequence
+// CHECK: kiln.gather %arg1, %arg0 {axis = 0 : i64} : tensor<100x8xf32, #kiln.device<cpu>>, tensor<2x5xi64, #kiln.device<cpu>> -> tensor<2x5x8xf32, #kiln.device<cpu>>
+// CHECK: kiln.transpose %{{.+}} {perm = array<i64: 1, 0, 2>}
+// CHECK: kiln.cast %{{.+}} {to = f64}
+// CHECK: kiln.pow
+func.func @sequence(%ids: tensor<2x5xi64, #kiln.device<cpu>>, %table: tensor<100x8xf32, #kiln.device<cpu>>) -> tensor<5x2x8xf64, #kiln.device<cpu>> {
+  %e = kiln.gather %table, %ids {axis = 0 : i64} : tensor<100x8xf32, #kiln.device<cpu>>, tensor<2x5xi64, #kiln.device<cpu>> -> tensor<2x5x8xf32, #kiln.device<cpu>>
+  %t = kiln.transpose %e {perm = array<i64: 1, 0, 2>} : tensor<2x5x8xf32, #kiln.device<cpu>> -> tensor<5x2x8xf32, #kiln.device<cpu>>
+  %c = kiln.cast %t {to = f64} : tensor<5x2x8xf32, #kiln.device<cpu>> -> tensor<5x2x8xf64, #kiln.device<cpu>>
+  %p = kiln.pow %c, %c : tensor<5x2x8xf64, #kiln.device<cpu>>, tensor<5x2x8xf64, #kiln.device<cpu>> -> tensor<5x2x8xf64, #kiln.device<cpu>>
+  return %p : tensor<5x2x8xf64, #kiln.device<cpu>>
+}
+
 // CHECK-LABEL: func.func @devices
 // CHECK: kiln.copy %{{.+}} : tensor<4xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cuda:1>>
 // CHECK: kiln.copy %{{.+}} : tensor<4xf32, #kiln.device<cuda:1>> -> tensor<4xf32, #kiln.device<sim:0>>

@@ -133,6 +133,29 @@ func.func @reduce_mean(%x: tensor<2x3x4xf32, #kiln.device<cpu>>) -> tensor<2x1x1
 
 // -----
 
+// gather reads the indices through a map and the data through tensor.extract
+// at the wrapped, clamped index; the transpose after it fuses in, becoming a
+// permuted map on the indices: one generic.
+// CHECK-DAG: #[[IDX:.+]] = affine_map<(d0, d1, d2) -> (d1, d0)>
+// CHECK-LABEL: func.func @movement
+// CHECK: linalg.generic {indexing_maps = [#[[IDX]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel"]} ins(%{{.+}} : tensor<2x5xi64>) outs(%{{.+}} : tensor<5x2x8xf32>)
+// CHECK:   arith.index_cast
+// CHECK:   arith.select
+// CHECK:   tensor.extract %{{.+}}[%{{.+}}, %{{.+}}] : tensor<100x8xf32>
+// CHECK-NOT: linalg.generic
+// CHECK: kiln.yield
+func.func @movement(%ids: tensor<2x5xi64, #kiln.device<cpu>>, %table: tensor<100x8xf32, #kiln.device<cpu>>) -> tensor<5x2x8xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%ids, %table : tensor<2x5xi64, #kiln.device<cpu>>, tensor<100x8xf32, #kiln.device<cpu>>) -> (tensor<5x2x8xf32, #kiln.device<cpu>>) {
+  ^bb0(%i: tensor<2x5xi64, #kiln.device<cpu>>, %t: tensor<100x8xf32, #kiln.device<cpu>>):
+    %e = kiln.gather %t, %i {axis = 0 : i64} : tensor<100x8xf32, #kiln.device<cpu>>, tensor<2x5xi64, #kiln.device<cpu>> -> tensor<2x5x8xf32, #kiln.device<cpu>>
+    %p = kiln.transpose %e {perm = array<i64: 1, 0, 2>} : tensor<2x5x8xf32, #kiln.device<cpu>> -> tensor<5x2x8xf32, #kiln.device<cpu>>
+    kiln.yield %p : tensor<5x2x8xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<5x2x8xf32, #kiln.device<cpu>>
+}
+
+// -----
+
 // Code generation needs static shapes.
 func.func @dynamic(%x: tensor<?x4xf32, #kiln.device<cpu>>) -> tensor<?x4xf32, #kiln.device<cpu>> {
   %k = kiln.kernel(%x : tensor<?x4xf32, #kiln.device<cpu>>) -> (tensor<?x4xf32, #kiln.device<cpu>>) {
