@@ -366,7 +366,6 @@ LogicalResult Emitter::emit(StringRef symbol) {
   auto yield = cast<YieldOp>(body.getTerminator());
 
   os << "// kiln kernel " << symbol << ", from " << kernel.getLoc() << "\n";
-  os << kPrelude << "\n";
   os << "extern \"C\" void " << symbol << "(void **buffers) {\n";
   size_t slot = 0;
   for (BlockArgument arg : body.getArguments()) {
@@ -444,6 +443,8 @@ LogicalResult Emitter::emit(StringRef symbol) {
   return success();
 }
 } // namespace
+
+std::string kiln::kernelPrelude() { return kPrelude; }
 
 FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
   SmallVector<Type> types(kernel->getOperandTypes());

@@ -2,7 +2,7 @@
 //-*-===//
 //
 // Emits one kiln.kernel (lowered to linalg/tensor/arith/math on static
-// tensors) as one C++ translation unit exporting
+// tensors) as one C++ function exporting
 //   extern "C" void SYMBOL(void **buffers)   // inputs, then outputs
 // The CPU backend compiles it with the system C++ compiler. The emitter
 // knows only the kernel-level primitives, never graph ops.
@@ -21,8 +21,12 @@ namespace kiln {
 /// The C++ spelling of a scalar element type, or "" when unsupported.
 std::string cppType(mlir::Type element);
 
-/// The translation unit for `kernel`; fails with a diagnostic at the op
-/// that cannot be emitted.
+/// What every translation unit of kernels starts with (includes, helpers).
+std::string kernelPrelude();
+
+/// The C++ function for `kernel` (to follow kernelPrelude() in a
+/// translation unit); fails with a diagnostic at the op that cannot be
+/// emitted.
 mlir::FailureOr<std::string> emitKernelCpp(KernelOp kernel,
                                            llvm::StringRef symbol);
 

@@ -5,14 +5,17 @@
 #include "runtime/Artifact.h"
 
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 
 #include <cstdlib>
 #include <thread>
+#include <unistd.h>
 
 using namespace llvm;
 
@@ -47,7 +50,8 @@ struct Job {
   std::string log;
 };
 
-// Runs `jobs` with at most `width` at once; the first failure is returned
+// Runs `jobs` with at most `width` at once, calling progress(job index,
+// count) as each finishes; the first failure is returned
 // with its compiler output.
 Error runJobs(StringRef compiler, std::vector<Job> &jobs, unsigned width,
               const std::function<void(size_t, size_t)> &progress) {
@@ -83,19 +87,92 @@ Error runJobs(StringRef compiler, std::vector<Job> &jobs, unsigned width,
     }
     ++done;
     if (progress)
-      progress(done, jobs.size());
+      progress(index, jobs.size()); // which job finished
   }
   return Error::success();
 }
 } // namespace
 
+namespace {
+std::string cacheDirectory(const CxxOptions &options) {
+  std::string dir = options.cacheDir;
+  if (dir.empty() && std::getenv("KILN_CACHE_DIR"))
+    dir = std::getenv("KILN_CACHE_DIR");
+  if (dir.empty()) {
+    SmallString<128> home;
+    if (!sys::path::home_directory(home))
+      return "";
+    sys::path::append(home, ".cache", "kiln", "code");
+    dir = home.str().str();
+  }
+  return dir == "none" ? "" : dir;
+}
+
+Expected<std::vector<char>> readBytes(StringRef path) {
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false,
+                                      /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return createStringError(buffer.getError(), "cannot read %s",
+                             path.str().c_str());
+  StringRef bytes = (*buffer)->getBuffer();
+  return std::vector<char>(bytes.begin(), bytes.end());
+}
+} // namespace
+
 Expected<std::vector<char>>
-compileSharedObject(const std::vector<CxxSource> &sources,
+compileSharedObject(const std::string &prelude,
+                    const std::vector<CxxSource> &sources,
                     const CxxOptions &options,
                     const std::function<void(size_t, size_t)> &progress) {
   auto compiler = findCompiler(options);
   if (!compiler)
     return compiler.takeError();
+  std::vector<std::string> common = {"-std=c++17",
+                                     "-O" + std::to_string(options.optLevel),
+                                     "-fPIC", "-fno-math-errno", "-w"};
+  if (!options.targetCpu.empty())
+    common.push_back("-march=" + options.targetCpu);
+
+  // Pack the sources into at most one unit per core, largest first onto the
+  // smallest unit.
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  size_t numUnits =
+      std::max<size_t>(1, std::min<size_t>(cores, sources.size()));
+  std::vector<std::string> units(numUnits, prelude + "\n");
+  std::vector<size_t> unitSources(numUnits, 0);
+  std::vector<size_t> order(sources.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return sources[a].text.size() > sources[b].text.size();
+  });
+  for (size_t i : order) {
+    size_t smallest =
+        std::min_element(units.begin(), units.end(),
+                         [](const std::string &a, const std::string &b) {
+                           return a.size() < b.size();
+                         }) -
+        units.begin();
+    units[smallest] += sources[i].text + "\n";
+    ++unitSources[smallest];
+  }
+
+  // The cache key: compiler, flags and every unit.
+  std::string key = *compiler + "\n" + llvm::join(common, " ");
+  for (const std::string &unit : units)
+    key += "\n" + std::to_string(unit.size()) + "\n" + unit;
+  std::string cacheDir = cacheDirectory(options);
+  SmallString<128> cached;
+  if (!cacheDir.empty()) {
+    cached = cacheDir;
+    sys::path::append(cached, llvm::utohexstr(llvm::xxh3_64bits(key)) + ".so");
+    if (sys::fs::exists(cached) && options.keepDir.empty()) {
+      if (progress)
+        progress(sources.size(), sources.size());
+      return readBytes(cached);
+    }
+  }
+
   SmallString<128> dir;
   if (!options.keepDir.empty()) {
     dir = options.keepDir;
@@ -109,44 +186,52 @@ compileSharedObject(const std::vector<CxxSource> &sources,
       sys::fs::remove_directories(dir);
   });
 
-  std::vector<std::string> common = {"-std=c++17",
-                                     "-O" + std::to_string(options.optLevel),
-                                     "-fPIC", "-fno-math-errno", "-w"};
-  if (!options.targetCpu.empty())
-    common.push_back("-march=" + options.targetCpu);
-
+  std::string so = (dir + "/kernels.so").str();
   std::vector<Job> compiles;
   std::vector<std::string> objects;
-  for (const CxxSource &source : sources) {
-    std::string cpp = (dir + "/" + source.name + ".cpp").str();
-    std::string obj = (dir + "/" + source.name + ".o").str();
+  for (size_t u = 0; u < numUnits; ++u) {
+    std::string stem = "kernels" + std::to_string(u);
+    std::string cpp = (dir + "/" + stem + ".cpp").str();
     std::error_code ec;
     raw_fd_ostream out(cpp, ec);
     if (ec)
       return createStringError(ec, "cannot write %s", cpp.c_str());
-    out << source.text;
+    out << units[u];
     out.close();
-    Job job{source.name + ".cpp", common,
-            (dir + "/" + source.name + ".log").str()};
-    job.args.insert(job.args.end(), {"-c", cpp, "-o", obj});
+    Job job{stem + ".cpp", common, (dir + "/" + stem + ".log").str()};
+    if (numUnits == 1) { // compile and link in one step
+      job.args.insert(job.args.end(), {"-shared", "-o", so, cpp});
+    } else {
+      std::string obj = (dir + "/" + stem + ".o").str();
+      job.args.insert(job.args.end(), {"-c", cpp, "-o", obj});
+      objects.push_back(obj);
+    }
     compiles.push_back(std::move(job));
-    objects.push_back(obj);
   }
-  unsigned width = std::max(1u, std::thread::hardware_concurrency());
-  if (Error e = runJobs(*compiler, compiles, width, progress))
+  size_t done = 0;
+  if (Error e = runJobs(*compiler, compiles, cores, [&](size_t unit, size_t) {
+        done += unitSources[unit];
+        if (progress)
+          progress(done, sources.size());
+      }))
     return e;
-
-  std::string so = (dir + "/kernels.so").str();
-  std::vector<Job> link = {
-      {"the link step", {"-shared", "-o", so}, (dir + "/link.log").str()}};
-  link[0].args.insert(link[0].args.end(), objects.begin(), objects.end());
-  if (Error e = runJobs(*compiler, link, 1, nullptr))
-    return e;
-  auto buffer = MemoryBuffer::getFile(so);
-  if (!buffer)
-    return createStringError(buffer.getError(), "cannot read %s", so.c_str());
-  StringRef bytes = (*buffer)->getBuffer();
-  return std::vector<char>(bytes.begin(), bytes.end());
+  if (numUnits > 1) {
+    std::vector<Job> link = {
+        {"the link step", {"-shared", "-o", so}, (dir + "/link.log").str()}};
+    link[0].args.insert(link[0].args.end(), objects.begin(), objects.end());
+    if (Error e = runJobs(*compiler, link, 1, nullptr))
+      return e;
+  }
+  auto bytes = readBytes(so);
+  if (bytes && !cached.empty()) {
+    // Publish atomically: write beside, then rename.
+    if (!sys::fs::create_directories(cacheDir)) {
+      std::string tmp = (cached + ".tmp" + std::to_string(::getpid())).str();
+      if (!sys::fs::copy_file(so, tmp))
+        (void)sys::fs::rename(tmp, cached);
+    }
+  }
+  return bytes;
 }
 
 std::vector<std::string> targetCpuFeatures(const std::string &targetCpu) {

@@ -21,18 +21,26 @@ struct CxxOptions {
   std::string targetCpu = "native";
   /// Keep the generated sources and objects in this folder (empty: temp).
   std::string keepDir;
+  /// Where compiled code is cached by a hash of its sources, flags and
+  /// compiler; empty: $KILN_CACHE_DIR, else ~/.cache/kiln/code. "none"
+  /// disables the cache.
+  std::string cacheDir;
 };
 
 struct CxxSource {
-  std::string name; // file stem
+  std::string name;
   std::string text;
 };
 
-/// Compiles `sources` (in parallel, one process per core) and links them
-/// into one shared object, returning its bytes. `progress(done, total)` is
-/// called as translation units finish. Errors carry the compiler's output.
+/// Compiles `sources` into one shared object and returns its bytes. The
+/// sources are packed into one translation unit per core (each starting
+/// with `prelude`) compiled in parallel; a single unit is compiled and
+/// linked in one step. A cached object for the same sources, flags and
+/// compiler is reused. `progress(done, total)` counts sources. Errors carry
+/// the compiler's output.
 llvm::Expected<std::vector<char>>
-compileSharedObject(const std::vector<CxxSource> &sources,
+compileSharedObject(const std::string &prelude,
+                    const std::vector<CxxSource> &sources,
                     const CxxOptions &options,
                     const std::function<void(size_t, size_t)> &progress);
 

@@ -169,7 +169,7 @@ LogicalResult compileModel(const CompileOptions &options) {
   }
   if (options.emit == EmitKind::Cpp) {
     progress.done();
-    std::string all;
+    std::string all = kernelPrelude() + "\n";
     for (const CxxSource &source : sources)
       all += "//===--- " + source.name + " ---===//\n" + source.text + "\n";
     all += abiSource();
@@ -179,8 +179,8 @@ LogicalResult compileModel(const CompileOptions &options) {
   sources.push_back({"kiln_abi", abiSource()});
   size_t total = sources.size();
   progress.stage("compiling kernels 0/" + std::to_string(total));
-  auto code =
-      compileSharedObject(sources, options.cxx, [&](size_t done, size_t all) {
+  auto code = compileSharedObject(
+      kernelPrelude(), sources, options.cxx, [&](size_t done, size_t all) {
         progress.stage("compiling kernels " + std::to_string(done) + "/" +
                        std::to_string(all));
       });
