@@ -109,13 +109,20 @@ FailureOr<Values> gelu(NodeContext &c) {
                               c.builder.getBoolAttr(approximate == "tanh"))}));
 }
 
+// The node's inputs without the omitted optional ones (trailing here).
+SmallVector<Value> presentInputs(NodeContext &c) {
+  SmallVector<Value> values;
+  for (Value v : c.inputs)
+    if (v)
+      values.push_back(v);
+  return values;
+}
+
 FailureOr<Values> gemm(NodeContext &c) {
   if (failed(arity(c, 2, 3)))
     return failure();
   Builder &b = c.builder;
-  SmallVector<Value> operands = {c.inputs[0], c.inputs[1]};
-  if (c.inputs.size() == 3 && c.inputs[2])
-    operands.push_back(c.inputs[2]);
+  SmallVector<Value> operands = presentInputs(c);
   return single(c.create(
       GemmOp::getOperationName(), operands,
       {b.getNamedAttr("alpha", b.getF32FloatAttr(c.getFloat("alpha", 1.0f))),
@@ -228,9 +235,7 @@ FailureOr<Values> conv(NodeContext &c) {
   if (failed(pads))
     return failure();
   Builder &b = c.builder;
-  SmallVector<Value> operands = {c.inputs[0], c.inputs[1]};
-  if (c.inputs.size() == 3 && c.inputs[2])
-    operands.push_back(c.inputs[2]);
+  SmallVector<Value> operands = presentInputs(c);
   return single(c.create(
       ConvOp::getOperationName(), operands,
       {b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
