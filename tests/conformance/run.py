@@ -216,11 +216,20 @@ def _exec(argv, timeout):
     start = time.monotonic()
     for attempt in range(4):
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                                  timeout=timeout)
+            # A session of its own, so that a timeout also ends the C++
+            # compiler kilnc may have started.
+            with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, errors="replace",
+                                  start_new_session=True) as p:
+                try:
+                    stdout, stderr = p.communicate(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(OSError):
+                        os.killpg(p.pid, signal.SIGKILL)
+                    p.communicate()
+                    return None, time.monotonic() - start, "timed out after %gs" % timeout
+            proc = subprocess.CompletedProcess(argv, p.returncode, stdout, stderr)
             return proc, time.monotonic() - start, None
-        except subprocess.TimeoutExpired:
-            return None, time.monotonic() - start, "timed out after %gs" % timeout
         except OSError as e:
             if attempt == 3:
                 return None, time.monotonic() - start, "cannot run %s: %s" % (argv[0], e)
@@ -276,7 +285,7 @@ def compare(i, got, want, rtol, atol):
         if not bad.any():
             return None
         return "output %d: %d/%d elements differ (exact compare), first at %s: %s != %s" % (
-            i, int(bad.sum()), want.size, list(np.argwhere(bad)[0]),
+            i, int(bad.sum()), want.size, [int(k) for k in np.argwhere(bad)[0]],
             got[bad].flat[0], want[bad].flat[0])
     out, ref = got, want
     if want.dtype.name == "bfloat16":
@@ -389,12 +398,11 @@ def write_expected(path, failures, previous, ran):
     not run this time are kept."""
     entries = {n: r for n, r in previous.items() if n not in ran}
     entries.update(failures)
-    width = max([len(n) for n in entries] + [0])
     with open(path, "w") as f:
         f.write(HEADER)
         for name in sorted(entries):
             reason = _short(entries[name].replace("#", "no.")) if entries[name] else ""
-            f.write(("%-*s  # %s\n" % (width, name, reason)) if reason else name + "\n")
+            f.write(("%s  # %s\n" % (name, reason)) if reason else name + "\n")
     return len(entries)
 
 
@@ -412,6 +420,11 @@ def group_reason(reason):
 
 # ---------------------------------------------------------------------------
 # Main
+
+
+def _display(path):
+    path = os.path.abspath(path)
+    return os.path.relpath(path, REPO) if path.startswith(REPO + os.sep) else path
 
 
 def parse_args(argv):
@@ -561,8 +574,9 @@ def main(argv=None):
         for r in crashes:
             c = r["crash"]
             say("  %s: %s %s" % (r["name"], c["tool"], c["how"]))
-            say("    reproduce: %s --filter '^%s$' --keep DIR  then  %s" % (
-                os.path.join(REPO, "scripts", "conformance"), r["name"],
+            say("    reproduce: %s%s --filter '^%s$' --keep DIR  then  %s" % (
+                os.path.join(REPO, "scripts", "conformance"),
+                " --symbolic" if args.symbolic else "", r["name"],
                 c["command"].replace(work, "DIR")))
     timeouts = [r for r in results if "timeout" in r]
     if timeouts:
@@ -573,7 +587,7 @@ def main(argv=None):
     if counts["XPASS"]:
         say("")
         say("%d test(s) on the expected-failure list passed (XPASS); remove them from %s"
-            % (counts["XPASS"], expected_path))
+            % (counts["XPASS"], _display(expected_path)))
     if stale:
         say("")
         say("%d test(s) on the expected-failure list do not exist in this onnx: %s" % (
@@ -583,7 +597,7 @@ def main(argv=None):
     total = len(results)
     say("")
     say("wall time %.1fs, %d jobs, expected-failure list: %s (%d entries)" % (
-        wall, args.jobs, os.path.relpath(expected_path, REPO)
+        wall, args.jobs, _display(expected_path)
         if os.path.exists(expected_path) else "(none)", len(expected)))
     say("%d passed, %d failed, %d skipped" % (passed, counts["FAIL"], counts["XFAIL"]))
     say("%.1f%% passed (%d of %d tests run; %d found)" % (
@@ -593,4 +607,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # e.g. piped into head
+        sys.stderr.close()
+        sys.exit(1)
