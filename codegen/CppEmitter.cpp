@@ -276,6 +276,13 @@ LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
           .Case<math::TanhOp>([&](auto) { return "std::tanh(" + v(0) + ")"; })
           .Case<math::SqrtOp>([&](auto) { return "std::sqrt(" + v(0) + ")"; })
           .Case<math::AbsFOp>([&](auto) { return "std::fabs(" + v(0) + ")"; })
+          .Case<math::AbsIOp>([&](auto) {
+            return "(" + v(0) + " < 0 ? -" + v(0) + " : " + v(0) + ")";
+          })
+          .Case<math::FloorOp>([&](auto) { return "std::floor(" + v(0) + ")"; })
+          .Case<math::CeilOp>([&](auto) { return "std::ceil(" + v(0) + ")"; })
+          .Case<math::SinOp>([&](auto) { return "std::sin(" + v(0) + ")"; })
+          .Case<math::CosOp>([&](auto) { return "std::cos(" + v(0) + ")"; })
           .Case<math::PowFOp>(
               [&](auto) { return "std::pow(" + v(0) + ", " + v(1) + ")"; })
           .Case<affine::AffineApplyOp>([&](affine::AffineApplyOp a) {

@@ -53,10 +53,16 @@ Type elementType(MLIRContext *ctx, int dataType) {
 }
 
 std::string dataTypeName(int dataType) {
+  // Types newer than the protobuf schema Debian ships (onnx 1.12).
+  static const char *newer[] = {
+      "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",
+      "INT4",         "FLOAT4E2M1",     "FLOAT8E8M0", "UINT2",          "INT2"};
+  if (dataType >= 17 && dataType < 17 + (int)std::size(newer))
+    return newer[dataType - 17];
   return onnx::TensorProto::DataType_IsValid(dataType)
              ? onnx::TensorProto::DataType_Name(
                    static_cast<onnx::TensorProto::DataType>(dataType))
-             : "type #" + std::to_string(dataType);
+             : "#" + std::to_string(dataType);
 }
 
 template <typename T, typename Field>

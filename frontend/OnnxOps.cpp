@@ -665,13 +665,222 @@ FailureOr<Values> castNode(NodeContext &c) {
                          {b.getNamedAttr("to", TypeAttr::get(to))}));
 }
 
+// Pow: ONNX allows an exponent of another type; it is cast to the base's.
+FailureOr<Values> pow(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value base = c.inputs[0], exponent = c.inputs[1];
+  Type type = typeOf(base).getElementType();
+  if (!isa<FloatType>(type))
+    return c.error("Pow needs a floating-point base, got " +
+                   std::string(type.isInteger(64) ? "int64" : "an integer"));
+  if (typeOf(exponent).getElementType() != type) {
+    auto cast = c.create(CastOp::getOperationName(), exponent,
+                         {c.builder.getNamedAttr("to", TypeAttr::get(type))});
+    if (failed(cast))
+      return failure();
+    exponent = *cast;
+  }
+  return single(binaryOp(c, PowOp::getOperationName(), base, exponent));
+}
+
+// Max/Min/Sum/Mean over any number of inputs: a chain of binary ops.
+template <typename OpTy, bool Mean = false>
+FailureOr<Values> variadic(NodeContext &c) {
+  if (c.inputs.empty())
+    return c.error("'" + c.node.op_type() + "' needs at least one input");
+  Value acc = c.inputs[0];
+  for (size_t i = 1; i < c.inputs.size(); ++i) {
+    auto next =
+        c.create(OpTy::getOperationName(), ValueRange{acc, c.inputs[i]});
+    if (failed(next))
+      return failure();
+    acc = *next;
+  }
+  if (Mean && c.inputs.size() > 1)
+    return single(binaryOp(c, DivOp::getOperationName(), acc,
+                           scalarLike(c, acc, double(c.inputs.size()))));
+  return Values{acc};
+}
+
+// Activations built from kiln ops (one fused kernel after fusion).
+FailureOr<Values> activation(NodeContext &c) {
+  if (failed(arity(c, 1, 2)))
+    return failure();
+  StringRef op = c.node.op_type();
+  Value x = c.inputs[0];
+  std::string add = AddOp::getOperationName().str(),
+              mul = MulOp::getOperationName().str(),
+              sub = SubOp::getOperationName().str(),
+              div = DivOp::getOperationName().str(),
+              less = LessOp::getOperationName().str(),
+              where = WhereOp::getOperationName().str();
+  auto k = [&](double v) { return scalarLike(c, x, v); };
+  auto bin = [&](StringRef name, Value a, Value b) {
+    return binaryOp(c, name, a, b);
+  };
+  auto un = [&](StringRef name, Value a) { return c.create(name, a); };
+  // where(x < 0, negative, positive)
+  auto bySign = [&](FailureOr<Value> negative,
+                    Value positive) -> FailureOr<Values> {
+    auto isNeg = bin(less, x, k(0));
+    if (failed(isNeg) || failed(negative))
+      return failure();
+    return single(c.create(where, ValueRange{*isNeg, *negative, positive}));
+  };
+  if (op == "Reciprocal")
+    return single(bin(div, k(1), x));
+  if (op == "Softplus") { // log(exp(x) + 1)
+    auto e = un(ExpOp::getOperationName(), x);
+    if (failed(e))
+      return failure();
+    auto p = bin(add, *e, k(1));
+    if (failed(p))
+      return failure();
+    return single(un(LogOp::getOperationName(), *p));
+  }
+  if (op == "LeakyRelu")
+    return bySign(bin(mul, x, k(c.getFloat("alpha", 0.01f))), x);
+  if (op == "PRelu") {
+    if (c.inputs.size() != 2 || !c.inputs[1])
+      return c.error("PRelu needs a slope input");
+    return bySign(bin(mul, x, c.inputs[1]), x);
+  }
+  if (op == "Elu" || op == "Selu") {
+    double alpha =
+        c.getFloat("alpha", op == "Elu" ? 1.0f : 1.67326319217681884765625f);
+    auto e = un(ExpOp::getOperationName(), x);
+    if (failed(e))
+      return failure();
+    auto em1 = bin(sub, *e, k(1));
+    if (failed(em1))
+      return failure();
+    auto negative = bin(mul, *em1, k(alpha));
+    if (op == "Elu")
+      return bySign(negative, x);
+    double gamma = c.getFloat("gamma", 1.05070102214813232421875f);
+    auto inner = bySign(negative, x);
+    if (failed(inner))
+      return failure();
+    return single(bin(mul, inner->front(), k(gamma)));
+  }
+  if (op == "HardSigmoid" || op == "HardSwish") { // max(0, min(1, a*x + b))
+    double alpha = op == "HardSwish" ? 1.0 / 6 : c.getFloat("alpha", 0.2f);
+    double beta = op == "HardSwish" ? 0.5 : c.getFloat("beta", 0.5f);
+    auto ax = bin(mul, x, k(alpha));
+    if (failed(ax))
+      return failure();
+    auto axb = bin(add, *ax, k(beta));
+    if (failed(axb))
+      return failure();
+    Builder &b = c.builder;
+    auto hs = c.create(ClipOp::getOperationName(), *axb,
+                       {b.getNamedAttr("min", b.getF64FloatAttr(0)),
+                        b.getNamedAttr("max", b.getF64FloatAttr(1))});
+    if (failed(hs) || op == "HardSigmoid")
+      return single(hs);
+    return single(bin(mul, x, *hs));
+  }
+  return c.error("no decomposition for '" + op + "'");
+}
+
+FailureOr<Values> logSoftmax(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  int64_t rank = typeOf(c.inputs[0]).getRank();
+  auto axis = normalizeAxis(c, c.getInt("axis", c.opset < 13 ? 1 : -1), rank);
+  if (failed(axis))
+    return failure();
+  std::vector<int64_t> axes = {*axis};
+  if (c.opset < 13)
+    for (int64_t i = *axis + 1; i < rank; ++i)
+      axes.push_back(i);
+  Value x = c.inputs[0];
+  // x - max - log(sum(exp(x - max)))
+  auto max = reduce(c, "max", axes, true, x);
+  if (failed(max))
+    return failure();
+  auto shifted = binaryOp(c, SubOp::getOperationName(), x, *max);
+  if (failed(shifted))
+    return failure();
+  auto e = c.create(ExpOp::getOperationName(), *shifted);
+  if (failed(e))
+    return failure();
+  auto sum = reduce(c, "sum", axes, true, *e);
+  if (failed(sum))
+    return failure();
+  auto log = c.create(LogOp::getOperationName(), *sum);
+  if (failed(log))
+    return failure();
+  return single(binaryOp(c, SubOp::getOperationName(), *shifted, *log));
+}
+
+FailureOr<Values> size(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  auto type = typeOf(c.inputs[0]);
+  if (!type.hasStaticShape())
+    return c.error("Size of a tensor with symbolic dims is not supported yet; "
+                   "bind them with --input-shape");
+  auto i64 = c.builder.getI64Type();
+  auto plain = RankedTensorType::get({}, i64);
+  return Values{c.builder.create<ConstantOp>(
+      c.loc, RankedTensorType::get({}, i64, c.device),
+      DenseElementsAttr::get(plain, type.getNumElements()))};
+}
+
+FailureOr<Values> constantOfShape(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  auto dims = constantValues<int64_t>(c.inputs[0]);
+  if (!dims)
+    return c.error("ConstantOfShape needs a shape known at compile time");
+  OpBuilder &b = c.builder;
+  Type element = b.getF32Type();
+  Attribute value = b.getF32FloatAttr(0);
+  if (const auto *a = c.attr("value")) {
+    auto converted =
+        convertTensor(a->t(), c.device, c.loc, "value", c.modelDir);
+    if (failed(converted))
+      return failure();
+    auto dense = dyn_cast<DenseElementsAttr>(converted->second);
+    if (!dense || dense.getNumElements() != 1)
+      return c.error("ConstantOfShape value must hold one element");
+    element = dense.getElementType();
+    value = dense.getValues<Attribute>()[0];
+  }
+  for (int64_t d : *dims)
+    if (d < 0)
+      return c.error("ConstantOfShape has a negative dim");
+  auto plain = RankedTensorType::get(*dims, element);
+  return Values{b.create<ConstantOp>(
+      c.loc, RankedTensorType::get(*dims, element, c.device),
+      DenseElementsAttr::get(plain, value))};
+}
+
+FailureOr<Values> castLike(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Type to = typeOf(c.inputs[1]).getElementType();
+  if (typeOf(c.inputs[0]).getElementType() == to)
+    return Values{c.inputs[0]};
+  return single(c.create(CastOp::getOperationName(), c.inputs[0],
+                         {c.builder.getNamedAttr("to", TypeAttr::get(to))}));
+}
+
+FailureOr<Values> whereNode(NodeContext &c) {
+  if (failed(arity(c, 3, 3)))
+    return failure();
+  return single(c.create(WhereOp::getOperationName(), c.inputs));
+}
+
 const llvm::StringMap<Converter> &table() {
   static const llvm::StringMap<Converter> converters = {
       {"Add", binary<AddOp>},
       {"Sub", binary<SubOp>},
       {"Mul", binary<MulOp>},
       {"Div", binary<DivOp>},
-      {"Pow", binary<PowOp>},
+      {"Pow", pow},
       {"Relu", unary<ReluOp>},
       {"Erf", unary<ErfOp>},
       {"Tanh", unary<TanhOp>},
@@ -702,6 +911,38 @@ const llvm::StringMap<Converter> &table() {
       {"LayerNormalization", layerNorm},
       {"Shape", shape},
       {"Cast", castNode},
+      {"Log", unary<LogOp>},
+      {"Abs", unary<AbsOp>},
+      {"Floor", unary<FloorOp>},
+      {"Ceil", unary<CeilOp>},
+      {"Sin", unary<SinOp>},
+      {"Cos", unary<CosOp>},
+      {"Not", unary<NotOp>},
+      {"And", binary<AndOp>},
+      {"Or", binary<OrOp>},
+      {"Xor", binary<XorOp>},
+      {"Equal", binary<EqualOp>},
+      {"Less", binary<LessOp>},
+      {"LessOrEqual", binary<LessEqualOp>},
+      {"Greater", binary<GreaterOp>},
+      {"GreaterOrEqual", binary<GreaterEqualOp>},
+      {"Where", whereNode},
+      {"Max", variadic<MaxOp>},
+      {"Min", variadic<MinOp>},
+      {"Sum", variadic<AddOp>},
+      {"Mean", variadic<AddOp, true>},
+      {"Reciprocal", activation},
+      {"Softplus", activation},
+      {"LeakyRelu", activation},
+      {"PRelu", activation},
+      {"Elu", activation},
+      {"Selu", activation},
+      {"HardSigmoid", activation},
+      {"HardSwish", activation},
+      {"LogSoftmax", logSoftmax},
+      {"Size", size},
+      {"ConstantOfShape", constantOfShape},
+      {"CastLike", castLike},
   };
   return converters;
 }

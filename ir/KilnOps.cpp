@@ -128,6 +128,13 @@ KILN_UNARY(NegOp)
 KILN_UNARY(SqrtOp)
 KILN_UNARY(GeluOp)
 KILN_UNARY(ClipOp)
+KILN_UNARY(LogOp)
+KILN_UNARY(AbsOp)
+KILN_UNARY(FloorOp)
+KILN_UNARY(CeilOp)
+KILN_UNARY(SinOp)
+KILN_UNARY(CosOp)
+KILN_UNARY(NotOp)
 
 #define KILN_BINARY(OP)                                                        \
   KILN_INFER(OP) { return inferBroadcast(loc, operands, results); }            \
@@ -137,6 +144,46 @@ KILN_BINARY(SubOp)
 KILN_BINARY(MulOp)
 KILN_BINARY(DivOp)
 KILN_BINARY(PowOp)
+KILN_BINARY(MaxOp)
+KILN_BINARY(MinOp)
+KILN_BINARY(AndOp)
+KILN_BINARY(OrOp)
+KILN_BINARY(XorOp)
+
+#define KILN_COMPARE(OP)                                                       \
+  KILN_INFER(OP) {                                                             \
+    if (failed(inferBroadcast(loc, operands, results)))                        \
+      return failure();                                                        \
+    auto type = cast<RankedTensorType>(results.back());                        \
+    results.back() = RankedTensorType::get(                                    \
+        type.getShape(), IntegerType::get(operands[0].getContext(), 1),        \
+        type.getEncoding());                                                   \
+    return success();                                                          \
+  }                                                                            \
+  KILN_COMPATIBLE(OP)
+KILN_COMPARE(EqualOp)
+KILN_COMPARE(LessOp)
+KILN_COMPARE(LessEqualOp)
+KILN_COMPARE(GreaterOp)
+KILN_COMPARE(GreaterEqualOp)
+
+KILN_INFER(WhereOp) {
+  Shape shape;
+  if (!mlir::OpTrait::util::getBroadcastedShape(shapeOf(operands[0]),
+                                                shapeOf(operands[1]), shape) ||
+      !mlir::OpTrait::util::getBroadcastedShape(Shape(shape),
+                                                shapeOf(operands[2]), shape))
+    return fail(loc, "where operands of shapes " + str(shapeOf(operands[0])) +
+                         ", " + str(shapeOf(operands[1])) + " and " +
+                         str(shapeOf(operands[2])) + " do not broadcast");
+  if (!cast<RankedTensorType>(operands[0].getType())
+           .getElementType()
+           .isInteger(1))
+    return fail(loc, "where condition must be i1");
+  results.push_back(resultOf(shape, operands[1]));
+  return success();
+}
+KILN_COMPATIBLE(WhereOp)
 
 KILN_INFER(MatMulOp) {
   return inferMatMul(loc, operands[0], operands[1], results);

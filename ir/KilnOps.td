@@ -147,6 +147,38 @@ def Kiln_SigmoidOp : Kiln_UnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
 def Kiln_ExpOp : Kiln_UnaryOp<"exp", "e to the x">;
 def Kiln_NegOp : Kiln_UnaryOp<"neg", "-x">;
 def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "square root">;
+def Kiln_LogOp : Kiln_UnaryOp<"log", "natural logarithm">;
+def Kiln_AbsOp : Kiln_UnaryOp<"abs", "absolute value">;
+def Kiln_FloorOp : Kiln_UnaryOp<"floor", "round down">;
+def Kiln_CeilOp : Kiln_UnaryOp<"ceil", "round up">;
+def Kiln_SinOp : Kiln_UnaryOp<"sin", "sine">;
+def Kiln_CosOp : Kiln_UnaryOp<"cos", "cosine">;
+def Kiln_NotOp : Kiln_UnaryOp<"not", "logical not of i1">;
+
+def Kiln_MaxOp : Kiln_BinaryOp<"max", "elementwise maximum (NaN wins)">;
+def Kiln_MinOp : Kiln_BinaryOp<"min", "elementwise minimum (NaN wins)">;
+def Kiln_AndOp : Kiln_BinaryOp<"and", "logical and of i1">;
+def Kiln_OrOp : Kiln_BinaryOp<"or", "logical or of i1">;
+def Kiln_XorOp : Kiln_BinaryOp<"xor", "logical xor of i1">;
+
+// Comparisons: numpy broadcasting, an i1 result.
+class Kiln_CompareOp<string mnemonic, string desc>
+    : Kiln_BinaryOp<mnemonic, desc>;
+def Kiln_EqualOp : Kiln_CompareOp<"equal", "a == b">;
+def Kiln_LessOp : Kiln_CompareOp<"less", "a < b">;
+def Kiln_LessEqualOp : Kiln_CompareOp<"less_equal", "a <= b">;
+def Kiln_GreaterOp : Kiln_CompareOp<"greater", "a > b">;
+def Kiln_GreaterEqualOp : Kiln_CompareOp<"greater_equal", "a >= b">;
+
+def Kiln_WhereOp : Kiln_ComputeOp<"where", [Kiln_Elementwise]> {
+  let summary = "cond ? x : y with numpy broadcasting of all three";
+  let arguments = (ins Kiln_Tensor:$cond, Kiln_Tensor:$x, Kiln_Tensor:$y);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $cond `,` $x `,` $y attr-dict `:` type($cond) `,` type($x) `,` type($y)
+    `->` type($result)
+  }];
+}
 
 def Kiln_GeluOp : Kiln_ComputeOp<"gelu", [Kiln_Elementwise]> {
   let summary = "x * Phi(x), exact (erf) or tanh-approximated";

@@ -77,6 +77,18 @@ Value arithBinary(OpBuilder &b, Location loc, ValueRange a) {
   return b.create<IOp>(loc, a[0], a[1]);
 }
 
+template <typename MathOp>
+Value unaryMath(OpBuilder &b, Location loc, ValueRange a) {
+  return b.create<MathOp>(loc, a[0]);
+}
+
+template <arith::CmpFPredicate F, arith::CmpIPredicate I>
+Value compare(OpBuilder &b, Location loc, ValueRange a) {
+  if (isFloat(a[0]))
+    return b.create<arith::CmpFOp>(loc, F, a[0], a[1]);
+  return b.create<arith::CmpIOp>(loc, I, a[0], a[1]);
+}
+
 // x * Phi(x): exact with erf, or the tanh approximation.
 Value gelu(OpBuilder &b, Location loc, Value x, bool approximateTanh) {
   Type t = x.getType();
@@ -157,6 +169,57 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
                          : nb.create<arith::TruncIOp>(l, to, x).getResult();
             };
           })
+          .Case([&](LogOp) { return unaryMath<math::LogOp>; })
+          .Case([&](FloorOp) { return unaryMath<math::FloorOp>; })
+          .Case([&](CeilOp) { return unaryMath<math::CeilOp>; })
+          .Case([&](SinOp) { return unaryMath<math::SinOp>; })
+          .Case([&](CosOp) { return unaryMath<math::CosOp>; })
+          .Case([&](AbsOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              if (isFloat(a[0]))
+                return nb.create<math::AbsFOp>(l, a[0]);
+              return nb.create<math::AbsIOp>(l, a[0]);
+            };
+          })
+          .Case([&](NotOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return nb.create<arith::XOrIOp>(l, a[0],
+                                              scalar(nb, l, a[0].getType(), 1));
+            };
+          })
+          .Case([](MaxOp) {
+            return arithBinary<arith::MaximumFOp, arith::MaxSIOp>;
+          })
+          .Case([](MinOp) {
+            return arithBinary<arith::MinimumFOp, arith::MinSIOp>;
+          })
+          .Case([](AndOp) { return arithBinary<arith::AndIOp, arith::AndIOp>; })
+          .Case([](OrOp) { return arithBinary<arith::OrIOp, arith::OrIOp>; })
+          .Case([](XorOp) { return arithBinary<arith::XOrIOp, arith::XOrIOp>; })
+          .Case([](EqualOp) {
+            return compare<arith::CmpFPredicate::OEQ, arith::CmpIPredicate::eq>;
+          })
+          .Case([](LessOp) {
+            return compare<arith::CmpFPredicate::OLT,
+                           arith::CmpIPredicate::slt>;
+          })
+          .Case([](LessEqualOp) {
+            return compare<arith::CmpFPredicate::OLE,
+                           arith::CmpIPredicate::sle>;
+          })
+          .Case([](GreaterOp) {
+            return compare<arith::CmpFPredicate::OGT,
+                           arith::CmpIPredicate::sgt>;
+          })
+          .Case([](GreaterEqualOp) {
+            return compare<arith::CmpFPredicate::OGE,
+                           arith::CmpIPredicate::sge>;
+          })
+          .Case([&](WhereOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return nb.create<arith::SelectOp>(l, a[0], a[1], a[2]);
+            };
+          })
           .Case([&](PowOp) -> Body {
             return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
               return nb.create<math::PowFOp>(l, a[0], a[1]);
@@ -233,7 +296,12 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Default([](Operation *) { return Body(); });
   if (!body)
     return op->emitOpError() << "has no elementwise lowering";
-  bool integerOk = isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp>(op);
+  bool integerOk = isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp, AbsOp,
+                       NotOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp, LessOp,
+                       LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp>(op);
+  // Where's condition is i1 but its values may be floats.
+  if (isa<WhereOp>(op))
+    floating = isa<FloatType>(element);
   if (!integerOk && failed(needFloat()))
     return failure();
   return buildElementwise(b, loc, plain, operands, body);
