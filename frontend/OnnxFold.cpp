@@ -202,7 +202,7 @@ const llvm::StringSet<> &foldable() {
 }
 
 const llvm::StringSet<> &onlyFolded() {
-  static const llvm::StringSet<> ops = {"Mod", "Concat", "Slice"};
+  static const llvm::StringSet<> ops = {"Mod"};
   return ops;
 }
 } // namespace

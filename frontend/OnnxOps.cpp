@@ -133,9 +133,33 @@ FailureOr<Values> gemm(NodeContext &c) {
 
 FailureOr<Values> constant(NodeContext &c) {
   const auto *value = c.attr("value");
+  Builder &b = c.builder;
+  auto make = [&](Type element, ArrayRef<int64_t> shape, Attribute splatOrNull,
+                  ArrayRef<Attribute> values) {
+    auto plain = RankedTensorType::get(shape, element);
+    return Values{c.builder.create<ConstantOp>(
+        c.loc, RankedTensorType::get(shape, element, c.device),
+        splatOrNull ? DenseElementsAttr::get(plain, splatOrNull)
+                    : DenseElementsAttr::get(plain, values))};
+  };
+  if (const auto *a = c.attr("value_float"))
+    return make(b.getF32Type(), {}, b.getF32FloatAttr(a->f()), {});
+  if (const auto *a = c.attr("value_int"))
+    return make(b.getI64Type(), {}, b.getI64IntegerAttr(a->i()), {});
+  if (const auto *a = c.attr("value_floats")) {
+    SmallVector<Attribute> values;
+    for (float f : a->floats())
+      values.push_back(b.getF32FloatAttr(f));
+    return make(b.getF32Type(), {(int64_t)values.size()}, {}, values);
+  }
+  if (const auto *a = c.attr("value_ints")) {
+    SmallVector<Attribute> values;
+    for (int64_t i : a->ints())
+      values.push_back(b.getI64IntegerAttr(i));
+    return make(b.getI64Type(), {(int64_t)values.size()}, {}, values);
+  }
   if (!value || !value->has_t())
-    return c.error("Constant is supported with a 'value' tensor attribute "
-                   "only");
+    return c.error("Constant with a sparse or string value is not supported");
   std::string blob = c.node.output(0);
   auto converted = convertTensor(value->t(), c.device, c.loc, blob, c.modelDir);
   if (failed(converted))
@@ -322,7 +346,8 @@ template <const char *Kind> FailureOr<Values> reduceNode(NodeContext &c) {
   }
   return single(reduce(c, Kind, axes, c.getInt("keepdims", 1) != 0));
 }
-constexpr char kSum[] = "sum", kMean[] = "mean", kMax[] = "max", kMin[] = "min";
+constexpr char kSum[] = "sum", kMean[] = "mean", kMax[] = "max", kMin[] = "min",
+               kProd[] = "prod";
 
 FailureOr<Value> reshapeTo(NodeContext &c, Value input,
                            ArrayRef<int64_t> spec) {
@@ -665,6 +690,240 @@ FailureOr<Values> castNode(NodeContext &c) {
                          {b.getNamedAttr("to", TypeAttr::get(to))}));
 }
 
+FailureOr<Values> dropout(NodeContext &c) {
+  // Inference: the identity, and a mask of all true.
+  if (failed(arity(c, 1, 3)))
+    return failure();
+  if (c.inputs.size() == 3 && c.inputs[2]) {
+    auto training = constantValues<int64_t>(c.inputs[2]);
+    if (!training || training->empty() || training->front() != 0)
+      return c.error("Dropout in training mode is not supported");
+  }
+  Values out = {c.inputs[0]};
+  if (c.node.output_size() > 1 && !c.node.output(1).empty()) {
+    auto type = typeOf(c.inputs[0]);
+    if (!type.hasStaticShape())
+      return c.error("Dropout's mask needs static dims");
+    auto i1 = c.builder.getI1Type();
+    out.push_back(c.builder.create<ConstantOp>(
+        c.loc, RankedTensorType::get(type.getShape(), i1, c.device),
+        DenseElementsAttr::get(RankedTensorType::get(type.getShape(), i1),
+                               true)));
+  }
+  return out;
+}
+
+FailureOr<Values> expand(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  auto shape = constantValues<int64_t>(c.inputs[1]);
+  if (!shape)
+    return c.error("Expand needs a shape known at compile time");
+  return single(
+      c.create(ExpandOp::getOperationName(), c.inputs[0],
+               {c.builder.getNamedAttr(
+                   "shape", c.builder.getDenseI64ArrayAttr(*shape))}));
+}
+
+FailureOr<Values> concat(NodeContext &c) {
+  if (c.inputs.empty())
+    return c.error("Concat needs inputs");
+  auto axis =
+      normalizeAxis(c, c.getInt("axis", 0), typeOf(c.inputs[0]).getRank());
+  if (failed(axis))
+    return failure();
+  return single(c.create(
+      ConcatOp::getOperationName(), presentInputs(c),
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(*axis))}));
+}
+
+// A slice of `input` with ONNX-style per-axis starts/ends/steps (clamped).
+FailureOr<Value> sliceOf(NodeContext &c, Value input, ArrayRef<int64_t> axes,
+                         ArrayRef<int64_t> starts, ArrayRef<int64_t> ends,
+                         ArrayRef<int64_t> steps) {
+  auto shape = typeOf(input).getShape();
+  int64_t rank = shape.size();
+  SmallVector<int64_t> st(rank, 0), sz(shape.begin(), shape.end()), sp(rank, 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto axis = normalizeAxis(c, axes[i], rank);
+    if (failed(axis))
+      return failure();
+    int64_t n = shape[*axis], step = steps[i];
+    if (ShapedType::isDynamic(n))
+      return c.error("Slice of a symbolic dim is not supported yet");
+    if (step == 0)
+      return c.error("Slice step 0");
+    int64_t b = starts[i], e = ends[i];
+    if (b < 0)
+      b += n;
+    if (e < 0)
+      e += n;
+    if (step > 0) {
+      b = std::clamp<int64_t>(b, 0, n);
+      e = std::clamp<int64_t>(e, 0, n);
+    } else {
+      b = std::clamp<int64_t>(b, -1, n - 1);
+      e = std::clamp<int64_t>(e, -1, n - 1);
+    }
+    int64_t count =
+        step > 0 ? (e - b + step - 1) / step : (b - e - step - 1) / -step;
+    st[*axis] = count > 0 ? b : 0;
+    sz[*axis] = std::max<int64_t>(count, 0);
+    sp[*axis] = step;
+  }
+  Builder &bd = c.builder;
+  return c.create(SliceOp::getOperationName(), input,
+                  {bd.getNamedAttr("starts", bd.getDenseI64ArrayAttr(st)),
+                   bd.getNamedAttr("sizes", bd.getDenseI64ArrayAttr(sz)),
+                   bd.getNamedAttr("steps", bd.getDenseI64ArrayAttr(sp))});
+}
+
+FailureOr<Values> slice(NodeContext &c) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = ints(c, "starts", {});
+    ends = ints(c, "ends", {});
+    axes = ints(c, "axes", {});
+  } else {
+    if (failed(arity(c, 3, 5)))
+      return failure();
+    auto get = [&](size_t i, std::vector<int64_t> &out) -> LogicalResult {
+      if (c.inputs.size() <= i || !c.inputs[i])
+        return success();
+      auto values = constantValues<int64_t>(c.inputs[i]);
+      if (!values)
+        return c.error("Slice parameters computed at run time are not "
+                       "supported");
+      out = *values;
+      return success();
+    };
+    if (failed(get(1, starts)) || failed(get(2, ends)) ||
+        failed(get(3, axes)) || failed(get(4, steps)))
+      return failure();
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return c.error("Slice starts, ends, axes and steps differ in length");
+  return single(sliceOf(c, c.inputs[0], axes, starts, ends, steps));
+}
+
+FailureOr<Values> split(NodeContext &c) {
+  if (failed(arity(c, 1, 2)))
+    return failure();
+  auto shape = typeOf(c.inputs[0]).getShape();
+  auto axis = normalizeAxis(c, c.getInt("axis", 0), shape.size());
+  if (failed(axis))
+    return failure();
+  int64_t n = shape[*axis], outputs = c.node.output_size();
+  if (ShapedType::isDynamic(n))
+    return c.error("Split of a symbolic dim is not supported yet");
+  std::vector<int64_t> sizes = ints(c, "split", {});
+  if (c.inputs.size() == 2 && c.inputs[1]) {
+    auto values = constantValues<int64_t>(c.inputs[1]);
+    if (!values)
+      return c.error("split sizes computed at run time are not supported");
+    sizes = *values;
+  }
+  if (sizes.empty()) {
+    int64_t parts =
+        c.attr("num_outputs") ? c.getInt("num_outputs", 1) : outputs;
+    int64_t chunk = (n + parts - 1) / parts;
+    for (int64_t left = n; left > 0; left -= chunk)
+      sizes.push_back(std::min(chunk, left));
+    while ((int64_t)sizes.size() < parts)
+      sizes.push_back(0);
+  }
+  if ((int64_t)sizes.size() != outputs)
+    return c.error("Split has " + Twine(outputs) + " outputs but " +
+                   Twine(sizes.size()) + " sizes");
+  Values out;
+  int64_t start = 0;
+  for (int64_t size : sizes) {
+    auto part = sliceOf(c, c.inputs[0], {*axis}, {start}, {start + size}, {1});
+    if (failed(part))
+      return failure();
+    out.push_back(*part);
+    start += size;
+  }
+  return out;
+}
+
+FailureOr<Values> averagePool(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  int64_t r = spatialRank(c);
+  std::vector<int64_t> kernel = ints(c, "kernel_shape", {});
+  if ((int64_t)kernel.size() != r)
+    return c.error("AveragePool needs kernel_shape with " + Twine(r) +
+                   " values");
+  std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
+  std::vector<int64_t> dilations =
+      ints(c, "dilations", std::vector<int64_t>(r, 1));
+  auto pads = windowPads(c, kernel, strides, dilations);
+  if (failed(pads))
+    return failure();
+  Builder &b = c.builder;
+  return single(c.create(
+      AvgPoolOp::getOperationName(), c.inputs,
+      {b.getNamedAttr("kernel_shape", b.getDenseI64ArrayAttr(kernel)),
+       b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
+       b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)),
+       b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
+       b.getNamedAttr("ceil_mode",
+                      b.getBoolAttr(c.getInt("ceil_mode", 0) != 0)),
+       b.getNamedAttr("count_include_pad",
+                      b.getBoolAttr(c.getInt("count_include_pad", 0) != 0))}));
+}
+
+// ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp:
+// an elementwise map, a sum, an elementwise finish.
+FailureOr<Values> reduceComposite(NodeContext &c) {
+  if (failed(arity(c, 1, 2)))
+    return failure();
+  StringRef op = c.node.op_type();
+  Value x = c.inputs[0];
+  std::vector<int64_t> axes = ints(c, "axes", {});
+  if (c.inputs.size() == 2 && c.inputs[1]) {
+    auto values = constantValues<int64_t>(c.inputs[1]);
+    if (!values)
+      return c.error("axes computed at run time are not supported");
+    axes = *values;
+  }
+  int64_t rank = typeOf(x).getRank();
+  if (axes.empty()) {
+    if (c.getInt("noop_with_empty_axes", 0) && op != "ReduceLogSumExp" &&
+        op != "ReduceL1" && op != "ReduceL2" && op != "ReduceSumSquare" &&
+        op != "ReduceLogSum")
+      return Values{x};
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  bool keep = c.getInt("keepdims", 1) != 0;
+  std::string mul = MulOp::getOperationName().str();
+  FailureOr<Value> mapped = x;
+  if (op == "ReduceSumSquare" || op == "ReduceL2")
+    mapped = binaryOp(c, mul, x, x);
+  else if (op == "ReduceL1")
+    mapped = c.create(AbsOp::getOperationName(), x);
+  else if (op == "ReduceLogSumExp")
+    mapped = c.create(ExpOp::getOperationName(), x);
+  if (failed(mapped))
+    return failure();
+  auto sum = reduce(c, "sum", axes, keep, *mapped);
+  if (failed(sum))
+    return failure();
+  if (op == "ReduceL2")
+    return single(c.create(SqrtOp::getOperationName(), *sum));
+  if (op == "ReduceLogSum" || op == "ReduceLogSumExp")
+    return single(c.create(LogOp::getOperationName(), *sum));
+  return Values{*sum};
+}
+
 // Pow: ONNX allows an exponent of another type; it is cast to the base's.
 FailureOr<Values> pow(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
@@ -943,6 +1202,18 @@ const llvm::StringMap<Converter> &table() {
       {"Size", size},
       {"ConstantOfShape", constantOfShape},
       {"CastLike", castLike},
+      {"Dropout", dropout},
+      {"Expand", expand},
+      {"Concat", concat},
+      {"Slice", slice},
+      {"Split", split},
+      {"AveragePool", averagePool},
+      {"ReduceProd", reduceNode<kProd>},
+      {"ReduceSumSquare", reduceComposite},
+      {"ReduceL1", reduceComposite},
+      {"ReduceL2", reduceComposite},
+      {"ReduceLogSum", reduceComposite},
+      {"ReduceLogSumExp", reduceComposite},
   };
   return converters;
 }

@@ -301,6 +301,77 @@ KILN_INFER(MaxPoolOp) {
 }
 KILN_COMPATIBLE(MaxPoolOp)
 
+KILN_INFER(AvgPoolOp) {
+  AvgPoolOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape in = shapeOf(adaptor.getInput());
+  return inferWindow(loc, adaptor.getInput(), adaptor.getKernelShape(),
+                     adaptor.getStrides(), adaptor.getPads(),
+                     adaptor.getDilations(), adaptor.getCeilMode(),
+                     in.size() > 1 ? in[1] : ShapedType::kDynamic, results);
+}
+KILN_COMPATIBLE(AvgPoolOp)
+
+KILN_INFER(ExpandOp) {
+  ExpandOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape shape;
+  if (!mlir::OpTrait::util::getBroadcastedShape(shapeOf(adaptor.getInput()),
+                                                adaptor.getShape(), shape))
+    return fail(loc, "cannot expand " + str(shapeOf(adaptor.getInput())) +
+                         " to " + str(adaptor.getShape()));
+  results.push_back(resultOf(shape, adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(ExpandOp)
+
+KILN_INFER(SliceOp) {
+  SliceOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape in = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), sizes = adaptor.getSizes(),
+                    steps = adaptor.getSteps();
+  if (starts.size() != in.size() || sizes.size() != in.size() ||
+      steps.size() != in.size())
+    return fail(loc,
+                "slice needs one start, size and step per dim of " + str(in));
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (ShapedType::isDynamic(in[i]) || sizes[i] == 0)
+      continue;
+    int64_t last = starts[i] + (sizes[i] - 1) * steps[i];
+    if (steps[i] == 0 || starts[i] < 0 || starts[i] >= in[i] || last < 0 ||
+        last >= in[i])
+      return fail(loc, "slice dim " + Twine(i) + " reads outside " + str(in));
+  }
+  results.push_back(resultOf(Shape(sizes), adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(SliceOp)
+
+KILN_INFER(ConcatOp) {
+  ConcatOp::Adaptor adaptor(operands, attributes, properties, regions);
+  if (operands.empty())
+    return fail(loc, "concat needs inputs");
+  Shape out = shapeOf(operands[0]);
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= (int64_t)out.size())
+    return fail(loc, "concat axis " + Twine(axis) + " is out of range");
+  for (Value v : operands.drop_front()) {
+    Shape s = shapeOf(v);
+    if (s.size() != out.size())
+      return fail(loc, "concat inputs differ in rank");
+    for (size_t i = 0; i < s.size(); ++i) {
+      if ((int64_t)i == axis) {
+        out[i] = ShapedType::isDynamic(out[i]) || ShapedType::isDynamic(s[i])
+                     ? ShapedType::kDynamic
+                     : out[i] + s[i];
+      } else if (dimsConflict(out[i], s[i])) {
+        return fail(loc, "concat inputs differ in dim " + Twine(i));
+      }
+    }
+  }
+  results.push_back(resultOf(out, operands[0]));
+  return success();
+}
+KILN_COMPATIBLE(ConcatOp)
+
 KILN_INFER(ReduceOp) {
   ReduceOp::Adaptor adaptor(operands, attributes, properties, regions);
   Shape in = shapeOf(adaptor.getInput()), out;
@@ -321,9 +392,9 @@ KILN_INFER(ReduceOp) {
 KILN_COMPATIBLE(ReduceOp)
 
 LogicalResult ReduceOp::verify() {
-  if (!llvm::is_contained({"sum", "mean", "max", "min"}, getKind()))
+  if (!llvm::is_contained({"sum", "mean", "max", "min", "prod"}, getKind()))
     return emitOpError() << "kind '" << getKind()
-                         << "' is not one of sum, mean, max, min";
+                         << "' is not one of sum, mean, max, min, prod";
   SmallVector<int64_t> axes(getAxes());
   llvm::sort(axes);
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())

@@ -274,6 +274,44 @@ def Kiln_ReshapeOp : Kiln_ComputeOp<"reshape"> {
   let hasFolder = 1;
 }
 
+def Kiln_ExpandOp : Kiln_ComputeOp<"expand", [Kiln_Elementwise]> {
+  let summary = "broadcasts the input to `shape` (ONNX Expand, resolved)";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Kiln_SliceOp : Kiln_ComputeOp<"slice"> {
+  let summary = "a strided window: result[i] = input[starts + i * steps]";
+  let description = [{
+    One start, size and step per dim (resolved from ONNX Slice/Split);
+    steps may be negative.
+  }];
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$steps);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Kiln_ConcatOp : Kiln_ComputeOp<"concat"> {
+  let summary = "joins tensors along `axis`";
+  let arguments = (ins Variadic<Kiln_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` type($inputs) `->` type($result)
+  }];
+}
+
+def Kiln_AvgPoolOp : Kiln_ComputeOp<"avg_pool"> {
+  let summary = "N-d average pooling (ONNX AveragePool, explicit pads)";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, BoolAttr:$ceil_mode,
+                       BoolAttr:$count_include_pad);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
 def Kiln_TransposeOp : Kiln_ComputeOp<"transpose"> {
   let summary = "permutes dims: result dim i is input dim perm[i]";
   let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$perm);

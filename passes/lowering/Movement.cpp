@@ -62,7 +62,7 @@ Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
 }
 
 bool lowering::isMovementFamily(Operation *op) {
-  return isa<TransposeOp, GatherOp>(op);
+  return isa<TransposeOp, GatherOp, SliceOp, ConcatOp>(op);
 }
 
 namespace {
@@ -131,8 +131,92 @@ Value lowerGather(OpBuilder &b, GatherOp op, Value data, Value indices) {
 }
 } // namespace
 
+namespace {
+// Reads through tensor.extract: linalg would take a pure-dim input map
+// (start 0, step 1) as the loop's extent and reject the smaller result.
+Value lowerSlice(OpBuilder &b, SliceOp op, Value input) {
+  auto outType = lowering::plainResultType(op);
+  int64_t rank = outType.getRank();
+  Value init = b.create<tensor::EmptyOp>(op.getLoc(), outType.getShape(),
+                                         outType.getElementType());
+  return b
+      .create<linalg::GenericOp>(
+          op.getLoc(), TypeRange{outType}, ValueRange{}, init,
+          SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank)},
+          SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+          [&](OpBuilder &nb, Location l, ValueRange) {
+            SmallVector<Value> at;
+            for (int64_t d = 0; d < rank; ++d) {
+              Value i = nb.create<linalg::IndexOp>(l, d);
+              Value scaled = nb.create<arith::MulIOp>(
+                  l, i, nb.create<arith::ConstantIndexOp>(l, op.getSteps()[d]));
+              at.push_back(nb.create<arith::AddIOp>(
+                  l, scaled,
+                  nb.create<arith::ConstantIndexOp>(l, op.getStarts()[d])));
+            }
+            nb.create<linalg::YieldOp>(
+                l, Value(nb.create<tensor::ExtractOp>(l, input, at)));
+          })
+      .getResult(0);
+}
+
+// Each element picks the input whose range along the axis holds its index
+// (a select chain over reads at clamped indices).
+Value lowerConcat(OpBuilder &b, ConcatOp op, ValueRange inputs) {
+  auto outType = lowering::plainResultType(op);
+  int64_t rank = outType.getRank(), axis = op.getAxis();
+  Value init = b.create<tensor::EmptyOp>(op.getLoc(), outType.getShape(),
+                                         outType.getElementType());
+  return b
+      .create<linalg::GenericOp>(
+          op.getLoc(), TypeRange{outType}, ValueRange{}, init,
+          SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank)},
+          SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+          [&](OpBuilder &nb, Location l, ValueRange) {
+            auto index = [&](int64_t v) -> Value {
+              return nb.create<arith::ConstantIndexOp>(l, v);
+            };
+            SmallVector<Value> at;
+            for (int64_t d = 0; d < rank; ++d)
+              at.push_back(nb.create<linalg::IndexOp>(l, d));
+            Value result;
+            int64_t offset = 0;
+            SmallVector<std::pair<Value, Value>> reads; // (start, value)
+            for (Value input : inputs) {
+              int64_t size =
+                  cast<RankedTensorType>(input.getType()).getDimSize(axis);
+              if (size == 0)
+                continue;
+              SmallVector<Value> local = at;
+              Value shifted =
+                  nb.create<arith::SubIOp>(l, at[axis], index(offset));
+              local[axis] = nb.create<arith::MaxSIOp>(
+                  l, index(0),
+                  nb.create<arith::MinSIOp>(l, shifted, index(size - 1)));
+              reads.emplace_back(index(offset),
+                                 nb.create<tensor::ExtractOp>(l, input, local));
+              offset += size;
+            }
+            // Last input first: select the latest range that has started.
+            result = reads.back().second;
+            for (int64_t i = reads.size() - 2; i >= 0; --i) {
+              Value inNext = nb.create<arith::CmpIOp>(
+                  l, arith::CmpIPredicate::sge, at[axis], reads[i + 1].first);
+              result = nb.create<arith::SelectOp>(l, inNext, result,
+                                                  reads[i].second);
+            }
+            nb.create<linalg::YieldOp>(l, result);
+          })
+      .getResult(0);
+}
+} // namespace
+
 FailureOr<Value> lowering::lowerMovement(OpBuilder &b, Operation *op,
                                          ValueRange operands) {
+  if (auto slice = dyn_cast<SliceOp>(op))
+    return lowerSlice(b, slice, operands[0]);
+  if (auto concat = dyn_cast<ConcatOp>(op))
+    return lowerConcat(b, concat, operands);
   if (auto transpose = dyn_cast<TransposeOp>(op))
     return lowerTranspose(b, transpose, operands[0]);
   return lowerGather(b, cast<GatherOp>(op), operands[0], operands[1]);

@@ -27,7 +27,10 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
            << "needs a floating-point element type, got " << element;
   StringRef kind = reduce.getKind();
   double inf = std::numeric_limits<double>::infinity();
-  double identity = kind == "max" ? -inf : kind == "min" ? inf : 0.0;
+  double identity = kind == "max"    ? -inf
+                    : kind == "min"  ? inf
+                    : kind == "prod" ? 1.0
+                                     : 0.0;
   int64_t rank = inType.getRank();
   ArrayRef<int64_t> axes = reduce.getAxes();
   SmallVector<AffineExpr> outExprs;
@@ -58,6 +61,8 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
                v = nb.create<arith::MaximumFOp>(l, a[1], a[0]);
              else if (kind == "min")
                v = nb.create<arith::MinimumFOp>(l, a[1], a[0]);
+             else if (kind == "prod")
+               v = nb.create<arith::MulFOp>(l, a[1], a[0]);
              else
                v = nb.create<arith::AddFOp>(l, a[1], a[0]);
              nb.create<linalg::YieldOp>(l, v);

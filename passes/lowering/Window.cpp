@@ -18,7 +18,7 @@ using namespace mlir;
 using namespace kiln;
 
 bool lowering::isWindowFamily(Operation *op) {
-  return isa<ConvOp, MaxPoolOp>(op);
+  return isa<ConvOp, MaxPoolOp, AvgPoolOp>(op);
 }
 
 namespace {
@@ -97,13 +97,14 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
       .getResult(0);
 }
 
-Value lowerMaxPool(OpBuilder &b, MaxPoolOp op, Value in) {
-  Location loc = op.getLoc();
-  auto outType = lowering::plainResultType(op);
+// Reduces every window of `in` (padded with `padValue`) with `combine`,
+// starting from `identity`.
+Value poolWindows(OpBuilder &b, Location loc, RankedTensorType outType,
+                  Value in, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                  ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                  double padValue, double identity, bool max) {
   auto inType = cast<RankedTensorType>(in.getType());
-  int64_t r = op.getKernelShape().size();
-  ArrayRef<int64_t> pads = op.getPads(), kernel = op.getKernelShape(),
-                    strides = op.getStrides(), dilations = op.getDilations();
+  int64_t r = kernel.size();
   SmallVector<int64_t> begin = {0, 0}, end = {0, 0};
   for (int64_t i = 0; i < r; ++i) {
     begin.push_back(pads[i]);
@@ -113,8 +114,7 @@ Value lowerMaxPool(OpBuilder &b, MaxPoolOp op, Value in) {
     int64_t have = inType.getDimSize(2 + i) + pads[i] + pads[r + i];
     end.push_back(pads[r + i] + std::max<int64_t>(0, need - have));
   }
-  double lowest = -std::numeric_limits<double>::infinity();
-  Value input = lowering::padTensor(b, loc, in, begin, end, lowest);
+  Value input = lowering::padTensor(b, loc, in, begin, end, padValue);
   // Dims: n = 0, c = 1, k = 2.., o = 2 + r..
   int64_t numDims = 2 + 2 * r;
   auto d = [&](int64_t i) { return b.getAffineDimExpr(i); };
@@ -139,13 +139,52 @@ Value lowerMaxPool(OpBuilder &b, MaxPoolOp op, Value in) {
   return b
       .create<linalg::GenericOp>(
           loc, TypeRange{outType}, ValueRange{input, window},
-          ValueRange{lowering::filled(b, loc, outType, lowest)}, maps,
+          ValueRange{lowering::filled(b, loc, outType, identity)}, maps,
           iterators,
-          [](OpBuilder &nb, Location l, ValueRange a) {
-            nb.create<linalg::YieldOp>(
-                l, Value(nb.create<arith::MaximumFOp>(l, a[2], a[0])));
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value v =
+                max ? nb.create<arith::MaximumFOp>(l, a[2], a[0]).getResult()
+                    : nb.create<arith::AddFOp>(l, a[2], a[0]).getResult();
+            nb.create<linalg::YieldOp>(l, v);
           })
       .getResult(0);
+}
+
+Value lowerMaxPool(OpBuilder &b, MaxPoolOp op, Value in) {
+  double lowest = -std::numeric_limits<double>::infinity();
+  return poolWindows(b, op.getLoc(), lowering::plainResultType(op), in,
+                     op.getKernelShape(), op.getStrides(), op.getPads(),
+                     op.getDilations(), lowest, lowest, /*max=*/true);
+}
+
+// Window sums divided by how many of each window's elements count: the
+// window sums of ones, padded with zeros (count_include_pad: ones over the
+// padded input, so only the ceil_mode overhang is left out).
+Value lowerAvgPool(OpBuilder &b, AvgPoolOp op, Value in) {
+  Location loc = op.getLoc();
+  auto outType = lowering::plainResultType(op);
+  auto inType = cast<RankedTensorType>(in.getType());
+  auto sums =
+      poolWindows(b, loc, outType, in, op.getKernelShape(), op.getStrides(),
+                  op.getPads(), op.getDilations(), 0, 0, /*max=*/false);
+  int64_t r = op.getKernelShape().size();
+  SmallVector<int64_t> onesShape(inType.getShape());
+  SmallVector<int64_t> pads(op.getPads());
+  if (op.getCountIncludePad()) {
+    for (int64_t i = 0; i < r; ++i)
+      onesShape[2 + i] += pads[i] + pads[r + i];
+    pads.assign(2 * r, 0);
+  }
+  auto ones = lowering::filled(
+      b, loc, RankedTensorType::get(onesShape, inType.getElementType()), 1);
+  Value counts = poolWindows(b, loc, outType, ones, op.getKernelShape(),
+                             op.getStrides(), pads, op.getDilations(), 0, 0,
+                             /*max=*/false);
+  return lowering::buildElementwise(
+      b, loc, outType, ValueRange{sums, counts},
+      [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+        return nb.create<arith::DivFOp>(l, a[0], a[1]);
+      });
 }
 } // namespace
 
@@ -155,5 +194,7 @@ FailureOr<Value> lowering::lowerWindow(OpBuilder &b, Operation *op,
     return op->emitOpError() << "needs a floating-point element type";
   if (auto conv = dyn_cast<ConvOp>(op))
     return lowerConv(b, conv, operands);
+  if (auto avg = dyn_cast<AvgPoolOp>(op))
+    return lowerAvgPool(b, avg, operands[0]);
   return lowerMaxPool(b, cast<MaxPoolOp>(op), operands[0]);
 }

@@ -122,8 +122,8 @@ func.func @kernel_devices(%x: tensor<4xf32, #kiln.device<cpu>>) {
 // -----
 
 func.func @reduce_kind(%x: tensor<4x4xf32, #kiln.device<cpu>>) {
-  // expected-error @+1 {{'kiln.reduce' op kind 'prod' is not one of sum, mean, max, min}}
-  %0 = kiln.reduce %x {kind = "prod", axes = array<i64: 1>, keepdims = false} : tensor<4x4xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cpu>>
+  // expected-error @+1 {{'kiln.reduce' op kind 'median' is not one of sum, mean, max, min, prod}}
+  %0 = kiln.reduce %x {kind = "median", axes = array<i64: 1>, keepdims = false} : tensor<4x4xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cpu>>
   return
 }
 
@@ -142,5 +142,14 @@ func.func @reshape_count(%x: tensor<2x3xf32, #kiln.device<cpu>>) {
   // expected-error @+2 {{cannot reshape [2,3] (6 elements) to [4,2]}}
   // expected-error @+1 {{failed to infer returned types}}
   %0 = kiln.reshape %x {shape = array<i64: 4, 2>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<4x2xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @slice_outside(%x: tensor<4xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{slice dim 0 reads outside [4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.slice %x {starts = array<i64: 2>, sizes = array<i64: 3>, steps = array<i64: 1>} : tensor<4xf32, #kiln.device<cpu>> -> tensor<3xf32, #kiln.device<cpu>>
   return
 }

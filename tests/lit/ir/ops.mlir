@@ -69,6 +69,24 @@ func.func @sequence(%ids: tensor<2x5xi64, #kiln.device<cpu>>, %table: tensor<100
   return %p : tensor<5x2x8xf64, #kiln.device<cpu>>
 }
 
+// CHECK-LABEL: func.func @shapes_and_logic
+// CHECK: kiln.expand %arg0 {shape = array<i64: 3, 4>} : tensor<4xf32, #kiln.device<cpu>> -> tensor<3x4xf32, #kiln.device<cpu>>
+// CHECK: kiln.slice %{{.+}} {sizes = array<i64: 2, 2>, starts = array<i64: 2, 3>, steps = array<i64: -1, -2>}
+// CHECK: kiln.concat %{{.+}}, %{{.+}} {axis = 1 : i64}
+// CHECK: kiln.less %{{.+}}, %{{.+}} : {{.*}} -> tensor<2x4xi1, #kiln.device<cpu>>
+// CHECK: kiln.where
+// CHECK: kiln.avg_pool
+func.func @shapes_and_logic(%x: tensor<4xf32, #kiln.device<cpu>>, %img: tensor<1x1x4x4xf32, #kiln.device<cpu>>) -> (tensor<2x4xf32, #kiln.device<cpu>>, tensor<1x1x2x2xf32, #kiln.device<cpu>>) {
+  %e = kiln.expand %x {shape = array<i64: 3, 4>} : tensor<4xf32, #kiln.device<cpu>> -> tensor<3x4xf32, #kiln.device<cpu>>
+  %s = kiln.slice %e {starts = array<i64: 2, 3>, sizes = array<i64: 2, 2>, steps = array<i64: -1, -2>} : tensor<3x4xf32, #kiln.device<cpu>> -> tensor<2x2xf32, #kiln.device<cpu>>
+  %c = kiln.concat %s, %s {axis = 1 : i64} : tensor<2x2xf32, #kiln.device<cpu>>, tensor<2x2xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  %z = kiln.constant dense<0.0> : tensor<f32> : tensor<f32, #kiln.device<cpu>>
+  %l = kiln.less %c, %z : tensor<2x4xf32, #kiln.device<cpu>>, tensor<f32, #kiln.device<cpu>> -> tensor<2x4xi1, #kiln.device<cpu>>
+  %w = kiln.where %l, %z, %c : tensor<2x4xi1, #kiln.device<cpu>>, tensor<f32, #kiln.device<cpu>>, tensor<2x4xf32, #kiln.device<cpu>> -> tensor<2x4xf32, #kiln.device<cpu>>
+  %p = kiln.avg_pool %img {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false} : tensor<1x1x4x4xf32, #kiln.device<cpu>> -> tensor<1x1x2x2xf32, #kiln.device<cpu>>
+  return %w, %p : tensor<2x4xf32, #kiln.device<cpu>>, tensor<1x1x2x2xf32, #kiln.device<cpu>>
+}
+
 // CHECK-LABEL: func.func @devices
 // CHECK: kiln.copy %{{.+}} : tensor<4xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cuda:1>>
 // CHECK: kiln.copy %{{.+}} : tensor<4xf32, #kiln.device<cuda:1>> -> tensor<4xf32, #kiln.device<sim:0>>
