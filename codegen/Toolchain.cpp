@@ -158,7 +158,14 @@ compileSharedObject(const std::string &prelude,
   }
 
   // The cache key: compiler, flags and every unit.
+  // The compiler's size and time stand for its version: an upgraded compiler
+  // misses the cache.
   std::string key = *compiler + "\n" + llvm::join(common, " ");
+  sys::fs::file_status status;
+  if (!sys::fs::status(*compiler, status))
+    key += "\n" + std::to_string(status.getSize()) + "@" +
+           std::to_string(
+               status.getLastModificationTime().time_since_epoch().count());
   for (const std::string &unit : units)
     key += "\n" + std::to_string(unit.size()) + "\n" + unit;
   std::string cacheDir = cacheDirectory(options);
