@@ -552,8 +552,28 @@ FailureOr<Values> squeeze(NodeContext &c) {
   return single(reshapeToDims(c, c.inputs[0], dims));
 }
 
-// softmax(x) = exp(x - max) / sum(exp(x - max)) over `axes`.
-FailureOr<Value> softmax(NodeContext &c, Value x, ArrayRef<int64_t> axes) {
+// The axes Softmax/LogSoftmax normalize over: `axis`, and before opset 13
+// (input coerced to 2-D at `axis`) every dim after it too.
+FailureOr<std::vector<int64_t>> softmaxAxes(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  int64_t rank = typeOf(c.inputs[0]).getRank();
+  auto axis = normalizeAxis(c, c.getInt("axis", c.opset < 13 ? 1 : -1), rank);
+  if (failed(axis))
+    return failure();
+  std::vector<int64_t> axes = {*axis};
+  if (c.opset < 13)
+    for (int64_t i = *axis + 1; i < rank; ++i)
+      axes.push_back(i);
+  return axes;
+}
+
+// shifted = x - max(x), and sum(exp(shifted)), over `axes`.
+struct Shifted {
+  Value shifted, exp, sum;
+};
+FailureOr<Shifted> shiftedExpSum(NodeContext &c, Value x,
+                                 ArrayRef<int64_t> axes) {
   std::vector<int64_t> list(axes.begin(), axes.end());
   auto max = reduce(c, "max", list, true, x);
   if (failed(max))
@@ -567,22 +587,32 @@ FailureOr<Value> softmax(NodeContext &c, Value x, ArrayRef<int64_t> axes) {
   auto sum = reduce(c, "sum", list, true, *e);
   if (failed(sum))
     return failure();
-  return binaryOp(c, DivOp::getOperationName(), *e, *sum);
+  return Shifted{*shifted, *e, *sum};
 }
 
+// exp(x - max) / sum(exp(x - max))
 FailureOr<Values> softmaxNode(NodeContext &c) {
-  if (failed(arity(c, 1, 1)))
+  auto axes = softmaxAxes(c);
+  if (failed(axes))
     return failure();
-  int64_t rank = typeOf(c.inputs[0]).getRank();
-  auto axis = normalizeAxis(c, c.getInt("axis", c.opset < 13 ? 1 : -1), rank);
-  if (failed(axis))
+  auto parts = shiftedExpSum(c, c.inputs[0], *axes);
+  if (failed(parts))
     return failure();
-  // Before opset 13 the input is coerced to 2-D at `axis`.
-  std::vector<int64_t> axes = {*axis};
-  if (c.opset < 13)
-    for (int64_t i = *axis + 1; i < rank; ++i)
-      axes.push_back(i);
-  return single(softmax(c, c.inputs[0], axes));
+  return single(binaryOp(c, DivOp::getOperationName(), parts->exp, parts->sum));
+}
+
+// (x - max) - log(sum(exp(x - max)))
+FailureOr<Values> logSoftmax(NodeContext &c) {
+  auto axes = softmaxAxes(c);
+  if (failed(axes))
+    return failure();
+  auto parts = shiftedExpSum(c, c.inputs[0], *axes);
+  if (failed(parts))
+    return failure();
+  auto log = c.create(LogOp::getOperationName(), parts->sum);
+  if (failed(log))
+    return failure();
+  return single(binaryOp(c, SubOp::getOperationName(), parts->shifted, *log));
 }
 
 // (x - mean) / sqrt(var + epsilon) * scale + bias over dims axis..rank-1.
@@ -1041,37 +1071,6 @@ FailureOr<Values> activation(NodeContext &c) {
     return single(bin(mul, x, *hs));
   }
   return c.error("no decomposition for '" + op + "'");
-}
-
-FailureOr<Values> logSoftmax(NodeContext &c) {
-  if (failed(arity(c, 1, 1)))
-    return failure();
-  int64_t rank = typeOf(c.inputs[0]).getRank();
-  auto axis = normalizeAxis(c, c.getInt("axis", c.opset < 13 ? 1 : -1), rank);
-  if (failed(axis))
-    return failure();
-  std::vector<int64_t> axes = {*axis};
-  if (c.opset < 13)
-    for (int64_t i = *axis + 1; i < rank; ++i)
-      axes.push_back(i);
-  Value x = c.inputs[0];
-  // x - max - log(sum(exp(x - max)))
-  auto max = reduce(c, "max", axes, true, x);
-  if (failed(max))
-    return failure();
-  auto shifted = binaryOp(c, SubOp::getOperationName(), x, *max);
-  if (failed(shifted))
-    return failure();
-  auto e = c.create(ExpOp::getOperationName(), *shifted);
-  if (failed(e))
-    return failure();
-  auto sum = reduce(c, "sum", axes, true, *e);
-  if (failed(sum))
-    return failure();
-  auto log = c.create(LogOp::getOperationName(), *sum);
-  if (failed(log))
-    return failure();
-  return single(binaryOp(c, SubOp::getOperationName(), *shifted, *log));
 }
 
 FailureOr<Values> size(NodeContext &c) {
