@@ -280,6 +280,10 @@ LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
             return "(" + v(0) + " < 0 ? -" + v(0) + " : " + v(0) + ")";
           })
           .Case<math::FloorOp>([&](auto) { return "std::floor(" + v(0) + ")"; })
+          .Case<math::RoundEvenOp>(
+              [&](auto) { return "std::nearbyint(" + v(0) + ")"; })
+          .Case<arith::RemFOp>(
+              [&](auto) { return "std::fmod(" + v(0) + ", " + v(1) + ")"; })
           .Case<math::CeilOp>([&](auto) { return "std::ceil(" + v(0) + ")"; })
           .Case<math::SinOp>([&](auto) { return "std::sin(" + v(0) + ")"; })
           .Case<math::CosOp>([&](auto) { return "std::cos(" + v(0) + ")"; })

@@ -141,6 +141,19 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
       return fail("cannot reshape " + Twine(out.data.size()) + " elements");
     return out;
   }
+  if (op == "Range") {
+    int64_t start = in[0].data[0], limit = in[1].data[0], delta = in[2].data[0];
+    if (delta == 0)
+      return fail("delta 0");
+    IntTensor out{{0}, {}, in[0].element};
+    for (int64_t v = start; delta > 0 ? v < limit : v > limit; v += delta) {
+      if ((int64_t)out.data.size() >= kMaxElements)
+        return fail("more than " + Twine(kMaxElements) + " elements");
+      out.data.push_back(v);
+    }
+    out.shape[0] = out.data.size();
+    return out;
+  }
   if (op == "Concat") {
     IntTensor out{{0}, {}, in[0].element};
     for (const IntTensor &t : in) {
@@ -196,13 +209,13 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
 
 const llvm::StringSet<> &foldable() {
   static const llvm::StringSet<> ops = {
-      "Identity",  "Cast",    "Add",    "Sub",    "Mul",   "Div",    "Mod",
-      "Unsqueeze", "Squeeze", "Concat", "Gather", "Slice", "Reshape"};
+      "Identity",  "Cast",    "Add",    "Sub",    "Mul",   "Div",     "Mod",
+      "Unsqueeze", "Squeeze", "Concat", "Gather", "Slice", "Reshape", "Range"};
   return ops;
 }
 
 const llvm::StringSet<> &onlyFolded() {
-  static const llvm::StringSet<> ops = {"Mod"};
+  static const llvm::StringSet<> ops = {"Range"};
   return ops;
 }
 } // namespace

@@ -319,7 +319,13 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     if (missing)
       return nullptr;
     auto folded = tryFold(c);
-    auto results = folded ? *folded : findConverter(node.op_type())(c);
+    Converter convert = findConverter(node.op_type());
+    if (!folded && !convert) {
+      emitError(c.loc) << "'" << node.op_type()
+                       << "' is supported on constant inputs only";
+      return nullptr;
+    }
+    auto results = folded ? *folded : convert(c);
     if (mlir::failed(results))
       return nullptr;
     for (auto [name, value] : llvm::zip(node.output(), *results))

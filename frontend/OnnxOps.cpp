@@ -11,6 +11,8 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace kiln;
 using namespace kiln::onnx_import;
@@ -954,6 +956,58 @@ FailureOr<Values> reduceComposite(NodeContext &c) {
   return Values{*sum};
 }
 
+FailureOr<Values> modNode(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  return single(
+      c.create(ModOp::getOperationName(), c.inputs,
+               {c.builder.getNamedAttr(
+                   "fmod", c.builder.getBoolAttr(c.getInt("fmod", 0) != 0))}));
+}
+
+// IsNaN: not(x == x). IsInf: x == +inf or x == -inf (as the attributes ask).
+FailureOr<Values> isSpecial(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  Value x = c.inputs[0];
+  std::string eq = EqualOp::getOperationName().str();
+  if (c.node.op_type() == "IsNaN") {
+    auto same = binaryOp(c, eq, x, x);
+    if (failed(same))
+      return failure();
+    return single(c.create(NotOp::getOperationName(), *same));
+  }
+  double inf = std::numeric_limits<double>::infinity();
+  bool pos = c.getInt("detect_positive", 1),
+       neg = c.getInt("detect_negative", 1);
+  FailureOr<Value> result = failure();
+  if (pos)
+    result = binaryOp(c, eq, x, scalarLike(c, x, inf));
+  if (neg) {
+    auto isNeg = binaryOp(c, eq, x, scalarLike(c, x, -inf));
+    if (failed(isNeg))
+      return failure();
+    result = pos && succeeded(result)
+                 ? binaryOp(c, OrOp::getOperationName(), *result, *isNeg)
+                 : isNeg;
+  }
+  if (!pos && !neg) // detects nothing: x < x is false everywhere
+    result = binaryOp(c, LessOp::getOperationName(), x, x);
+  return single(result);
+}
+
+FailureOr<Values> gatherElements(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  auto axis =
+      normalizeAxis(c, c.getInt("axis", 0), typeOf(c.inputs[0]).getRank());
+  if (failed(axis))
+    return failure();
+  return single(c.create(
+      GatherElementsOp::getOperationName(), c.inputs,
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(*axis))}));
+}
+
 // Pow: ONNX allows an exponent of another type; it is cast to the base's.
 FailureOr<Values> pow(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
@@ -1201,6 +1255,12 @@ const llvm::StringMap<Converter> &table() {
       {"Size", size},
       {"ConstantOfShape", constantOfShape},
       {"CastLike", castLike},
+      {"Sign", unary<SignOp>},
+      {"Round", unary<RoundOp>},
+      {"Mod", modNode},
+      {"IsNaN", isSpecial},
+      {"IsInf", isSpecial},
+      {"GatherElements", gatherElements},
       {"Dropout", dropout},
       {"Expand", expand},
       {"Concat", concat},

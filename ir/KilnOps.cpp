@@ -135,6 +135,8 @@ KILN_UNARY(CeilOp)
 KILN_UNARY(SinOp)
 KILN_UNARY(CosOp)
 KILN_UNARY(NotOp)
+KILN_UNARY(SignOp)
+KILN_UNARY(RoundOp)
 
 #define KILN_BINARY(OP)                                                        \
   KILN_INFER(OP) { return inferBroadcast(loc, operands, results); }            \
@@ -149,6 +151,7 @@ KILN_BINARY(MinOp)
 KILN_BINARY(AndOp)
 KILN_BINARY(OrOp)
 KILN_BINARY(XorOp)
+KILN_BINARY(ModOp)
 
 #define KILN_COMPARE(OP)                                                       \
   KILN_INFER(OP) {                                                             \
@@ -463,6 +466,23 @@ KILN_INFER(CastOp) {
   return success();
 }
 KILN_COMPATIBLE(CastOp)
+
+KILN_INFER(GatherElementsOp) {
+  GatherElementsOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape data = shapeOf(adaptor.getData()), idx = shapeOf(adaptor.getIndices());
+  int64_t axis = adaptor.getAxis();
+  if (data.size() != idx.size() || axis < 0 || axis >= (int64_t)data.size())
+    return fail(loc, "gather_elements needs data and indices of one rank and "
+                     "an axis within it, got " +
+                         str(data) + " and " + str(idx));
+  auto indexType =
+      cast<RankedTensorType>(adaptor.getIndices().getType()).getElementType();
+  if (!indexType.isInteger(64) && !indexType.isInteger(32))
+    return fail(loc, "gather_elements indices must be i32 or i64");
+  results.push_back(resultOf(idx, adaptor.getData()));
+  return success();
+}
+KILN_COMPATIBLE(GatherElementsOp)
 
 KILN_INFER(TransposeOp) {
   TransposeOp::Adaptor adaptor(operands, attributes, properties, regions);

@@ -154,6 +154,8 @@ def Kiln_CeilOp : Kiln_UnaryOp<"ceil", "round up">;
 def Kiln_SinOp : Kiln_UnaryOp<"sin", "sine">;
 def Kiln_CosOp : Kiln_UnaryOp<"cos", "cosine">;
 def Kiln_NotOp : Kiln_UnaryOp<"not", "logical not of i1">;
+def Kiln_SignOp : Kiln_UnaryOp<"sign", "-1, 0 or 1 (NaN stays NaN)">;
+def Kiln_RoundOp : Kiln_UnaryOp<"round", "round half to even">;
 
 def Kiln_MaxOp : Kiln_BinaryOp<"max", "elementwise maximum (NaN wins)">;
 def Kiln_MinOp : Kiln_BinaryOp<"min", "elementwise minimum (NaN wins)">;
@@ -169,6 +171,12 @@ def Kiln_LessOp : Kiln_CompareOp<"less", "a < b">;
 def Kiln_LessEqualOp : Kiln_CompareOp<"less_equal", "a <= b">;
 def Kiln_GreaterOp : Kiln_CompareOp<"greater", "a > b">;
 def Kiln_GreaterEqualOp : Kiln_CompareOp<"greater_equal", "a >= b">;
+
+
+def Kiln_ModOp : Kiln_BinaryOp<"mod", "remainder: C fmod when `fmod`, else with the divisor's sign"> {
+  let arguments = (ins Kiln_Tensor:$lhs, Kiln_Tensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$fmod);
+}
 
 def Kiln_WhereOp : Kiln_ComputeOp<"where", [Kiln_Elementwise]> {
   let summary = "cond ? x : y with numpy broadcasting of all three";
@@ -310,6 +318,16 @@ def Kiln_AvgPoolOp : Kiln_ComputeOp<"avg_pool"> {
                        BoolAttr:$count_include_pad);
   let results = (outs Kiln_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Kiln_GatherElementsOp : Kiln_ComputeOp<"gather_elements"> {
+  let summary = "ONNX GatherElements: result[i] = data[i with i[axis] = indices[i]]";
+  let arguments = (ins Kiln_Tensor:$data, Kiln_Tensor:$indices, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices attr-dict `:` type($data) `,` type($indices) `->`
+    type($result)
+  }];
 }
 
 def Kiln_TransposeOp : Kiln_ComputeOp<"transpose"> {

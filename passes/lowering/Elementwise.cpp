@@ -220,6 +220,53 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
             return compare<arith::CmpFPredicate::OGE,
                            arith::CmpIPredicate::sge>;
           })
+          .Case([&](SignOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              Type t = a[0].getType();
+              Value zero = scalar(nb, l, t, 0), one = scalar(nb, l, t, 1),
+                    minus = scalar(nb, l, t, -1);
+              Value pos =
+                  compare<arith::CmpFPredicate::OGT, arith::CmpIPredicate::sgt>(
+                      nb, l, {a[0], zero});
+              Value neg =
+                  compare<arith::CmpFPredicate::OLT, arith::CmpIPredicate::slt>(
+                      nb, l, {a[0], zero});
+              // NaN (neither): x itself; zero: x (keeps -0).
+              Value v = nb.create<arith::SelectOp>(l, neg, minus, a[0]);
+              return nb.create<arith::SelectOp>(l, pos, one, v);
+            };
+          })
+          .Case([&](RoundOp) { return unaryMath<math::RoundEvenOp>; })
+          .Case([&](ModOp mop) -> Body {
+            bool fmod = mop.getFmod();
+            return [fmod](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              Value r =
+                  isFloat(a[0])
+                      ? nb.create<arith::RemFOp>(l, a[0], a[1]).getResult()
+                      : nb.create<arith::RemSIOp>(l, a[0], a[1]).getResult();
+              if (fmod)
+                return r;
+              // Python's %: a nonzero remainder takes the divisor's sign.
+              Type t = r.getType();
+              Value zero = scalar(nb, l, t, 0);
+              auto lt = [&](Value x, Value y) {
+                return compare<arith::CmpFPredicate::OLT,
+                               arith::CmpIPredicate::slt>(nb, l, {x, y});
+              };
+              Value differ =
+                  nb.create<arith::XOrIOp>(l, lt(r, zero), lt(a[1], zero));
+              Value nonzero = nb.create<arith::XOrIOp>(
+                  l,
+                  compare<arith::CmpFPredicate::OEQ, arith::CmpIPredicate::eq>(
+                      nb, l, {r, zero}),
+                  scalar(nb, l, nb.getI1Type(), 1));
+              Value fix = nb.create<arith::AndIOp>(l, differ, nonzero);
+              Value adjusted =
+                  isFloat(r) ? nb.create<arith::AddFOp>(l, r, a[1]).getResult()
+                             : nb.create<arith::AddIOp>(l, r, a[1]).getResult();
+              return nb.create<arith::SelectOp>(l, fix, adjusted, r);
+            };
+          })
           .Case([&](WhereOp) -> Body {
             return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
               return nb.create<arith::SelectOp>(l, a[0], a[1], a[2]);
@@ -301,12 +348,10 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Default([](Operation *) { return Body(); });
   if (!body)
     return op->emitOpError() << "has no elementwise lowering";
-  bool integerOk = isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp, AbsOp,
-                       NotOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp, LessOp,
-                       LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp>(op);
-  // Where's condition is i1 but its values may be floats.
-  if (isa<WhereOp>(op))
-    floating = isa<FloatType>(element);
+  bool integerOk =
+      isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp, AbsOp, NotOp,
+          MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp,
+          GreaterOp, GreaterEqualOp, WhereOp, ExpandOp, SignOp, ModOp>(op);
   if (!integerOk && failed(needFloat()))
     return failure();
   return buildElementwise(b, loc, plain, operands, body);

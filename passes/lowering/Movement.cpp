@@ -62,7 +62,7 @@ Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
 }
 
 bool lowering::isMovementFamily(Operation *op) {
-  return isa<TransposeOp, GatherOp, SliceOp, ConcatOp>(op);
+  return isa<TransposeOp, GatherOp, GatherElementsOp, SliceOp, ConcatOp>(op);
 }
 
 namespace {
@@ -211,8 +211,48 @@ Value lowerConcat(OpBuilder &b, ConcatOp op, ValueRange inputs) {
 }
 } // namespace
 
+namespace {
+// Over the result's (= the indices') shape: read the index, wrap and clamp
+// it, read the data there along the axis.
+Value lowerGatherElements(OpBuilder &b, GatherElementsOp op, Value data,
+                          Value indices) {
+  auto outType = lowering::plainResultType(op);
+  int64_t rank = outType.getRank(), axis = op.getAxis();
+  int64_t size = cast<RankedTensorType>(data.getType()).getDimSize(axis);
+  Value init = b.create<tensor::EmptyOp>(op.getLoc(), outType.getShape(),
+                                         outType.getElementType());
+  return b
+      .create<linalg::GenericOp>(
+          op.getLoc(), TypeRange{outType}, indices, init,
+          SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank),
+                                 b.getMultiDimIdentityMap(rank)},
+          SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            auto index = [&](int64_t v) -> Value {
+              return nb.create<arith::ConstantIndexOp>(l, v);
+            };
+            Value i = nb.create<arith::IndexCastOp>(l, nb.getIndexType(), a[0]);
+            Value negative = nb.create<arith::CmpIOp>(
+                l, arith::CmpIPredicate::slt, i, index(0));
+            i = nb.create<arith::SelectOp>(
+                l, negative, nb.create<arith::AddIOp>(l, i, index(size)), i);
+            i = nb.create<arith::MaxSIOp>(
+                l, index(0), nb.create<arith::MinSIOp>(l, i, index(size - 1)));
+            SmallVector<Value> at;
+            for (int64_t d = 0; d < rank; ++d)
+              at.push_back(d == axis ? i
+                                     : Value(nb.create<linalg::IndexOp>(l, d)));
+            nb.create<linalg::YieldOp>(
+                l, Value(nb.create<tensor::ExtractOp>(l, data, at)));
+          })
+      .getResult(0);
+}
+} // namespace
+
 FailureOr<Value> lowering::lowerMovement(OpBuilder &b, Operation *op,
                                          ValueRange operands) {
+  if (auto ge = dyn_cast<GatherElementsOp>(op))
+    return lowerGatherElements(b, ge, operands[0], operands[1]);
   if (auto slice = dyn_cast<SliceOp>(op))
     return lowerSlice(b, slice, operands[0]);
   if (auto concat = dyn_cast<ConcatOp>(op))
