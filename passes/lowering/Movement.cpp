@@ -14,6 +14,23 @@
 using namespace mlir;
 using namespace kiln;
 
+namespace {
+// An ONNX index value (i32/i64, negative counts from the end) as an index
+// clamped into [0, size): reads stay in bounds whatever the data holds.
+Value wrappedIndex(OpBuilder &b, Location l, Value value, int64_t size) {
+  auto index = [&](int64_t v) -> Value {
+    return b.create<arith::ConstantIndexOp>(l, v);
+  };
+  Value i = b.create<arith::IndexCastOp>(l, b.getIndexType(), value);
+  Value negative =
+      b.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, i, index(0));
+  i = b.create<arith::SelectOp>(l, negative,
+                                b.create<arith::AddIOp>(l, i, index(size)), i);
+  return b.create<arith::MaxSIOp>(
+      l, index(0), b.create<arith::MinSIOp>(l, i, index(size - 1)));
+}
+} // namespace
+
 Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
                           ArrayRef<int64_t> begin, ArrayRef<int64_t> end,
                           double value) {
@@ -108,16 +125,7 @@ Value lowerGather(OpBuilder &b, GatherOp op, Value data, Value indices) {
               b.getMultiDimIdentityMap(rank)},
           SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
           [&](OpBuilder &nb, Location l, ValueRange a) {
-            auto index = [&](int64_t v) -> Value {
-              return nb.create<arith::ConstantIndexOp>(l, v);
-            };
-            Value i = nb.create<arith::IndexCastOp>(l, nb.getIndexType(), a[0]);
-            Value negative = nb.create<arith::CmpIOp>(
-                l, arith::CmpIPredicate::slt, i, index(0));
-            i = nb.create<arith::SelectOp>(
-                l, negative, nb.create<arith::AddIOp>(l, i, index(size)), i);
-            i = nb.create<arith::MaxSIOp>(
-                l, index(0), nb.create<arith::MinSIOp>(l, i, index(size - 1)));
+            Value i = wrappedIndex(nb, l, a[0], size);
             SmallVector<Value> at;
             for (int64_t d = 0; d < axis; ++d)
               at.push_back(nb.create<linalg::IndexOp>(l, d));
@@ -228,16 +236,7 @@ Value lowerGatherElements(OpBuilder &b, GatherElementsOp op, Value data,
                                  b.getMultiDimIdentityMap(rank)},
           SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
           [&](OpBuilder &nb, Location l, ValueRange a) {
-            auto index = [&](int64_t v) -> Value {
-              return nb.create<arith::ConstantIndexOp>(l, v);
-            };
-            Value i = nb.create<arith::IndexCastOp>(l, nb.getIndexType(), a[0]);
-            Value negative = nb.create<arith::CmpIOp>(
-                l, arith::CmpIPredicate::slt, i, index(0));
-            i = nb.create<arith::SelectOp>(
-                l, negative, nb.create<arith::AddIOp>(l, i, index(size)), i);
-            i = nb.create<arith::MaxSIOp>(
-                l, index(0), nb.create<arith::MinSIOp>(l, i, index(size - 1)));
+            Value i = wrappedIndex(nb, l, a[0], size);
             SmallVector<Value> at;
             for (int64_t d = 0; d < rank; ++d)
               at.push_back(d == axis ? i
