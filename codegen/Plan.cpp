@@ -22,22 +22,41 @@ std::string kiln::dtypeName(Type t) {
   return "";
 }
 
-namespace {
-std::string nodeNames(Location loc) {
-  std::string names;
-  loc->walk([&](Location l) {
-    if (auto name = dyn_cast<NameLoc>(l))
-      names += (names.empty() ? "" : ",") + name.getName().str();
-    return WalkResult::advance();
-  });
-  return names;
-}
-} // namespace
-
-FailureOr<Plan> kiln::buildPlan(func::FuncOp func) {
+FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
+                                ArrayRef<std::string> deviceOrder) {
   Plan plan;
   nlohmann::json values = nlohmann::json::array();
   DenseMap<Value, size_t> ids;
+
+  // Roles: the devices the plan uses, those of `deviceOrder` first (in its
+  // order), then the rest in order of first use.
+  SmallVector<DeviceAttr> used;
+  auto note = [&](Type t) {
+    if (DeviceAttr d = getDevice(t))
+      if (!llvm::is_contained(used, d))
+        used.push_back(d);
+  };
+  for (Type t : func.getArgumentTypes())
+    note(t);
+  for (Operation &op : func.getBody().front())
+    for (Type t : op.getResultTypes())
+      note(t);
+  for (Type t : func.getResultTypes())
+    note(t);
+  for (const std::string &name : deviceOrder)
+    for (DeviceAttr d : used)
+      if (d.str() == name && !llvm::is_contained(plan.roles, d))
+        plan.roles.push_back(d);
+  for (DeviceAttr d : used)
+    if (!llvm::is_contained(plan.roles, d))
+      plan.roles.push_back(d);
+  auto roleOf = [&](DeviceAttr d) {
+    return static_cast<size_t>(llvm::find(plan.roles, d) - plan.roles.begin());
+  };
+  nlohmann::json devices = nlohmann::json::array();
+  for (DeviceAttr d : plan.roles)
+    devices.push_back({{"name", d.str()}, {"kind", d.getKind().str()}});
+
   auto addValue = [&](Value v, const char *kind) -> FailureOr<size_t> {
     auto type = cast<RankedTensorType>(v.getType());
     std::string dtype = dtypeName(type.getElementType());
@@ -48,7 +67,7 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func) {
              << " (needs a static shape, a supported dtype and a device)";
     values.push_back({{"dtype", dtype},
                       {"shape", type.getShape().vec()},
-                      {"device", device.str()},
+                      {"device", roleOf(device)},
                       {"kind", kind}});
     ids[v] = values.size() - 1;
     return values.size() - 1;
@@ -92,11 +111,23 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func) {
           return failure();
         args.push_back(*id);
       }
+      DeviceAttr device = kernel.getNumResults()
+                              ? getDevice(kernel.getResult(0).getType())
+                              : plan.roles.front();
       steps.push_back({{"kernel", symbol},
                        {"args", args},
                        {"num_inputs", kernel.getInputs().size()},
-                       {"nodes", nodeNames(kernel.getLoc())}});
+                       {"nodes", nodeNames(kernel.getLoc())},
+                       {"device", roleOf(device)}});
       plan.kernels.emplace_back(kernel, symbol);
+      continue;
+    }
+    if (auto copy = dyn_cast<CopyOp>(op)) {
+      auto id = addValue(copy.getResult(), "temp");
+      if (failed(id))
+        return failure();
+      steps.push_back({{"copy", {ids.lookup(copy.getInput()), *id}},
+                       {"bytes", tensorBytes(copy.getResult())}});
       continue;
     }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -116,14 +147,12 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func) {
       values[*id]["of"] = ids.lookup(reshape.getInput());
       continue;
     }
-    if (isa<CopyOp>(op))
-      return op.emitOpError() << "copies between devices are not supported by "
-                                 "the CPU backend yet";
     return op.emitOpError() << "cannot be placed in a host plan (expected "
-                               "constants, kernels, reshapes and a return "
-                               "only)";
+                               "constants, kernels, copies, reshapes and a "
+                               "return only)";
   }
-  plan.manifest = {{"values", values},
+  plan.manifest = {{"devices", devices},
+                   {"values", values},
                    {"inputs", inputs},
                    {"outputs", outputs},
                    {"steps", steps}};

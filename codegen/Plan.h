@@ -25,11 +25,15 @@ struct Plan {
   std::vector<char> weights;
   /// Kernels in step order with their symbols.
   std::vector<std::pair<KernelOp, std::string>> kernels;
+  /// The devices the plan uses; a device's index is its role.
+  std::vector<DeviceAttr> roles;
 };
 
 /// Builds the plan of `func`; fails with a diagnostic at the first op it
-/// cannot place in a plan.
-mlir::FailureOr<Plan> buildPlan(mlir::func::FuncOp func);
+/// cannot place in a plan. Roles follow `deviceOrder` (device names) where
+/// it names a device the plan uses, then first use.
+mlir::FailureOr<Plan> buildPlan(mlir::func::FuncOp func,
+                                llvm::ArrayRef<std::string> deviceOrder = {});
 
 /// "f32", "i64", ... as the runtime spells them; "" when unsupported.
 std::string dtypeName(mlir::Type element);

@@ -144,7 +144,7 @@ private:
     std::string name = node.name().empty()
                            ? node.op_type() + "_" + std::to_string(index)
                            : node.name();
-    return NameLoc::get(StringAttr::get(&ctx, name), fileLoc());
+    return makeNodeLoc(&ctx, name, node.op_type(), fileLoc());
   }
   FailureOr<Type> valueType(const onnx::ValueInfoProto &info);
 

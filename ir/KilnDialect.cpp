@@ -110,6 +110,14 @@ DeviceAttr kiln::getDevice(Type type) {
                 : DeviceAttr();
 }
 
+uint64_t kiln::tensorBytes(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return 0;
+  unsigned bits = type.getElementType().getIntOrFloatBitWidth();
+  return type.getNumElements() * ((bits + 7) / 8);
+}
+
 RankedTensorType kiln::withDevice(Type type, Attribute device) {
   auto tensor = cast<RankedTensorType>(type);
   return RankedTensorType::get(tensor.getShape(), tensor.getElementType(),

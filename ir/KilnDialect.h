@@ -31,6 +31,9 @@ namespace kiln {
 
 /// The device a tensor type carries, or null when it carries none.
 DeviceAttr getDevice(mlir::Type type);
+/// Bytes of a tensor value with a static shape (i1 as one byte); 0 when
+/// the shape is dynamic.
+uint64_t tensorBytes(mlir::Value value);
 /// `type` with its encoding replaced by `device` (null removes it).
 mlir::RankedTensorType withDevice(mlir::Type type, mlir::Attribute device);
 
@@ -72,6 +75,14 @@ mlir::LogicalResult inferResultTypes(mlir::Operation *op,
 /// --input-shape takes it.
 mlir::LogicalResult parseShapeBinding(llvm::StringRef text, std::string &name,
                                       llvm::SmallVectorImpl<int64_t> &dims);
+
+/// The location of an imported ONNX node: its name, its op type, the file.
+mlir::Location makeNodeLoc(mlir::MLIRContext *ctx, llvm::StringRef name,
+                           llvm::StringRef opType, mlir::Location file);
+/// The ONNX node names a location carries, comma-separated, each once.
+std::string nodeNames(mlir::Location loc);
+/// The ONNX op type recorded in an imported op's location ("" when none).
+std::string onnxOpType(mlir::Location loc);
 
 /// The raw little-endian bytes of a constant (splats expanded).
 std::vector<char> getConstantBytes(mlir::ElementsAttr attr);

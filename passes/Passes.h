@@ -21,12 +21,27 @@ namespace kiln {
 struct PipelineOptions {
   /// NAME=D0xD1... bindings for inputs with symbolic dims.
   std::vector<std::string> inputShapes;
+  /// Devices placement may use; the first is the default.
+  std::vector<std::string> devices;
+  /// DEVICE=FILE.json device profile overrides.
+  std::vector<std::string> profiles;
+  /// A pins file (JSON rules), or empty.
+  std::string pins;
+  /// Where function results are delivered (default: the first device).
+  std::string outputDevice;
 };
 
 /// The graph-to-kernel pipeline kilnc runs: shape inference, canonicalize and
-/// CSE, elementwise fusion, kernel lowering.
+/// CSE, device placement and copies, elementwise fusion, kernel lowering.
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const PipelineOptions &options);
+
+/// The graph-level part of it, up to and including copy insertion: what
+/// placement reports and pictures show.
+void buildPlacementPipeline(mlir::OpPassManager &pm,
+                            const PipelineOptions &options);
+/// The rest: fusion and kernel lowering.
+void buildKernelPipeline(mlir::OpPassManager &pm);
 
 /// Registers every kiln pass and the `kiln-compile` pipeline.
 void registerAllPasses();

@@ -47,4 +47,61 @@ def KilnLowerKernels : Pass<"kiln-lower-kernels", "mlir::func::FuncOp"> {
                            "mlir::arith::ArithDialect", "mlir::math::MathDialect"];
 }
 
+def KilnPlacePins : Pass<"kiln-place-pins", "mlir::func::FuncOp"> {
+  let summary = "place ops on devices by the rules of a JSON pins file";
+  let description = [{
+    Reads `rules` (a JSON file: {"rules": [{"op": "Gemm", "node": "/enc.*",
+    "device": "sim:0"}, ...]}) and gives every op that a rule matches a
+    `kiln.place` attribute with the rule's device. `op` matches the ONNX op
+    type an op was imported from (or `kiln.NAME`, the kiln op), `node` is a
+    regular expression that must match a whole ONNX node name; a rule with
+    both needs both. The first matching rule wins. Rules that match nothing
+    are reported as warnings.
+  }];
+  let options = [
+    Option<"rules", "rules", "std::string", /*default=*/"\"\"",
+           "the pins file (JSON)">
+  ];
+  let dependentDialects = ["kiln::KilnDialect"];
+}
+
+def KilnPlaceFallback : Pass<"kiln-place-fallback", "mlir::func::FuncOp"> {
+  let summary = "move ops their device cannot run, and shape computations, to a device that can";
+  let description = [{
+    For every op, its device is its `kiln.place` or else the device of its
+    result type. When that device's profile does not support the op, the op
+    moves to the first device of `devices` whose profile does; small
+    integer-only computations (shape arithmetic: results of rank <= 1 with
+    at most 8 elements, integer operands) move to the cpu when it is among
+    `devices`. Every move is reported as a remark; an op no device can run
+    is an error.
+  }];
+  let options = [
+    ListOption<"devices", "devices", "std::string",
+               "the devices in use, the first being the default">,
+    ListOption<"profiles", "profiles", "std::string",
+               "DEVICE=FILE.json profile overrides">
+  ];
+  let dependentDialects = ["kiln::KilnDialect"];
+}
+
+def KilnInsertCopies : Pass<"kiln-insert-copies", "mlir::func::FuncOp"> {
+  let summary = "turn placements into device types, with the fewest copies";
+  let description = [{
+    Moves every op to its `kiln.place` device (rewriting its result types)
+    and removes the attribute. Where an op reads a value from another
+    device, a kiln.copy is inserted right after the value is produced (as
+    early as its input allows) and shared by every user on that device: at
+    most one copy per value and destination. Constants are never copied:
+    each device that uses one gets its own, so weights sit on every device
+    that needs them ahead of time. Function results are copied to
+    `output-device` (default: where the function returned them before).
+  }];
+  let options = [
+    Option<"outputDevice", "output-device", "std::string", /*default=*/"\"\"",
+           "the device every function result is delivered on">
+  ];
+  let dependentDialects = ["kiln::KilnDialect"];
+}
+
 #endif // KILN_PASSES

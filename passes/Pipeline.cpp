@@ -7,17 +7,38 @@
 
 using namespace mlir;
 
-void kiln::buildCompilePipeline(OpPassManager &pm,
-                                const PipelineOptions &options) {
+void kiln::buildPlacementPipeline(OpPassManager &pm,
+                                  const PipelineOptions &options) {
   KilnInferShapesOptions shapes;
   shapes.inputShapes = options.inputShapes;
+  KilnPlacePinsOptions pins;
+  pins.rules = options.pins;
+  KilnPlaceFallbackOptions fallback;
+  fallback.devices = options.devices;
+  fallback.profiles = options.profiles;
+  KilnInsertCopiesOptions copies;
+  copies.outputDevice = options.outputDevice;
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createKilnInferShapes(shapes));
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
+  fn.addPass(createKilnPlacePins(pins));
+  fn.addPass(createKilnPlaceFallback(fallback));
+  fn.addPass(createKilnInsertCopies(copies));
+  fn.addPass(createCanonicalizerPass());
+}
+
+void kiln::buildKernelPipeline(OpPassManager &pm) {
+  OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createKilnFuseElementwise());
   fn.addPass(createKilnLowerKernels());
   fn.addPass(createCanonicalizerPass());
+}
+
+void kiln::buildCompilePipeline(OpPassManager &pm,
+                                const PipelineOptions &options) {
+  buildPlacementPipeline(pm, options);
+  buildKernelPipeline(pm);
 }
 
 void kiln::registerAllPasses() {

@@ -1,7 +1,10 @@
 //===- kilnc.cpp - the kiln ahead-of-time compiler ------------------------===//
 //
-//   kilnc MODEL.onnx -o OUT.kiln [--emit=mlir|cpp|artifact]
-//         [--input-shape NAME=D0xD1...] [--print-ir-after-all] [-O0..-O3]
+//   kilnc MODEL.onnx -o OUT.kiln [--emit=mlir|cpp|dot|artifact]
+//         [--input-shape NAME=D0xD1...] [--device D] [--devices D1,D2,...]
+//         [--pin FILE.json] [--save-placement FILE.json] [--print-placement]
+//         [--output-device D] [--device-profile D=FILE.json]
+//         [--print-ir-after-all] [-O0..-O3]
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +30,8 @@ static cl::opt<kiln::EmitKind> emit(
     "emit", cl::desc("what to produce"), cl::init(kiln::EmitKind::Artifact),
     cl::values(clEnumValN(kiln::EmitKind::MLIR, "mlir", "kernel-level MLIR"),
                clEnumValN(kiln::EmitKind::Cpp, "cpp", "generated C++ kernels"),
+               clEnumValN(kiln::EmitKind::Dot, "dot",
+                          "Graphviz of the placed, fused graph"),
                clEnumValN(kiln::EmitKind::Artifact, "artifact",
                           "a .kiln artifact (default)")),
     cl::cat(category));
@@ -35,8 +40,50 @@ static cl::list<std::string>
                 cl::desc("bind a model input's symbolic dims, e.g. x=64x784 "
                          "(repeatable)"),
                 cl::value_desc("NAME=D0xD1..."), cl::cat(category));
-static cl::opt<std::string> device("device", cl::desc("device to compile for"),
-                                   cl::init("cpu"), cl::cat(category));
+static cl::opt<std::string>
+    device("device",
+           cl::desc("the default device: graph inputs arrive there, and every "
+                    "op not placed elsewhere runs there (default: the first "
+                    "of --devices, else cpu)"),
+           cl::value_desc("cpu|sim:N|cuda:N"), cl::cat(category));
+static cl::list<std::string> devices("devices",
+                                     cl::desc("devices placement may use"),
+                                     cl::value_desc("D1,D2,..."),
+                                     cl::CommaSeparated, cl::cat(category));
+static cl::opt<std::string>
+    placement("placement",
+              cl::desc("placement strategy (single: the default "
+                       "device plus pins and fallbacks)"),
+              cl::value_desc("single|auto|pipeline:K|data:K"),
+              cl::init("single"), cl::cat(category));
+static cl::opt<std::string>
+    pin("pin",
+        cl::desc("JSON rules placing ops by ONNX op type and/or node-name "
+                 "regex: {\"rules\": [{\"op\": \"Conv\", \"node\": "
+                 "\"/layer1/.*\", \"device\": \"sim:0\"}]}"),
+        cl::value_desc("file.json"), cl::cat(category));
+static cl::opt<std::string>
+    savePlacement("save-placement",
+                  cl::desc("write the final placement as pins rules (edit "
+                           "and feed back with --pin)"),
+                  cl::value_desc("file.json"), cl::cat(category));
+static cl::opt<bool>
+    printPlacement("print-placement",
+                   cl::desc("print op -> device, estimated costs, copies and "
+                            "peak memory per device"),
+                   cl::cat(category));
+static cl::opt<std::string>
+    outputDevice("output-device",
+                 cl::desc("the device outputs are delivered on (default: the "
+                          "default device)"),
+                 cl::value_desc("D"), cl::cat(category));
+static cl::list<std::string>
+    deviceProfiles("device-profile",
+                   cl::desc("override a device's cost profile (peak_gflops, "
+                            "memory_gbps, capacity_bytes, link_gbps, "
+                            "link_latency_us, launch_us, ops, "
+                            "unsupported_ops); repeatable"),
+                   cl::value_desc("D=FILE.json"), cl::cat(category));
 static cl::opt<bool> printIR("print-ir-after-all",
                              cl::desc("print the IR after every pass"),
                              cl::cat(category));
@@ -60,9 +107,16 @@ int main(int argc, char **argv) {
     errs() << "kilnc: error: -O" << optLevel << " is not one of -O0..-O3\n";
     return 1;
   }
-  if (device != "cpu") {
-    errs() << "kilnc: error: device '" << device
-           << "' is not supported yet (this build targets cpu)\n";
+  std::vector<std::string> deviceList(devices.begin(), devices.end());
+  if (!device.empty()) {
+    llvm::erase(deviceList, device.getValue());
+    deviceList.insert(deviceList.begin(), device);
+  }
+  if (deviceList.empty())
+    deviceList.push_back("cpu");
+  if (placement != "single") {
+    errs() << "kilnc: error: --placement=" << placement
+           << " is not implemented yet (available: single, with --pin)\n";
     return 1;
   }
   kiln::CompileOptions options;
@@ -75,7 +129,12 @@ int main(int argc, char **argv) {
                          : "-";
   options.printIRAfterAll = printIR;
   options.inputShapes = inputShapes;
-  options.device = device;
+  options.devices = deviceList;
+  options.pins = pin;
+  options.profiles = deviceProfiles;
+  options.outputDevice = outputDevice;
+  options.savePlacement = savePlacement;
+  options.printPlacement = printPlacement;
   options.progress = isatty(2) && options.output != "-";
   options.cxx.optLevel = optLevel;
   options.cxx.targetCpu = targetCpu;

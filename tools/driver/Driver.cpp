@@ -6,6 +6,7 @@
 #include "codegen/Plan.h"
 #include "frontend/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "passes/placement/Report.h"
 #include "runtime/Artifact.h"
 
 #include "mlir/IR/AsmState.h"
@@ -122,7 +123,7 @@ LogicalResult compileModel(const CompileOptions &options) {
 
   progress.stage("importing " + options.input);
   ImportOptions importOptions;
-  importOptions.device = options.device;
+  importOptions.device = options.devices.front();
   importOptions.inputShapes = options.inputShapes;
   OwningOpRef<ModuleOp> module =
       importOnnxFile(context, options.input, importOptions);
@@ -142,8 +143,39 @@ LogicalResult compileModel(const CompileOptions &options) {
   }
   PipelineOptions pipeline;
   pipeline.inputShapes = options.inputShapes;
-  buildCompilePipeline(pm, pipeline);
+  pipeline.devices = options.devices;
+  pipeline.profiles = options.profiles;
+  pipeline.pins = options.pins;
+  pipeline.outputDevice = options.outputDevice;
+  buildPlacementPipeline(pm, pipeline);
   if (failed(pm.run(*module))) {
+    progress.done();
+    return failure();
+  }
+  auto func = *module->getOps<func::FuncOp>().begin();
+  if (!options.savePlacement.empty() &&
+      failed(writeOutput(options.savePlacement,
+                         placementRules(func).dump(2) + "\n", false)))
+    return failure();
+  if (options.printPlacement) {
+    auto profiles =
+        loadProfiles(func.getLoc(), options.devices, options.profiles);
+    if (failed(profiles))
+      return failure();
+    llvm::outs() << placementTable(func, *profiles);
+    llvm::outs().flush();
+  }
+
+  PassManager kernels(&context);
+  if (options.printIRAfterAll)
+    kernels.enableIRPrinting([](Pass *, Operation *) { return false; },
+                             [](Pass *, Operation *) { return true; },
+                             /*printModuleScope=*/true,
+                             /*printAfterOnlyOnChange=*/false,
+                             /*printAfterOnlyOnFailure=*/false, llvm::errs(),
+                             printingFlags());
+  buildKernelPipeline(kernels);
+  if (failed(kernels.run(*module))) {
     progress.done();
     return failure();
   }
@@ -155,11 +187,23 @@ LogicalResult compileModel(const CompileOptions &options) {
     module->print(os, printingFlags());
     return writeOutput(options.output, text, false);
   }
+  if (options.emit == EmitKind::Dot) {
+    progress.done();
+    return writeOutput(options.output, placementDot(func), false);
+  }
 
-  auto func = *module->getOps<func::FuncOp>().begin();
-  FailureOr<Plan> plan = buildPlan(func);
+  FailureOr<Plan> plan = buildPlan(func, options.devices);
   if (failed(plan))
     return failure();
+  for (DeviceAttr role : plan->roles)
+    if (role.getKind() == "cuda") {
+      progress.done();
+      llvm::errs() << "kilnc: error: the plan places kernels on " << role.str()
+                   << ", and code generation for cuda devices is not built "
+                      "yet; --print-placement, --emit=dot and --emit=mlir "
+                      "show the placement\n";
+      return failure();
+    }
   std::vector<CxxSource> sources;
   for (auto &[kernel, symbol] : plan->kernels) {
     FailureOr<std::string> text = emitKernelCpp(kernel, symbol);

@@ -19,7 +19,7 @@
 
 namespace kiln {
 
-enum class EmitKind { MLIR, Cpp, Artifact };
+enum class EmitKind { MLIR, Cpp, Dot, Artifact };
 
 struct CompileOptions {
   std::string input;  // .onnx file
@@ -27,7 +27,17 @@ struct CompileOptions {
   EmitKind emit = EmitKind::Artifact;
   bool printIRAfterAll = false;
   std::vector<std::string> inputShapes; // NAME=D0xD1...
-  std::string device = "cpu";
+  /// The devices placement may use; the first is the default, where graph
+  /// inputs arrive and (unless outputDevice says otherwise) outputs leave.
+  std::vector<std::string> devices = {"cpu"};
+  /// A pins file (kilnc --pin), DEVICE=FILE.json profile overrides.
+  std::string pins;
+  std::vector<std::string> profiles;
+  std::string outputDevice;
+  /// Write the final placement as pins rules to this file.
+  std::string savePlacement;
+  /// Print the placement table to stdout.
+  bool printPlacement = false;
   /// Show stages and kernel counts on stderr (kilnc: when it is a terminal).
   bool progress = false;
   CxxOptions cxx;

@@ -1,0 +1,48 @@
+// RUN: echo '{"unsupported_ops": ["conv", "kiln.gather"]}' > %t.sim.json
+// RUN: kiln-opt %s --kiln-place-fallback="devices=cpu,sim:0 profiles=sim:0=%t.sim.json" --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: echo '{"ops": ["relu"]}' > %t.only-relu.json
+// RUN: not kiln-opt %s --split-input-file --kiln-place-fallback="devices=sim:0 profiles=sim:0=%t.only-relu.json" 2>&1 | FileCheck %s --check-prefix=NOWHERE
+// RUN: echo '{"peak_gflops": "fast"}' > %t.bad.json
+// RUN: not kiln-opt %s --split-input-file --kiln-place-fallback="devices=cpu,sim:0 profiles=sim:0=%t.bad.json" 2>&1 | FileCheck %s --check-prefix=BAD-PROFILE
+
+// NOWHERE: error: 'kiln.conv' op cannot run on sim:0, nor on any other device in use (sim:0)
+// BAD-PROFILE: error: device profile '{{.*}}': 'peak_gflops' must be a non-negative number
+
+!in = tensor<1x3x8x8xf32, #kiln.device<sim:0>>
+!w = tensor<4x3x3x3xf32, #kiln.device<sim:0>>
+!out = tensor<1x4x6x6xf32, #kiln.device<sim:0>>
+
+// sim:0 cannot run conv (its profile says so): it falls back to the first
+// device that can, and the move is reported. The relu stays.
+// CHECK-LABEL: func.func @unsupported
+// CHECK: kiln.conv {{.*}}kiln.place = #kiln.device<cpu>
+// CHECK: kiln.relu
+// CHECK-NOT: kiln.place
+// CHECK-SAME: -> tensor<1x4x6x6xf32, #kiln.device<sim:0>>
+func.func @unsupported(%x: !in, %w: !w) -> !out {
+  // expected-remark @+1 {{sim:0 cannot run kiln.conv: placed on cpu}}
+  %0 = kiln.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : !in, !w -> !out
+  %1 = kiln.relu %0 : !out -> !out
+  return %1 : !out
+}
+
+// -----
+
+!i = tensor<2xi64, #kiln.device<sim:0>>
+!f = tensor<2xf32, #kiln.device<sim:0>>
+
+// Small integer-only computations are shape arithmetic and go to the host;
+// float work of the same size stays. A kiln.place from a pin counts as the
+// op's device.
+// CHECK-LABEL: func.func @shape_arithmetic
+// CHECK: kiln.add %arg0, %arg0 {kiln.place = #kiln.device<cpu>}
+// CHECK: kiln.mul %arg0, %arg0 {kiln.place = #kiln.device<cpu>}
+// CHECK: kiln.add %arg1, %arg1 :
+func.func @shape_arithmetic(%i: !i, %f: !f) -> (!i, !i, !f) {
+  // expected-remark @+1 {{shape arithmetic stays on the host: placed on cpu instead of sim:0}}
+  %0 = kiln.add %i, %i : !i, !i -> !i
+  // expected-remark @+1 {{shape arithmetic stays on the host: placed on cpu instead of sim:0}}
+  %1 = kiln.mul %i, %i {kiln.place = #kiln.device<sim:0>} : !i, !i -> !i
+  %2 = kiln.add %f, %f : !f, !f -> !f
+  return %0, %1, %2 : !i, !i, !f
+}
