@@ -120,9 +120,9 @@ Parsed read(const char *file, size_t size, const std::string &what) {
     throw fail("not a kiln artifact (bad magic)");
   uint32_t version = getU32(file + 8);
   if (version != kFormatVersion)
-    throw fail("artifact format version " + std::to_string(version) +
-               " is not supported by this runtime (it reads version " +
-               std::to_string(kFormatVersion) + "); recompile the model");
+    throw fail("artifact has format version " + std::to_string(version) +
+               ", this runtime reads version " +
+               std::to_string(kFormatVersion) + "; recompile it");
   uint32_t manifestSize = getU32(file + 12);
   if (manifestSize > size - kHeaderSize)
     throw fail("truncated artifact: manifest of " +

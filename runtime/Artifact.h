@@ -4,7 +4,7 @@
 // One file holds everything a deployed model needs:
 //
 //   offset 0   magic "KILNART\0"             8 bytes
-//          8   format version (u32 LE)       currently 1
+//          8   format version (u32 LE)       currently 2
 //         12   manifest size (u32 LE)
 //         16   manifest CRC-32 (u32 LE)
 //         20   manifest: JSON (nlohmann/json)
@@ -12,8 +12,10 @@
 //              {"name", "offset", "size", "crc32"} with absolute offsets:
 //              "code" (the compiled shared object), "weights" (constants).
 //
-// The manifest also holds the plan: typed values (inputs, constants, temps),
-// the graph inputs/outputs, and the steps (kernel calls) in order. Every byte
+// The manifest also holds the plan: the devices it uses (roles), typed values
+// (inputs, constants, temps, aliases) on those roles, the graph
+// inputs/outputs, and the steps (kernel calls and copies between roles) in
+// order; see docs/devices.md (version 2 added roles and copies). Every byte
 // is covered by a checksum, so truncation and bit flips are load errors.
 // Shared by the compiler (writer) and the runtime (reader).
 //
@@ -31,7 +33,7 @@
 namespace kiln::artifact {
 
 inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr size_t kHeaderSize = 20;
 inline constexpr size_t kAlignment = 64;
 /// The ABI of compiled kernels: `extern "C" void NAME(void **buffers)`, the

@@ -1,47 +1,43 @@
 //===- Module.cpp - load a .kiln artifact and run its plan ----------------===//
 //
 // load: read the file into aligned memory, validate it (runtime/Artifact),
-// decode the manifest into a plan of typed values and kernel steps, check
-// the CPU has the features the code was compiled for, and dlopen the code
-// section from an in-memory file (memfd). run: bind inputs, constants and
-// per-call buffers to the plan's values and call the kernels in order; every
-// call has its own buffers, so concurrent runs are safe.
+// check the CPU has the features the code was compiled for, dlopen the code
+// section from an in-memory file (memfd), decode the plan (runtime/Plan),
+// bind its roles to devices (runtime/Device) and upload the constants of
+// devices that do not use host memory.
+//
+// run: give every value a buffer for this call (inputs staged onto their
+// device), then either call the steps in order on the calling thread (a plan
+// on one device without copies), or queue every step on its device's compute
+// or copy stream. Per-run events order steps across streams; a run is queued
+// on all streams under one lock, so each stream sees runs in one order and
+// concurrent runs cannot deadlock. Every call has its own buffers, so
+// concurrent runs are safe.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime.h"
 #include "runtime/Artifact.h"
+#include "runtime/Device.h"
+#include "runtime/Plan.h"
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <dlfcn.h>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sys/mman.h>
 #include <unistd.h>
 
 namespace kiln {
 
 namespace {
-using KernelFn = void (*)(void **);
-
-enum class ValueKind { Input, Constant, Temp, Alias };
-
-struct Value {
-  DType dtype;
-  std::vector<int64_t> shape;
-  ValueKind kind;
-  const uint8_t *constant = nullptr; // into the file, for constants
-  size_t aliasOf = 0;                // for aliases (views), an earlier value
-  size_t nbytes = 0;
-};
-
-struct Step {
-  std::string name;
-  KernelFn fn;
-  std::vector<size_t> args;
-};
+using device::Device;
+using plan::ValueKind;
 
 // The whole file in 64-byte aligned memory, read once.
 Tensor readFile(const std::string &path) {
@@ -60,26 +56,69 @@ Tensor readFile(const std::string &path) {
     throw Error(path + ": cannot read file");
   return file;
 }
+
+/// Runs one step on the buffers of a run; `args` is scratch space.
+void execute(const plan::Step &step, const plan::Plan &plan,
+             const std::vector<void *> &buffers, std::vector<void *> &args) {
+  if (step.isCopy) {
+    size_t bytes = plan.values[step.args[0]].nbytes;
+    if (bytes)
+      std::memcpy(buffers[step.args[1]], buffers[step.args[0]], bytes);
+    return;
+  }
+  args.clear();
+  for (size_t id : step.args)
+    args.push_back(buffers[id]);
+  step.fn(args.data());
+}
+
+/// The events of one run on streams: which values are ready, how many of its
+/// steps have not finished, and the first error.
+struct RunEvents {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<char> ready; // per value
+  size_t pending = 0;
+  std::exception_ptr error;
+};
 } // namespace
 
 struct Module::Impl {
   std::string path;
   Tensor file; // the whole artifact, 64-byte aligned
   void *library = nullptr;
-  std::vector<Value> values;
-  std::vector<TensorInfo> inputInfo, outputInfo;
-  std::vector<size_t> inputValues, outputValues;
-  std::vector<Step> steps;
+  plan::Plan plan;
+  std::vector<std::unique_ptr<Device>> devices; // the distinct bound ones
+  std::vector<Device *> roleDevice;             // per role
+  std::vector<device::Buffer> uploads;          // constants on devices
+  std::vector<const void *> constants;          // per value
+  /// Roles all on one device and no copies: run on the calling thread.
+  bool runsInline = true;
+  /// Per step (stream plans): its stream and the values it waits for.
+  struct Scheduled {
+    device::Stream *stream = nullptr;
+    std::vector<size_t> waits;
+  };
+  std::vector<Scheduled> schedule;
+  mutable std::mutex enqueueMutex;
 
   ~Impl() {
+    uploads.clear();
+    devices.clear(); // joins the streams before the code goes away
     if (library)
       dlclose(library);
   }
   Error fail(const std::string &message) const {
     return Error(path + ": " + message);
   }
-  void decode(const artifact::Parsed &parsed);
+  Device &deviceOf(size_t value) const {
+    return *roleDevice[plan.values[value].role];
+  }
   void loadCode(const artifact::Parsed::Span &code);
+  void prepare(const artifact::Parsed::Span *weights);
+  void runOnStreams(const std::vector<void *> &buffers) const;
+  void runStep(size_t index, const std::vector<void *> &buffers,
+               RunEvents &events) const;
 };
 
 void Module::Impl::loadCode(const artifact::Parsed::Span &code) {
@@ -108,84 +147,40 @@ void Module::Impl::loadCode(const artifact::Parsed::Span &code) {
                std::to_string(artifact::kKernelABI));
 }
 
-void Module::Impl::decode(const artifact::Parsed &parsed) {
-  const nlohmann::json &m = parsed.manifest;
-  std::vector<std::string> host = artifact::hostCpuFeatures();
-  for (const auto &feature : m.at("target").at("cpu_features"))
-    if (std::find(host.begin(), host.end(), feature.get<std::string>()) ==
-        host.end())
-      throw fail("compiled for CPUs with " + feature.get<std::string>() +
-                 ", which this CPU lacks; recompile it here");
-  const artifact::Parsed::Span *weights = parsed.find("weights");
+void Module::Impl::prepare(const artifact::Parsed::Span *weights) {
   const auto *base = static_cast<const uint8_t *>(file.raw());
-  for (const auto &v : m.at("values")) {
-    Value value;
-    value.dtype = parseDType(v.at("dtype").get<std::string>());
-    value.shape = v.at("shape").get<std::vector<int64_t>>();
-    std::string device = v.at("device").get<std::string>();
-    if (device != "cpu")
-      throw fail("the plan needs device '" + device +
-                 "', which this runtime cannot drive (cpu only)");
-    int64_t count = 1;
-    for (int64_t d : value.shape) {
-      if (d < 0)
-        throw fail("negative dimension in the plan");
-      count *= d;
+  constants.assign(plan.values.size(), nullptr);
+  for (size_t id = 0; id < plan.values.size(); ++id) {
+    const plan::Value &v = plan.values[id];
+    if (v.kind != ValueKind::Constant)
+      continue;
+    const uint8_t *bytes = base + weights->offset + v.offset;
+    Device &device = deviceOf(id);
+    if (device.usesHostMemory()) {
+      constants[id] = bytes;
+      continue;
     }
-    value.nbytes = count * dtypeSize(value.dtype);
-    std::string kind = v.at("kind").get<std::string>();
-    if (kind == "input") {
-      value.kind = ValueKind::Input;
-    } else if (kind == "temp") {
-      value.kind = ValueKind::Temp;
-    } else if (kind == "constant") {
-      value.kind = ValueKind::Constant;
-      size_t offset = v.at("offset").get<size_t>();
-      if (!weights || offset > weights->size ||
-          value.nbytes > weights->size - offset)
-        throw fail("a constant lies outside the weights section");
-      value.constant = base + weights->offset + offset;
-    } else if (kind == "alias") {
-      value.kind = ValueKind::Alias;
-      value.aliasOf = v.at("of").get<size_t>();
-      if (value.aliasOf >= values.size() ||
-          values[value.aliasOf].nbytes != value.nbytes)
-        throw fail("an alias must view an earlier value of the same size");
-    } else {
-      throw fail("unknown value kind '" + kind + "'");
-    }
-    values.push_back(std::move(value));
+    uploads.emplace_back(device, v.nbytes);
+    if (v.nbytes)
+      std::memcpy(uploads.back().data(), bytes, v.nbytes);
+    constants[id] = uploads.back().data();
   }
-  auto valueId = [&](const nlohmann::json &j) {
-    size_t id = j.get<size_t>();
-    if (id >= values.size())
-      throw fail("the plan refers to value " + std::to_string(id) +
-                 " of only " + std::to_string(values.size()));
-    return id;
-  };
-  auto ports = [&](const char *key, std::vector<TensorInfo> &info,
-                   std::vector<size_t> &ids) {
-    for (const auto &p : m.at(key)) {
-      size_t id = valueId(p.at("value"));
-      ids.push_back(id);
-      info.push_back({p.at("name").get<std::string>(), values[id].dtype,
-                      values[id].shape});
+  runsInline = devices.size() <= 1 && !plan.hasCopies();
+  if (runsInline)
+    return;
+  for (auto &device : devices)
+    device->startStreams();
+  for (const plan::Step &step : plan.steps) {
+    Scheduled s;
+    Device &device = *roleDevice[step.role];
+    s.stream = step.isCopy ? &device.copy() : &device.compute();
+    for (size_t i = 0; i < step.numInputs; ++i) {
+      size_t root = plan.values[step.args[i]].root;
+      if (plan.values[root].kind == ValueKind::Temp &&
+          std::find(s.waits.begin(), s.waits.end(), root) == s.waits.end())
+        s.waits.push_back(root);
     }
-  };
-  ports("inputs", inputInfo, inputValues);
-  ports("outputs", outputInfo, outputValues);
-  for (size_t id : inputValues)
-    if (values[id].kind != ValueKind::Input)
-      throw fail("a graph input is not an input value");
-  for (const auto &s : m.at("steps")) {
-    Step step;
-    step.name = s.at("kernel").get<std::string>();
-    step.fn = reinterpret_cast<KernelFn>(dlsym(library, step.name.c_str()));
-    if (!step.fn)
-      throw fail("code section lacks kernel '" + step.name + "'");
-    for (const auto &a : s.at("args"))
-      step.args.push_back(valueId(a));
-    steps.push_back(std::move(step));
+    schedule.push_back(std::move(s));
   }
 }
 
@@ -195,6 +190,10 @@ Module &Module::operator=(Module &&) noexcept = default;
 Module::~Module() = default;
 
 Module Module::load(const std::string &path) {
+  return load(path, LoadOptions());
+}
+
+Module Module::load(const std::string &path, const LoadOptions &options) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->file = readFile(path);
@@ -204,11 +203,33 @@ Module Module::load(const std::string &path) {
     const nlohmann::json &m = parsed.manifest;
     if (m.at("abi").get<int>() != artifact::kKernelABI)
       throw impl->fail("kernel ABI mismatch");
+    std::vector<std::string> host = artifact::hostCpuFeatures();
+    for (const auto &feature : m.at("target").at("cpu_features"))
+      if (std::find(host.begin(), host.end(), feature.get<std::string>()) ==
+          host.end())
+        throw impl->fail("compiled for CPUs with " +
+                         feature.get<std::string>() +
+                         ", which this CPU lacks; recompile it here");
     const artifact::Parsed::Span *code = parsed.find("code");
     if (!code)
       throw impl->fail("artifact has no code section");
     impl->loadCode(*code);
-    impl->decode(parsed);
+    const artifact::Parsed::Span *weights = parsed.find("weights");
+    void *library = impl->library;
+    try {
+      impl->plan = plan::decode(
+          m, weights ? std::optional<size_t>(weights->size) : std::nullopt,
+          [library](const std::string &name) {
+            return reinterpret_cast<plan::KernelFn>(
+                dlsym(library, name.c_str()));
+          });
+      device::Binding binding = device::bind(impl->plan.roles, options);
+      impl->devices = std::move(binding.devices);
+      impl->roleDevice = std::move(binding.roleDevice);
+      impl->prepare(weights);
+    } catch (const Error &e) { // from the plan, the binding or an upload
+      throw impl->fail(e.what());
+    }
   } catch (const nlohmann::json::exception &e) {
     throw impl->fail(std::string("malformed manifest: ") + e.what());
   }
@@ -216,61 +237,153 @@ Module Module::load(const std::string &path) {
 }
 
 const std::vector<TensorInfo> &Module::inputs() const {
-  return impl_->inputInfo;
+  return impl_->plan.inputInfo;
 }
 const std::vector<TensorInfo> &Module::outputs() const {
-  return impl_->outputInfo;
+  return impl_->plan.outputInfo;
+}
+
+std::vector<DeviceInfo> Module::devices() const {
+  std::vector<DeviceInfo> info;
+  for (size_t r = 0; r < impl_->plan.roles.size(); ++r)
+    info.push_back(
+        {r, impl_->plan.roles[r].name, impl_->roleDevice[r]->name()});
+  return info;
+}
+
+std::vector<size_t> Module::peakBytes() const {
+  std::vector<size_t> peaks;
+  for (const Device *device : impl_->roleDevice)
+    peaks.push_back(device->peakBytes());
+  return peaks;
+}
+
+void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
+                           RunEvents &events) const {
+  const plan::Step &step = plan.steps[index];
+  const std::vector<size_t> &waits = schedule[index].waits;
+  bool skip;
+  {
+    std::unique_lock<std::mutex> lock(events.mutex);
+    events.changed.wait(lock, [&] {
+      return std::all_of(waits.begin(), waits.end(),
+                         [&](size_t id) { return events.ready[id] != 0; });
+    });
+    skip = events.error != nullptr; // the run failed: signal, do not run
+  }
+  std::exception_ptr error;
+  if (!skip) {
+    try {
+      std::vector<void *> args;
+      execute(step, plan, buffers, args);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  // Notified under the lock: once `pending` reaches 0 the caller may destroy
+  // `events`, and this thread touches it no more after unlocking.
+  std::lock_guard<std::mutex> lock(events.mutex);
+  if (error && !events.error)
+    events.error = error;
+  for (size_t i = step.numInputs; i < step.args.size(); ++i)
+    events.ready[step.args[i]] = 1;
+  --events.pending;
+  events.changed.notify_all();
+}
+
+void Module::Impl::runOnStreams(const std::vector<void *> &buffers) const {
+  RunEvents events;
+  events.ready.assign(plan.values.size(), 0);
+  events.pending = plan.steps.size();
+  size_t queued = 0;
+  try {
+    std::lock_guard<std::mutex> lock(enqueueMutex);
+    for (; queued < plan.steps.size(); ++queued)
+      schedule[queued].stream->enqueue([this, &buffers, &events, queued] {
+        runStep(queued, buffers, events);
+      });
+  } catch (...) {
+    // Let what was queued finish at once: it skips its work and waits on
+    // nothing that will never come.
+    std::lock_guard<std::mutex> lock(events.mutex);
+    if (!events.error)
+      events.error = std::current_exception();
+    events.pending -= plan.steps.size() - queued;
+    std::fill(events.ready.begin(), events.ready.end(), 1);
+    events.changed.notify_all();
+  }
+  std::unique_lock<std::mutex> lock(events.mutex);
+  events.changed.wait(lock, [&] { return events.pending == 0; });
+  if (events.error)
+    std::rethrow_exception(events.error);
 }
 
 std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
   const Impl &m = *impl_;
-  if (inputs.size() != m.inputInfo.size())
-    throw Error("expected " + std::to_string(m.inputInfo.size()) +
+  const plan::Plan &p = m.plan;
+  if (inputs.size() != p.inputInfo.size())
+    throw Error("expected " + std::to_string(p.inputInfo.size()) +
                 " inputs, got " + std::to_string(inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorInfo &want = m.inputInfo[i];
+    const TensorInfo &want = p.inputInfo[i];
     if (inputs[i].dtype() != want.dtype || inputs[i].shape() != want.shape)
       throw Error("input #" + std::to_string(i) + " '" + want.name +
                   "' must be " + describe(want.dtype, want.shape) + ", got " +
                   describe(inputs[i].dtype(), inputs[i].shape()));
+    if (!inputs[i].raw())
+      throw Error("input #" + std::to_string(i) + " '" + want.name +
+                  "' has no storage");
   }
-  std::vector<void *> buffers(m.values.size(), nullptr);
-  std::vector<Tensor> storage; // temps of this call
-  for (size_t i = 0; i < inputs.size(); ++i)
-    buffers[m.inputValues[i]] = const_cast<void *>(inputs[i].raw());
-  std::vector<Tensor> outputs(m.outputValues.size());
-  std::vector<bool> copyOut(m.outputValues.size(), false);
-  for (size_t i = 0; i < m.outputValues.size(); ++i) {
-    const Value &v = m.values[m.outputValues[i]];
+  std::vector<void *> buffers(p.values.size(), nullptr);
+  std::vector<device::Buffer> storage; // device memory of this call
+  storage.reserve(p.values.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    size_t id = p.inputValues[i];
+    Device &device = m.deviceOf(id);
+    if (device.usesHostMemory()) {
+      buffers[id] = const_cast<void *>(inputs[i].raw());
+      continue;
+    }
+    storage.emplace_back(device, p.values[id].nbytes);
+    if (p.values[id].nbytes)
+      std::memcpy(storage.back().data(), inputs[i].raw(), p.values[id].nbytes);
+    buffers[id] = storage.back().data();
+  }
+  std::vector<Tensor> outputs(p.outputValues.size());
+  std::vector<bool> copyOut(p.outputValues.size(), false);
+  for (size_t i = 0; i < p.outputValues.size(); ++i) {
+    size_t id = p.outputValues[i];
+    const plan::Value &v = p.values[id];
     outputs[i] = Tensor::empty(v.dtype, v.shape);
-    // A temp computed straight into the output tensor, unless an earlier
-    // output already claimed it.
-    if (v.kind == ValueKind::Temp && !buffers[m.outputValues[i]])
-      buffers[m.outputValues[i]] = outputs[i].raw();
+    // A host temp computed straight into the output tensor, unless an
+    // earlier output already claimed it.
+    if (v.kind == ValueKind::Temp && m.deviceOf(id).usesHostMemory() &&
+        !buffers[id])
+      buffers[id] = outputs[i].raw();
     else
       copyOut[i] = true;
   }
-  for (size_t id = 0; id < m.values.size(); ++id) {
-    const Value &v = m.values[id];
-    if (v.kind == ValueKind::Alias)
+  for (size_t id = 0; id < p.values.size(); ++id) {
+    const plan::Value &v = p.values[id];
+    if (v.kind == ValueKind::Alias) {
       buffers[id] = buffers[v.aliasOf];
-    else if (v.kind == ValueKind::Constant)
-      buffers[id] = const_cast<uint8_t *>(v.constant);
-    else if (v.kind == ValueKind::Temp && !buffers[id]) {
-      storage.push_back(Tensor::empty(v.dtype, v.shape));
-      buffers[id] = storage.back().raw();
+    } else if (v.kind == ValueKind::Constant) {
+      buffers[id] = const_cast<void *>(m.constants[id]);
+    } else if (v.kind == ValueKind::Temp && !buffers[id]) {
+      storage.emplace_back(m.deviceOf(id), v.nbytes);
+      buffers[id] = storage.back().data();
     }
   }
-  std::vector<void *> args;
-  for (const Step &step : m.steps) {
-    args.clear();
-    for (size_t id : step.args)
-      args.push_back(buffers[id]);
-    step.fn(args.data());
+  if (m.runsInline) {
+    std::vector<void *> args;
+    for (const plan::Step &step : p.steps)
+      execute(step, p, buffers, args);
+  } else {
+    m.runOnStreams(buffers);
   }
   for (size_t i = 0; i < outputs.size(); ++i)
     if (copyOut[i] && outputs[i].nbytes())
-      std::memcpy(outputs[i].raw(), buffers[m.outputValues[i]],
+      std::memcpy(outputs[i].raw(), buffers[p.outputValues[i]],
                   outputs[i].nbytes());
   return outputs;
 }

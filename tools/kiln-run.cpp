@@ -1,12 +1,15 @@
 //===- kiln-run.cpp - run a compiled .kiln artifact on tensor files -------===//
 //
 //   kiln-run OUT.kiln INPUT... [--output-dir DIR] [--bench N] [--device D]
+//            [--bind ROLE=DEVICE]... [--device-memory DEVICE=BYTES]...
 //
-// Loads an artifact with the kiln runtime, reads one tensor per graph input
+// Loads an artifact with the kiln runtime, binding the plan's device roles
+// as --device/--bind say (docs/devices.md), reads one tensor per graph input
 // (.npy or ONNX TensorProto .pb; positional in graph-input order, or
 // NAME=FILE), runs the model once, prints a summary line per output and
 // optionally saves the outputs as DIR/output_<i>.npy. --bench N then times N
-// more runs (after 3 warm-up runs) and prints the median and minimum latency.
+// more runs (after 3 warm-up runs) and prints the median and minimum latency,
+// and for a plan on several roles the peak memory of each device.
 //
 // Depends only on the runtime (no LLVM); arguments are parsed by hand. Every
 // failure prints "kiln-run: error: <message>" to stderr and exits with 1.
@@ -20,11 +23,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <new>
 #include <string>
 #include <system_error>
@@ -46,8 +51,20 @@ const char kUsage[] =
     "  --output-dir DIR    also write DIR/output_<i>.npy for every output\n"
     "                      (DIR is created if missing)\n"
     "  --bench N           after 3 warm-up runs, time N runs and print the\n"
-    "                      median and minimum latency\n"
-    "  --device D          where to run; only 'cpu' is available\n"
+    "                      median and minimum latency (and, for a plan on\n"
+    "                      several device roles, each device's peak memory)\n"
+    "  --device D          run every device role of the plan on D: cpu or\n"
+    "                      sim:N (a host-memory test device); cuda:N needs\n"
+    "                      the CUDA backend, which this build lacks (by\n"
+    "                      default, each role runs on the device it was\n"
+    "                      compiled for)\n"
+    "  --bind ROLE=DEVICE  run one role on DEVICE; ROLE is the role's index\n"
+    "                      or the device it was compiled for (e.g. 1=sim:0,\n"
+    "                      sim:0=cpu); repeatable, applied after --device\n"
+    "  --device-memory DEVICE=BYTES\n"
+    "                      cap the memory kiln may hold on DEVICE (e.g.\n"
+    "                      sim:0=64M); suffixes K, M, G (or KiB, MiB, GiB)\n"
+    "                      are powers of 1024; repeatable\n"
     "  --help, -h          print this help\n"
     "\n"
     "For every output, one line goes to stdout:\n"
@@ -55,7 +72,8 @@ const char kUsage[] =
 
 const char kUsageHint[] =
     "usage: kiln-run OUT.kiln INPUT... [--output-dir DIR] [--bench N] "
-    "[--device D]; see 'kiln-run --help'\n";
+    "[--device D] [--bind ROLE=DEVICE] [--device-memory DEVICE=BYTES]; see "
+    "'kiln-run --help'\n";
 
 /// A command-line mistake: reported with a usage hint.
 class UsageError : public kiln::Error {
@@ -69,7 +87,7 @@ struct Options {
   std::string outputDir;
   bool haveOutputDir = false;
   long bench = 0;
-  std::string device = "cpu";
+  kiln::LoadOptions load;
   bool help = false;
 };
 
@@ -83,6 +101,43 @@ long parseBenchCount(const std::string &text) {
     throw UsageError("--bench expects a positive number of runs, got '" + text +
                      "'");
   return value;
+}
+
+/// Splits "KEY=VALUE" for `flag`, both sides non-empty.
+std::pair<std::string, std::string>
+splitPair(const std::string &flag, const std::string &text, const char *form) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw UsageError(flag + " expects " + form + ", got '" + text + "'");
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+/// "4096", "64K", "2GiB": a whole number of bytes; K, M and G (or KiB, MiB,
+/// GiB) are powers of 1024.
+size_t parseBytes(const std::string &flag, const std::string &text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')
+    ++digits;
+  std::string suffix = text.substr(digits);
+  unsigned shift = 0;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB")
+    shift = 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
+    shift = 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
+    shift = 30;
+  else if (!suffix.empty())
+    shift = 64; // not a suffix we know
+  errno = 0;
+  unsigned long long value =
+      digits ? std::strtoull(text.substr(0, digits).c_str(), nullptr, 10) : 0;
+  if (!digits || shift == 64 || errno == ERANGE ||
+      value > (static_cast<unsigned long long>(SIZE_MAX) >> shift))
+    throw UsageError(flag +
+                     " expects a size in bytes such as 4096, 64K, 512M "
+                     "or 2GiB, got '" +
+                     text + "'");
+  return static_cast<size_t>(value << shift);
 }
 
 Options parseArguments(int argc, char **argv) {
@@ -112,7 +167,8 @@ Options parseArguments(int argc, char **argv) {
       value = arg.substr(eq + 1);
       haveValue = true;
     }
-    if (flag != "--output-dir" && flag != "--bench" && flag != "--device")
+    if (flag != "--output-dir" && flag != "--bench" && flag != "--device" &&
+        flag != "--bind" && flag != "--device-memory")
       throw UsageError("unknown option '" + arg + "'");
     if (!haveValue) {
       if (i + 1 >= argc)
@@ -126,8 +182,20 @@ Options parseArguments(int argc, char **argv) {
       options.haveOutputDir = true;
     } else if (flag == "--bench") {
       options.bench = parseBenchCount(value);
+    } else if (flag == "--device") {
+      if (value.empty())
+        throw UsageError("--device needs a device name such as cpu or sim:0");
+      options.load.device = value;
+    } else if (flag == "--bind") {
+      auto [role, device] = splitPair(flag, value, "ROLE=DEVICE");
+      if (!options.load.bind.emplace(role, device).second)
+        throw UsageError("--bind: role '" + role + "' is bound more than once");
     } else {
-      options.device = value;
+      auto [device, bytes] = splitPair(flag, value, "DEVICE=BYTES");
+      if (!options.load.memoryCapacity.emplace(device, parseBytes(flag, bytes))
+               .second)
+        throw UsageError("--device-memory: device '" + device +
+                         "' is given more than once");
     }
   }
   if (options.help)
@@ -336,6 +404,21 @@ void benchmark(const kiln::Module &module,
       millis.size() % 2 ? millis[mid] : (millis[mid - 1] + millis[mid]) / 2;
   std::printf("latency over %ld runs: median %.3f ms, min %.3f ms\n", runs,
               median, millis.front());
+  // Per device (roles may share one), for plans on several roles.
+  std::vector<kiln::DeviceInfo> roles = module.devices();
+  if (roles.size() < 2)
+    return;
+  std::vector<size_t> peaks = module.peakBytes();
+  std::vector<std::string> seen;
+  std::string line = "peak device memory:";
+  for (size_t r = 0; r < roles.size(); ++r) {
+    if (std::find(seen.begin(), seen.end(), roles[r].boundName) != seen.end())
+      continue;
+    seen.push_back(roles[r].boundName);
+    line += std::string(seen.size() > 1 ? "," : "") + " " + roles[r].boundName +
+            " " + std::to_string(peaks[r]) + " bytes";
+  }
+  std::printf("%s\n", line.c_str());
 }
 
 int runTool(int argc, char **argv) {
@@ -344,11 +427,7 @@ int runTool(int argc, char **argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (options.device != "cpu")
-    throw kiln::Error("device '" + options.device +
-                      "' is not available: this build runs on cpu only");
-
-  kiln::Module module = kiln::Module::load(options.modulePath);
+  kiln::Module module = kiln::Module::load(options.modulePath, options.load);
   const std::vector<kiln::TensorInfo> &infos = module.inputs();
   std::vector<std::string> files = assignInputFiles(options.inputs, infos);
   std::vector<kiln::Tensor> inputs;

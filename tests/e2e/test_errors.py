@@ -265,7 +265,7 @@ class ArtifactCorruptionTest(kt.KilnTestCase):
     def test_layout(self):
         # The positions below rely on this layout; if it changes, fix them.
         manifest, sections = parse_artifact(self.data)
-        self.assertEqual(struct.unpack_from("<I", self.data, 8)[0], 1)
+        self.assertEqual(struct.unpack_from("<I", self.data, 8)[0], 2)
         self.assertIn("code", sections)
         self.assertIn("weights", sections)
         self.assertGreaterEqual(sections["weights"][1], (12 + 4) * 4)

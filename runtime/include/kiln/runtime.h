@@ -11,6 +11,15 @@
 // dtypes) throw kiln::Error with a message meant for the user.
 // `run` is const and safe to call from several threads at once.
 //
+// A plan may span several devices (docs/devices.md). Its devices are *roles*
+// numbered by the compiler; each is bound to a concrete device at load time,
+// by default the one it was compiled for:
+//
+//   kiln::LoadOptions options;
+//   options.bind["1"] = "sim:2";            // or bind["sim:0"] = "sim:2"
+//   options.memoryCapacity["sim:2"] = 1 << 20;
+//   kiln::Module module = kiln::Module::load("model.kiln", options);
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_H
@@ -18,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -74,11 +84,37 @@ struct TensorInfo {
   std::vector<int64_t> shape;
 };
 
+/// How to bind a plan's roles to concrete devices ("cpu", "sim:N"; "cuda:N"
+/// and "cuda:auto" need a CUDA backend this runtime does not have yet).
+/// Roles of kind cpu or sim may bind to cpu or any sim:N.
+struct LoadOptions {
+  /// Role index ("1") or the name a role was compiled for ("sim:0") ->
+  /// device. Applied after `device`; a key naming no role is an error.
+  std::map<std::string, std::string> bind;
+  /// If non-empty, every role binds to this device.
+  std::string device;
+  /// Concrete device name ("sim:0", "cpu") -> the most bytes the runtime may
+  /// hold on it at once (constants uploaded to a sim device at load, per-run
+  /// buffers); running out is a kiln::Error. Unlimited by default; a device
+  /// no role binds to is ignored, a name that is no device is an error.
+  std::map<std::string, size_t> memoryCapacity;
+};
+
+/// One role of a loaded plan and the device it is bound to.
+struct DeviceInfo {
+  size_t role;
+  std::string compiledName; // "sim:0": what the compiler placed it on
+  std::string boundName;    // "sim:3": where it runs
+};
+
 /// A loaded artifact. Movable, not copyable.
 class Module {
 public:
-  /// Reads, validates (magic, version, checksums, bounds) and loads `path`.
+  /// Reads, validates (magic, version, checksums, bounds) and loads `path`,
+  /// binding every role to the device it was compiled for.
   static Module load(const std::string &path);
+  /// Loads `path`, binding roles as `options` say.
+  static Module load(const std::string &path, const LoadOptions &options);
   Module(Module &&) noexcept;
   Module &operator=(Module &&) noexcept;
   ~Module();
@@ -87,6 +123,14 @@ public:
   const std::vector<TensorInfo> &outputs() const;
   /// Runs the model; inputs in graph-input order, checked against inputs().
   std::vector<Tensor> run(const std::vector<Tensor> &inputs) const;
+
+  /// The plan's roles, in role order, with the devices they are bound to.
+  std::vector<DeviceInfo> devices() const;
+  /// Per role: the most bytes the runtime has held at once on the device the
+  /// role is bound to (roles sharing a device report the same number).
+  /// Constants placed on a device at load count from the start; outputs
+  /// handed to the caller do not count.
+  std::vector<size_t> peakBytes() const;
 
   struct Impl;
 

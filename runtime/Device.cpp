@@ -1,0 +1,272 @@
+//===- Device.cpp - concrete devices: names, memory, streams --------------===//
+
+#include "runtime/Device.h"
+
+#include "kiln/runtime.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <system_error>
+
+namespace kiln::device {
+
+namespace {
+constexpr long kMaxOrdinal = 1 << 20;
+
+/// "0", "12": a non-negative decimal without sign or spaces.
+std::optional<long> parseOrdinal(const std::string &text) {
+  if (text.empty() || text.size() > 7)
+    return std::nullopt;
+  long value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  if (value > kMaxOrdinal)
+    return std::nullopt;
+  return value;
+}
+} // namespace
+
+const char *kindName(Kind kind) {
+  switch (kind) {
+  case Kind::Cpu:
+    return "cpu";
+  case Kind::Sim:
+    return "sim";
+  case Kind::Cuda:
+    return "cuda";
+  }
+  return "?";
+}
+
+std::optional<Kind> parseKind(const std::string &text) {
+  for (Kind kind : {Kind::Cpu, Kind::Sim, Kind::Cuda})
+    if (text == kindName(kind))
+      return kind;
+  return std::nullopt;
+}
+
+std::optional<Name> parseName(const std::string &text) {
+  if (text == "cpu")
+    return Name{Kind::Cpu, -1, "cpu"};
+  if (text == "cuda:auto")
+    return Name{Kind::Cuda, -1, "cuda:auto"};
+  size_t colon = text.find(':');
+  if (colon == std::string::npos)
+    return std::nullopt;
+  std::optional<Kind> kind = parseKind(text.substr(0, colon));
+  std::optional<long> ordinal = parseOrdinal(text.substr(colon + 1));
+  if (!kind || *kind == Kind::Cpu || !ordinal)
+    return std::nullopt;
+  return Name{*kind, *ordinal,
+              std::string(kindName(*kind)) + ":" + std::to_string(*ordinal)};
+}
+
+Name parseBindable(const std::string &text) {
+  std::optional<Name> name = parseName(text);
+  if (!name)
+    throw Error("unknown device '" + text +
+                "' (expected cpu, sim:N, cuda:N or cuda:auto)");
+  if (name->kind == Kind::Cuda)
+    throw Error("device '" + name->text +
+                "' needs the CUDA backend, which this runtime does not have "
+                "yet");
+  return *name;
+}
+
+//===----------------------------------------------------------------------===//
+// Stream
+//===----------------------------------------------------------------------===//
+
+Stream::Stream() : thread_([this] { loop(); }) {}
+
+Stream::~Stream() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Stream::enqueue(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(task));
+  }
+  wake_.notify_one();
+}
+
+void Stream::loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty())
+        return; // stopping, and nothing left to run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Device
+//===----------------------------------------------------------------------===//
+
+Device::Device(Name name, std::optional<size_t> capacity)
+    : name_(std::move(name)), capacity_(capacity) {}
+
+Device::~Device() {
+  // Join the workers while the allocator is still alive.
+  compute_.reset();
+  copy_.reset();
+}
+
+void *Device::allocate(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capacity_ && (bytes > *capacity_ || inUse_ > *capacity_ - bytes))
+      throw Error(name_.text + ": out of memory: needs " +
+                  std::to_string(bytes) + " bytes, " + std::to_string(inUse_) +
+                  " of " + std::to_string(*capacity_) + " in use");
+    inUse_ += bytes;
+    peak_ = std::max(peak_, inUse_);
+  }
+  void *data = nullptr;
+  if (bytes <= SIZE_MAX - 64) {
+    size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    data = std::aligned_alloc(64, rounded);
+    if (data)
+      std::memset(data, 0, rounded);
+  }
+  if (!data) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inUse_ -= bytes;
+    throw Error(name_.text + ": out of host memory allocating " +
+                std::to_string(bytes) + " bytes");
+  }
+  return data;
+}
+
+void Device::release(void *data, size_t bytes) {
+  std::free(data);
+  std::lock_guard<std::mutex> lock(mutex_);
+  inUse_ -= bytes;
+}
+
+size_t Device::bytesInUse() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return inUse_;
+}
+
+size_t Device::peakBytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_;
+}
+
+void Device::startStreams() {
+  try {
+    if (!compute_)
+      compute_ = std::make_unique<Stream>();
+    if (!copy_)
+      copy_ = std::make_unique<Stream>();
+  } catch (const std::system_error &e) {
+    throw Error(name_.text + ": cannot start a stream thread: " + e.what());
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Buffer
+//===----------------------------------------------------------------------===//
+
+Buffer &Buffer::operator=(Buffer &&other) noexcept {
+  if (this != &other) {
+    reset();
+    device_ = other.device_;
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    other.device_ = nullptr;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::reset() {
+  if (device_ && data_)
+    device_->release(data_, bytes_);
+  device_ = nullptr;
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Binding
+//===----------------------------------------------------------------------===//
+
+Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
+  auto describe = [&](size_t r) {
+    return "role " + std::to_string(r) + " '" + roles[r].name + "'";
+  };
+  if (!options.device.empty())
+    parseBindable(options.device); // refused even without roles
+  std::vector<std::string> targets(roles.size(), options.device);
+  for (size_t r = 0; r < roles.size(); ++r)
+    if (targets[r].empty())
+      targets[r] = roles[r].name;
+  for (const auto &[key, target] : options.bind) {
+    bool found = false;
+    for (size_t r = 0; r < roles.size(); ++r)
+      if (key == std::to_string(r) || key == roles[r].name) {
+        targets[r] = target;
+        found = true;
+      }
+    if (found)
+      continue;
+    std::string list;
+    for (size_t r = 0; r < roles.size(); ++r)
+      list += (r ? ", " : " ") + std::to_string(r) + " '" + roles[r].name + "'";
+    throw Error("cannot bind '" + key + "': the plan has no such role; " +
+                (roles.empty() ? "it has no roles" : "its roles are" + list));
+  }
+  std::map<std::string, size_t> capacity;
+  for (const auto &[name, bytes] : options.memoryCapacity) {
+    std::optional<Name> parsed = parseName(name);
+    if (!parsed)
+      throw Error("memory capacity for unknown device '" + name +
+                  "' (expected cpu, sim:N, cuda:N or cuda:auto)");
+    capacity[parsed->text] = bytes;
+  }
+  Binding binding;
+  for (size_t r = 0; r < roles.size(); ++r) {
+    Name name = parseBindable(targets[r]);
+    bool hostCode = roles[r].kind != Kind::Cuda;
+    if (hostCode != (name.kind != Kind::Cuda))
+      throw Error("cannot bind " + describe(r) + " to '" + name.text +
+                  "': its kernels run on " +
+                  (hostCode ? "cpu or sim:N" : "cuda:N or cuda:auto"));
+    auto it = std::find_if(
+        binding.devices.begin(), binding.devices.end(),
+        [&](const auto &device) { return device->name() == name.text; });
+    if (it == binding.devices.end()) {
+      auto limit = capacity.find(name.text);
+      std::optional<size_t> bytes;
+      if (limit != capacity.end())
+        bytes = limit->second;
+      binding.devices.push_back(std::make_unique<Device>(name, bytes));
+      it = binding.devices.end() - 1;
+    }
+    binding.roleDevice.push_back(it->get());
+  }
+  return binding;
+}
+
+} // namespace kiln::device

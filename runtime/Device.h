@@ -1,0 +1,159 @@
+//===- Device.h - concrete devices: names, memory, streams --------*- C++
+//-*-===//
+//
+// The devices a loaded plan's roles are bound to (docs/devices.md):
+//
+//   cpu    the host; its kernels may read the caller's buffers directly.
+//   sim:N  a host-memory test device: same kernels, its own allocator (with
+//          an optional capacity) and its own streams; data enters and leaves
+//          it only through copies.
+//   cuda:N, cuda:auto  named here, refused at bind time (no CUDA backend yet).
+//
+// Every Device counts the bytes it has handed out (current and peak) and
+// owns, once started, two streams: a compute stream and a copy stream, each a
+// worker thread running closures in FIFO order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_DEVICE_H
+#define KILN_RUNTIME_DEVICE_H
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kiln {
+struct LoadOptions;
+} // namespace kiln
+
+namespace kiln::device {
+
+enum class Kind { Cpu, Sim, Cuda };
+
+/// "cpu", "sim", "cuda" (the manifest's spelling of a role's kind).
+const char *kindName(Kind kind);
+/// The inverse of kindName; nullopt when unknown.
+std::optional<Kind> parseKind(const std::string &text);
+
+/// A device name: "cpu", "sim:N", "cuda:N" or "cuda:auto".
+struct Name {
+  Kind kind = Kind::Cpu;
+  /// The ordinal; -1 for cpu and cuda:auto.
+  long ordinal = -1;
+  /// The canonical spelling ("sim:3").
+  std::string text;
+};
+
+/// A device of a plan as the compiler numbered it.
+struct Role {
+  std::string name; // the device it was compiled for, canonical ("sim:1")
+  Kind kind;
+};
+
+/// Parses a device name; nullopt when it is not one.
+std::optional<Name> parseName(const std::string &text);
+
+/// Parses a device name that is to be bound, throwing kiln::Error when it is
+/// unknown or this runtime cannot drive it (cuda).
+Name parseBindable(const std::string &text);
+
+/// A worker thread running closures in the order they were enqueued.
+/// Closures must not throw. The destructor runs what is queued, then joins.
+class Stream {
+public:
+  Stream();
+  ~Stream();
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+
+  void enqueue(std::function<void()> task);
+
+private:
+  void loop();
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+/// One bound device: its allocator and (once started) its streams.
+class Device {
+public:
+  /// `capacity`: the most bytes it may hand out at once (unlimited if none).
+  Device(Name name, std::optional<size_t> capacity);
+  ~Device();
+  Device(const Device &) = delete;
+  Device &operator=(const Device &) = delete;
+
+  const std::string &name() const { return name_.text; }
+  Kind kind() const { return name_.kind; }
+  /// Whether kernels bound here may use host memory they did not allocate
+  /// here (the caller's input tensors, constants in the mapped file).
+  bool usesHostMemory() const { return name_.kind == Kind::Cpu; }
+
+  /// `bytes` of zeroed, 64-byte aligned memory. Throws kiln::Error when the
+  /// capacity would be exceeded or the host is out of memory.
+  void *allocate(size_t bytes);
+  void release(void *data, size_t bytes);
+  size_t bytesInUse() const;
+  size_t peakBytes() const;
+
+  /// Starts the worker threads; compute() and copy() need them.
+  void startStreams();
+  Stream &compute() { return *compute_; }
+  Stream &copy() { return *copy_; }
+
+private:
+  Name name_;
+  std::optional<size_t> capacity_;
+  mutable std::mutex mutex_;
+  size_t inUse_ = 0, peak_ = 0;
+  // Declared last: joined before the allocator goes away.
+  std::unique_ptr<Stream> compute_, copy_;
+};
+
+/// Memory from a Device, released when destroyed. Move-only.
+class Buffer {
+public:
+  Buffer() = default;
+  Buffer(Device &device, size_t bytes)
+      : device_(&device), data_(device.allocate(bytes)), bytes_(bytes) {}
+  Buffer(Buffer &&other) noexcept { *this = std::move(other); }
+  Buffer &operator=(Buffer &&other) noexcept;
+  ~Buffer() { reset(); }
+
+  void *data() const { return data_; }
+  void reset();
+
+private:
+  Device *device_ = nullptr;
+  void *data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+/// The devices a plan's roles are bound to.
+struct Binding {
+  std::vector<std::unique_ptr<Device>> devices; // distinct, streams stopped
+  std::vector<Device *> roleDevice;             // per role
+};
+
+/// Binds every role as `options` say (docs/devices.md): to `options.device`
+/// if set, else to the device it was compiled for, then `options.bind` by
+/// role index or compiled name. Roles bound to the same device share one
+/// Device. Throws kiln::Error for a key naming no role, an unknown or
+/// unavailable device, a role bound to a device of the wrong kind, or a
+/// capacity for an unknown device name.
+Binding bind(const std::vector<Role> &roles, const LoadOptions &options);
+
+} // namespace kiln::device
+
+#endif // KILN_RUNTIME_DEVICE_H

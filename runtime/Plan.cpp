@@ -1,0 +1,275 @@
+//===- Plan.cpp - decode and validate the manifest's plan -----------------===//
+
+#include "runtime/Plan.h"
+
+#include <cstring>
+
+namespace kiln::plan {
+
+namespace {
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string &message) { throw Error(message); }
+
+/// A JSON value for a message, cut short when long.
+std::string show(const json &j) {
+  std::string text = j.dump();
+  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+}
+
+size_t index(const json &j, const std::string &what) {
+  if (!j.is_number_unsigned())
+    fail(what + " must be a non-negative integer, got " + show(j));
+  return j.get<size_t>();
+}
+
+const char *kindName(ValueKind kind) {
+  switch (kind) {
+  case ValueKind::Input:
+    return "input";
+  case ValueKind::Constant:
+    return "constant";
+  case ValueKind::Temp:
+    return "temp";
+  case ValueKind::Alias:
+    return "alias";
+  }
+  return "?";
+}
+
+/// Decodes plan.values from the manifest.
+void decodeValues(Plan &plan, const json &values,
+                  std::optional<size_t> weightsSize) {
+  // Large enough for any real tensor, small enough that sums cannot wrap.
+  const size_t maxBytes = size_t(1) << 48;
+  for (const json &v : values) {
+    size_t id = plan.values.size();
+    std::string what = "value " + std::to_string(id);
+    Value value;
+    value.dtype = parseDType(v.at("dtype").get<std::string>());
+    value.nbytes = dtypeSize(value.dtype);
+    for (const json &d : v.at("shape")) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail(what + " has a bad dimension " + show(d));
+      int64_t dim = d.get<int64_t>();
+      value.shape.push_back(dim);
+      if (dim && value.nbytes > maxBytes / static_cast<size_t>(dim))
+        fail(what + " is too large (" + describe(value.dtype, value.shape) +
+             "...)");
+      value.nbytes *= static_cast<size_t>(dim);
+    }
+    value.role = index(v.at("device"), what + "'s device");
+    if (value.role >= plan.roles.size())
+      fail(what + " is on role " + std::to_string(value.role) +
+           ", but the plan has " + std::to_string(plan.roles.size()) +
+           " role(s)");
+    value.root = id;
+    std::string kind = v.at("kind").get<std::string>();
+    if (kind == "input") {
+      value.kind = ValueKind::Input;
+    } else if (kind == "temp") {
+      value.kind = ValueKind::Temp;
+    } else if (kind == "constant") {
+      value.kind = ValueKind::Constant;
+      value.offset = index(v.at("offset"), what + "'s offset");
+      if (!weightsSize || value.offset > *weightsSize ||
+          value.nbytes > *weightsSize - value.offset)
+        fail("constant " + what + " lies outside the weights section");
+    } else if (kind == "alias") {
+      value.kind = ValueKind::Alias;
+      value.aliasOf = index(v.at("of"), what + "'s source");
+      if (value.aliasOf >= id)
+        fail("alias " + what + " must view an earlier value, not value " +
+             std::to_string(value.aliasOf));
+      const Value &source = plan.values[value.aliasOf];
+      if (source.nbytes != value.nbytes)
+        fail("alias " + what + " (" + std::to_string(value.nbytes) +
+             " bytes) views value " + std::to_string(value.aliasOf) + " (" +
+             std::to_string(source.nbytes) + " bytes)");
+      if (source.role != value.role)
+        fail("alias " + what + " is on " + plan.describeRole(value.role) +
+             ", but its source value " + std::to_string(value.aliasOf) +
+             " is on " + plan.describeRole(source.role) +
+             "; an alias is on its source's device");
+      value.root = source.root;
+    } else {
+      fail(what + " has an unknown kind '" + kind + "'");
+    }
+    plan.values.push_back(std::move(value));
+  }
+}
+
+/// Decodes the graph inputs and outputs.
+void decodePorts(Plan &plan, const json &m) {
+  auto ports = [&](const char *key, std::vector<TensorInfo> &info,
+                   std::vector<size_t> &ids) {
+    for (const json &p : m.at(key)) {
+      std::string singular(key, std::strlen(key) - 1); // "input"
+      std::string what =
+          "graph " + singular + " '" + p.at("name").get<std::string>() + "'";
+      size_t id = index(p.at("value"), what + "'s value");
+      if (id >= plan.values.size())
+        fail(what + " is value " + std::to_string(id) + " of only " +
+             std::to_string(plan.values.size()));
+      ids.push_back(id);
+      info.push_back({p.at("name").get<std::string>(), plan.values[id].dtype,
+                      plan.values[id].shape});
+    }
+  };
+  ports("inputs", plan.inputInfo, plan.inputValues);
+  ports("outputs", plan.outputInfo, plan.outputValues);
+  std::vector<int> uses(plan.values.size(), 0);
+  for (size_t i = 0; i < plan.inputValues.size(); ++i) {
+    size_t id = plan.inputValues[i];
+    if (plan.values[id].kind != ValueKind::Input)
+      fail("graph input '" + plan.inputInfo[i].name + "' is value " +
+           std::to_string(id) + ", which is not an input value");
+    if (uses[id]++)
+      fail("input value " + std::to_string(id) +
+           " is more than one graph input");
+  }
+  for (size_t id = 0; id < plan.values.size(); ++id)
+    if (plan.values[id].kind == ValueKind::Input && !uses[id])
+      fail("input value " + std::to_string(id) + " is no graph input");
+}
+
+/// Decodes the steps, checking that data flows forward and stays on its role.
+void decodeSteps(Plan &plan, const json &steps,
+                 const std::function<KernelFn(const std::string &)> &lookup) {
+  // computed[v]: value v (a root) holds data at this point of the plan.
+  std::vector<bool> computed(plan.values.size(), false);
+  for (size_t id = 0; id < plan.values.size(); ++id)
+    computed[id] = plan.values[id].kind == ValueKind::Input ||
+                   plan.values[id].kind == ValueKind::Constant;
+  for (const json &s : steps) {
+    std::string what = "step " + std::to_string(plan.steps.size());
+    auto valueId = [&](const json &j) {
+      size_t id = index(j, what + "'s argument");
+      if (id >= plan.values.size())
+        fail(what + " refers to value " + std::to_string(id) + " of only " +
+             std::to_string(plan.values.size()));
+      return id;
+    };
+    auto reads = [&](size_t id) {
+      if (!computed[plan.values[id].root])
+        fail(what + " reads value " + std::to_string(id) +
+             " before any step computes it");
+    };
+    auto writes = [&](size_t id) {
+      const Value &v = plan.values[id];
+      if (v.kind != ValueKind::Temp)
+        fail(what + " writes value " + std::to_string(id) + ", which is " +
+             (v.kind == ValueKind::Input ? "an " : "a ") + kindName(v.kind) +
+             ", not a temp");
+      if (computed[id])
+        fail(what + " writes value " + std::to_string(id) +
+             ", which an earlier step already computed");
+      computed[id] = true;
+    };
+    Step step;
+    bool isKernel = s.is_object() && s.contains("kernel");
+    step.isCopy = s.is_object() && s.contains("copy");
+    if (isKernel == step.isCopy)
+      fail(what + " has an unknown kind (expected a \"kernel\" or a \"copy\")");
+    if (isKernel) {
+      step.kernel = s.at("kernel").get<std::string>();
+      what += " (kernel '" + step.kernel + "')";
+      step.fn = lookup(step.kernel);
+      if (!step.fn)
+        fail("code section lacks kernel '" + step.kernel + "'");
+      step.role = index(s.at("device"), what + "'s device");
+      if (step.role >= plan.roles.size())
+        fail(what + " runs on role " + std::to_string(step.role) +
+             ", but the plan has " + std::to_string(plan.roles.size()) +
+             " role(s)");
+      for (const json &a : s.at("args"))
+        step.args.push_back(valueId(a));
+      step.numInputs = index(s.at("num_inputs"), what + "'s num_inputs");
+      if (step.numInputs > step.args.size())
+        fail(what + " has " + std::to_string(step.numInputs) +
+             " inputs but only " + std::to_string(step.args.size()) +
+             " arguments");
+      for (size_t id : step.args)
+        if (plan.values[id].role != step.role)
+          fail(what + " runs on " + plan.describeRole(step.role) +
+               ", but its argument value " + std::to_string(id) + " is on " +
+               plan.describeRole(plan.values[id].role));
+      for (size_t i = 0; i < step.numInputs; ++i)
+        reads(step.args[i]);
+      for (size_t i = step.numInputs; i < step.args.size(); ++i)
+        writes(step.args[i]);
+    } else {
+      what += " (copy)";
+      const json &ends = s.at("copy");
+      if (!ends.is_array() || ends.size() != 2)
+        fail(what + " must name [source, destination], got " + show(ends));
+      size_t src = valueId(ends[0]), dst = valueId(ends[1]);
+      const Value &from = plan.values[src], &to = plan.values[dst];
+      if (from.dtype != to.dtype || from.shape != to.shape)
+        fail(what + " copies value " + std::to_string(src) + " " +
+             describe(from.dtype, from.shape) + " to value " +
+             std::to_string(dst) + " " + describe(to.dtype, to.shape) +
+             "; a copy keeps dtype and shape");
+      if (from.role == to.role)
+        fail(what + " copies value " + std::to_string(src) + " to value " +
+             std::to_string(dst) + " on the same " +
+             plan.describeRole(to.role) + "; a copy changes the role");
+      size_t bytes = index(s.at("bytes"), what + "'s bytes");
+      if (bytes != from.nbytes)
+        fail(what + " moves " + std::to_string(bytes) + " bytes, but value " +
+             std::to_string(src) + " has " + std::to_string(from.nbytes));
+      step.args = {src, dst};
+      step.numInputs = 1;
+      step.role = to.role;
+      reads(src);
+      writes(dst);
+    }
+    plan.steps.push_back(std::move(step));
+  }
+  for (size_t i = 0; i < plan.outputValues.size(); ++i)
+    if (!computed[plan.values[plan.outputValues[i]].root])
+      fail("graph output '" + plan.outputInfo[i].name + "' (value " +
+           std::to_string(plan.outputValues[i]) + ") is never computed");
+}
+} // namespace
+
+bool Plan::hasCopies() const {
+  for (const Step &step : steps)
+    if (step.isCopy)
+      return true;
+  return false;
+}
+
+std::string Plan::describeRole(size_t role) const {
+  return "role " + std::to_string(role) + " '" +
+         (role < roles.size() ? roles[role].name : "?") + "'";
+}
+
+Plan decode(const nlohmann::json &m, std::optional<size_t> weightsSize,
+            const std::function<KernelFn(const std::string &)> &lookup) {
+  Plan plan;
+  const json &devices = m.at("devices");
+  if (!devices.is_array())
+    fail("the manifest's devices must be a list of roles, got " +
+         show(devices));
+  for (const json &d : devices) {
+    std::string what = "role " + std::to_string(plan.roles.size());
+    std::string kind = d.at("kind").get<std::string>();
+    std::string name = d.at("name").get<std::string>();
+    std::optional<device::Kind> parsedKind = device::parseKind(kind);
+    if (!parsedKind)
+      fail(what + " has an unknown kind '" + kind +
+           "' (expected cpu, sim or cuda)");
+    std::optional<device::Name> parsed = device::parseName(name);
+    if (!parsed || parsed->kind != *parsedKind)
+      fail(what + " was compiled for '" + name + "', which is not a " + kind +
+           " device");
+    plan.roles.push_back({parsed->text, *parsedKind});
+  }
+  decodeValues(plan, m.at("values"), weightsSize);
+  decodePorts(plan, m);
+  decodeSteps(plan, m.at("steps"), lookup);
+  return plan;
+}
+
+} // namespace kiln::plan

@@ -1,0 +1,80 @@
+//===- Plan.h - the manifest's plan, decoded and validated --------*- C++
+//-*-===//
+//
+// The plan of an artifact (docs/devices.md): roles (the devices it was
+// compiled for), typed values on those roles, the graph inputs and outputs,
+// and the steps in order: kernel calls on one role and copies between roles.
+//
+// decode() trusts nothing in the manifest: every index is range checked,
+// every kernel argument lies on its step's role, a copy keeps dtype and shape
+// and changes the role, aliases stay on their source's role, every step
+// writes only fresh temps and reads only values computed before it. A plan
+// that passes can be run by any schedule that respects its data flow.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_PLAN_H
+#define KILN_RUNTIME_PLAN_H
+
+#include "kiln/runtime.h"
+#include "runtime/Device.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::plan {
+
+/// The kernel ABI: the buffers of a kernel's inputs then its outputs.
+using KernelFn = void (*)(void **);
+
+using device::Role;
+
+enum class ValueKind { Input, Constant, Temp, Alias };
+
+struct Value {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  ValueKind kind = ValueKind::Temp;
+  size_t role = 0;
+  size_t nbytes = 0;
+  size_t offset = 0;  // constants: into the weights section
+  size_t aliasOf = 0; // aliases: an earlier value
+  size_t root = 0;    // the value owning the memory (itself unless an alias)
+};
+
+struct Step {
+  bool isCopy = false;
+  std::string kernel; // kernel steps: the symbol
+  KernelFn fn = nullptr;
+  std::vector<size_t> args; // kernels: inputs then outputs; copies: src, dst
+  size_t numInputs = 0;     // 1 for copies
+  size_t role = 0;          // where it runs: a copy runs on its destination
+};
+
+struct Plan {
+  std::vector<Role> roles;
+  std::vector<Value> values;
+  std::vector<TensorInfo> inputInfo, outputInfo;
+  std::vector<size_t> inputValues, outputValues;
+  std::vector<Step> steps;
+
+  bool hasCopies() const;
+  /// "role 1 'sim:0'".
+  std::string describeRole(size_t role) const;
+};
+
+/// Decodes and validates manifest["devices", "values", "inputs", "outputs",
+/// "steps"]. `weightsSize` is the size of the weights section (none if the
+/// artifact has none); `lookup` resolves a kernel symbol (nullptr if absent).
+/// Throws kiln::Error (without the file name) or a nlohmann::json exception
+/// for a field of the wrong type.
+Plan decode(const nlohmann::json &manifest, std::optional<size_t> weightsSize,
+            const std::function<KernelFn(const std::string &)> &lookup);
+
+} // namespace kiln::plan
+
+#endif // KILN_RUNTIME_PLAN_H
