@@ -25,6 +25,8 @@ struct PipelineOptions {
   std::vector<std::string> devices;
   /// DEVICE=FILE.json device profile overrides.
   std::vector<std::string> profiles;
+  /// "single" (the default device, pins and fallbacks) or "auto".
+  std::string placement = "single";
   /// A pins file (JSON rules), or empty.
   std::string pins;
   /// Where function results are delivered (default: the first device).

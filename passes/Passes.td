@@ -65,6 +65,28 @@ def KilnPlacePins : Pass<"kiln-place-pins", "mlir::func::FuncOp"> {
   let dependentDialects = ["kiln::KilnDialect"];
 }
 
+def KilnPlaceAuto : Pass<"kiln-place-auto", "mlir::func::FuncOp"> {
+  let summary = "cost-based placement: the device per region that minimises estimated latency";
+  let description = [{
+    Gives every op without a `kiln.place` one, chosen among `devices` by
+    their profiles: per-op time from FLOPs and bytes, transfers from link
+    bandwidth and latency, one copy per value and destination, devices and
+    copy streams working concurrently (list scheduling in program order),
+    weights counted against capacity. Starts from the best single device and
+    moves contiguous runs of ops while that lowers the estimate. Pinned ops
+    stay where they are. The estimate is reported as a remark.
+  }];
+  let options = [
+    ListOption<"devices", "devices", "std::string",
+               "the devices to choose from, the first being the default">,
+    ListOption<"profiles", "profiles", "std::string",
+               "DEVICE=FILE.json profile overrides">,
+    Option<"outputDevice", "output-device", "std::string", /*default=*/"\"\"",
+           "where results must end up (default: the first device)">
+  ];
+  let dependentDialects = ["kiln::KilnDialect"];
+}
+
 def KilnPlaceFallback : Pass<"kiln-place-fallback", "mlir::func::FuncOp"> {
   let summary = "move ops their device cannot run, and shape computations, to a device that can";
   let description = [{

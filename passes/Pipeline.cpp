@@ -23,6 +23,13 @@ void kiln::buildPlacementPipeline(OpPassManager &pm,
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
   fn.addPass(createKilnPlacePins(pins));
+  if (options.placement == "auto") {
+    KilnPlaceAutoOptions automatic;
+    automatic.devices = options.devices;
+    automatic.profiles = options.profiles;
+    automatic.outputDevice = options.outputDevice;
+    fn.addPass(createKilnPlaceAuto(automatic));
+  }
   fn.addPass(createKilnPlaceFallback(fallback));
   fn.addPass(createKilnInsertCopies(copies));
   fn.addPass(createCanonicalizerPass());

@@ -114,9 +114,9 @@ int main(int argc, char **argv) {
   }
   if (deviceList.empty())
     deviceList.push_back("cpu");
-  if (placement != "single") {
+  if (placement != "single" && placement != "auto") {
     errs() << "kilnc: error: --placement=" << placement
-           << " is not implemented yet (available: single, with --pin)\n";
+           << " is not implemented yet (available: single, auto)\n";
     return 1;
   }
   kiln::CompileOptions options;
@@ -131,6 +131,7 @@ int main(int argc, char **argv) {
   options.inputShapes = inputShapes;
   options.devices = deviceList;
   options.pins = pin;
+  options.placement = placement;
   options.profiles = deviceProfiles;
   options.outputDevice = outputDevice;
   options.savePlacement = savePlacement;

@@ -146,6 +146,7 @@ LogicalResult compileModel(const CompileOptions &options) {
   pipeline.devices = options.devices;
   pipeline.profiles = options.profiles;
   pipeline.pins = options.pins;
+  pipeline.placement = options.placement;
   pipeline.outputDevice = options.outputDevice;
   buildPlacementPipeline(pm, pipeline);
   if (failed(pm.run(*module))) {

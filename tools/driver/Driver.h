@@ -30,6 +30,8 @@ struct CompileOptions {
   /// The devices placement may use; the first is the default, where graph
   /// inputs arrive and (unless outputDevice says otherwise) outputs leave.
   std::vector<std::string> devices = {"cpu"};
+  /// "single" or "auto" (kilnc --placement).
+  std::string placement = "single";
   /// A pins file (kilnc --pin), DEVICE=FILE.json profile overrides.
   std::string pins;
   std::vector<std::string> profiles;
