@@ -107,7 +107,9 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
-    if (failed(bindInputs(func)))
+    // Bindings are for the model's entry; private functions (e.g. the
+    // per-chunk specialisations of data parallelism) come already bound.
+    if (func.isPublic() && failed(bindInputs(func)))
       return signalPassFailure();
     WalkResult walk =
         func.getBody().walk<WalkOrder::PreOrder>([&](Operation *op) {

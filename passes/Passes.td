@@ -87,6 +87,28 @@ def KilnPlaceAuto : Pass<"kiln-place-auto", "mlir::func::FuncOp"> {
   let dependentDialects = ["kiln::KilnDialect"];
 }
 
+def KilnPlaceData : Pass<"kiln-place-data", "mlir::ModuleOp"> {
+  let summary = "data parallel: scatter inputs, replicate the model per device, gather outputs";
+  let description = [{
+    Rewrites @main into one replica per device of `devices`, each running a
+    chunk of the batch the way nn.DataParallel does (torch.chunk sizes,
+    `split-dims` NAME=D, default 0, -1 replicates an input), and gathers the
+    outputs along the split dim on `output-device` (default: the first
+    device). Replicas come from @main_chunk_<size> functions: the model
+    specialised for each chunk size. Weights are shared, so each device gets
+    one copy ahead of time.
+  }];
+  let options = [
+    ListOption<"devices", "devices", "std::string",
+               "one replica per device">,
+    ListOption<"splitDims", "split-dims", "std::string",
+               "NAME=D split dims (default 0; -1 replicates)">,
+    Option<"outputDevice", "output-device", "std::string", /*default=*/"\"\"",
+           "where outputs are gathered (default: the first device)">
+  ];
+  let dependentDialects = ["kiln::KilnDialect"];
+}
+
 def KilnPlaceFallback : Pass<"kiln-place-fallback", "mlir::func::FuncOp"> {
   let summary = "move ops their device cannot run, and shape computations, to a device that can";
   let description = [{

@@ -18,10 +18,22 @@ void kiln::buildPlacementPipeline(OpPassManager &pm,
   fallback.profiles = options.profiles;
   KilnInsertCopiesOptions copies;
   copies.outputDevice = options.outputDevice;
+  OpPassManager &graph = pm.nest<func::FuncOp>();
+  graph.addPass(createKilnInferShapes(shapes));
+  graph.addPass(createCanonicalizerPass());
+  graph.addPass(createCSEPass());
+  StringRef placement = options.placement;
+  if (placement.consume_front("data:")) {
+    unsigned k = 0;
+    placement.getAsInteger(10, k);
+    KilnPlaceDataOptions data; // holds ArrayRefs: keep what they view alive
+    data.devices = ArrayRef<std::string>(options.devices)
+                       .take_front(std::min<size_t>(k, options.devices.size()));
+    data.splitDims = options.splitDims;
+    data.outputDevice = options.outputDevice;
+    pm.addPass(createKilnPlaceData(data));
+  }
   OpPassManager &fn = pm.nest<func::FuncOp>();
-  fn.addPass(createKilnInferShapes(shapes));
-  fn.addPass(createCanonicalizerPass());
-  fn.addPass(createCSEPass());
   fn.addPass(createKilnPlacePins(pins));
   if (options.placement == "auto") {
     KilnPlaceAutoOptions automatic;

@@ -56,6 +56,12 @@ static cl::opt<std::string>
                        "device plus pins and fallbacks)"),
               cl::value_desc("single|auto|pipeline:K|data:K"),
               cl::init("single"), cl::cat(category));
+static cl::list<std::string>
+    splitDims("split-dim",
+              cl::desc("for --placement=data:K, the input dim to scatter "
+                       "(default 0 for every input; -1 replicates the input "
+                       "whole); outputs are gathered along the same dim"),
+              cl::value_desc("NAME=D"), cl::cat(category));
 static cl::opt<std::string>
     pin("pin",
         cl::desc("JSON rules placing ops by ONNX op type and/or node-name "
@@ -114,9 +120,13 @@ int main(int argc, char **argv) {
   }
   if (deviceList.empty())
     deviceList.push_back("cpu");
-  if (placement != "single" && placement != "auto") {
+  StringRef strategy = placement;
+  if (strategy != "single" && strategy != "auto" &&
+      !strategy.starts_with("data:")) {
     errs() << "kilnc: error: --placement=" << placement
-           << " is not implemented yet (available: single, auto)\n";
+           << (strategy.starts_with("pipeline:") ? " is not implemented yet"
+                                                 : " is not a strategy")
+           << " (available: single, auto, data:K)\n";
     return 1;
   }
   kiln::CompileOptions options;
@@ -132,6 +142,7 @@ int main(int argc, char **argv) {
   options.devices = deviceList;
   options.pins = pin;
   options.placement = placement;
+  options.splitDims = splitDims;
   options.profiles = deviceProfiles;
   options.outputDevice = outputDevice;
   options.savePlacement = savePlacement;

@@ -83,6 +83,56 @@ std::string describe(Location loc) {
   return text;
 }
 
+// For --placement=data:K: the model specialised for each chunk size of the
+// batch, as private @main_chunk_<size> functions beside @main (see
+// kiln-place-data). Each is a fresh import, so shape computations fold for
+// that size.
+LogicalResult addChunkFunctions(MLIRContext &context, ModuleOp module,
+                                const CompileOptions &options,
+                                const ImportOptions &importOptions,
+                                unsigned parts) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  auto split = splitDimsOf(main, options.splitDims);
+  if (failed(split))
+    return failure();
+  auto [dims, batch] = *split;
+  std::vector<int64_t> sizes = chunkSizes(batch, parts);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  for (int64_t size : sizes) {
+    ImportOptions chunk = importOptions;
+    for (auto [i, t] : llvm::enumerate(main.getArgumentTypes())) {
+      if (dims[i] < 0)
+        continue;
+      auto name = main.getArgAttrOfType<StringAttr>(i, "kiln.name");
+      SmallVector<int64_t> shape(cast<RankedTensorType>(t).getShape());
+      shape[dims[i]] = size;
+      std::string binding = name.str() + "=";
+      for (auto [j, d] : llvm::enumerate(shape)) {
+        if (ShapedType::isDynamic(d))
+          return emitError(main.getLoc())
+                 << "input '" << name.str() << "' has symbolic dims; bind "
+                 << "them with --input-shape for data parallelism";
+        binding += (j ? "x" : "") + std::to_string(d);
+      }
+      llvm::erase_if(chunk.inputShapes, [&](const std::string &b) {
+        return StringRef(b).starts_with(name.str() + "=");
+      });
+      chunk.inputShapes.push_back(binding);
+    }
+    OwningOpRef<ModuleOp> imported =
+        importOnnxFile(context, options.input, chunk);
+    if (!imported)
+      return failure();
+    auto f = imported->lookupSymbol<func::FuncOp>("main");
+    f->remove();
+    f.setSymName("main_chunk_" + std::to_string(size));
+    f.setPrivate();
+    module.push_back(f);
+  }
+  return success();
+}
+
 LogicalResult printDiagnostic(Diagnostic &diag) {
   auto print = [](Location loc, DiagnosticSeverity severity,
                   const std::string &message) {
@@ -129,6 +179,20 @@ LogicalResult compileModel(const CompileOptions &options) {
       importOnnxFile(context, options.input, importOptions);
   if (!module)
     return failure();
+  StringRef placement = options.placement;
+  if (placement.consume_front("data:")) {
+    unsigned parts = 0;
+    if (placement.getAsInteger(10, parts) || parts == 0 ||
+        parts > options.devices.size()) {
+      llvm::errs() << "kilnc: error: --placement=data:" << placement
+                   << " needs K between 1 and the number of --devices ("
+                   << options.devices.size() << ")\n";
+      return failure();
+    }
+    if (failed(
+            addChunkFunctions(context, *module, options, importOptions, parts)))
+      return failure();
+  }
 
   progress.stage("optimizing the graph");
   PassManager pm(&context);
@@ -147,13 +211,14 @@ LogicalResult compileModel(const CompileOptions &options) {
   pipeline.profiles = options.profiles;
   pipeline.pins = options.pins;
   pipeline.placement = options.placement;
+  pipeline.splitDims = options.splitDims;
   pipeline.outputDevice = options.outputDevice;
   buildPlacementPipeline(pm, pipeline);
   if (failed(pm.run(*module))) {
     progress.done();
     return failure();
   }
-  auto func = *module->getOps<func::FuncOp>().begin();
+  auto func = module->lookupSymbol<func::FuncOp>("main");
   if (!options.savePlacement.empty() &&
       failed(writeOutput(options.savePlacement,
                          placementRules(func).dump(2) + "\n", false)))

@@ -30,8 +30,10 @@ struct CompileOptions {
   /// The devices placement may use; the first is the default, where graph
   /// inputs arrive and (unless outputDevice says otherwise) outputs leave.
   std::vector<std::string> devices = {"cpu"};
-  /// "single" or "auto" (kilnc --placement).
+  /// "single", "auto" or "data:K" (kilnc --placement).
   std::string placement = "single";
+  /// NAME=D split dims for data:K (default 0; -1 replicates the input).
+  std::vector<std::string> splitDims;
   /// A pins file (kilnc --pin), DEVICE=FILE.json profile overrides.
   std::string pins;
   std::vector<std::string> profiles;
