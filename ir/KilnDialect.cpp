@@ -56,6 +56,10 @@ LogicalResult DeviceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (ordinal < 0)
       return emitError() << "device '" << kind << "' needs an ordinal, e.g. "
                          << kind << ":0";
+    if (ordinal > kMaxDeviceOrdinal)
+      return emitError() << "device ordinal " << ordinal
+                         << " is out of range (at most " << kMaxDeviceOrdinal
+                         << ")";
     return success();
   }
   return emitError() << "unknown device kind '" << kind
@@ -79,6 +83,12 @@ DeviceAttr DeviceAttr::parseName(MLIRContext *ctx, StringRef name,
   if (!ok) {
     error =
         ("invalid device '" + name + "' (expected cpu, cuda:N or sim:N)").str();
+    return {};
+  }
+  if (ordinal > kMaxDeviceOrdinal) {
+    error = ("invalid device '" + name + "': ordinal out of range (at most " +
+             Twine(kMaxDeviceOrdinal) + ")")
+                .str();
     return {};
   }
   return get(ctx, kind, ordinal);

@@ -29,6 +29,9 @@
 
 namespace kiln {
 
+/// The largest cuda/sim ordinal (the runtime's limit too).
+inline constexpr int64_t kMaxDeviceOrdinal = 1 << 20;
+
 /// The device a tensor type carries, or null when it carries none.
 DeviceAttr getDevice(mlir::Type type);
 /// Bytes of a tensor value with a static shape (i1 as one byte); 0 when

@@ -27,9 +27,12 @@ struct PipelineOptions {
   std::vector<std::string> profiles;
   /// NAME=D split dims for data parallelism.
   std::vector<std::string> splitDims;
-  /// "single" (the default device, pins and fallbacks), "auto" or "data:K"
-  /// (needs @main_chunk_<size> functions, see kiln-place-data).
+  /// "single" (the default device, pins and fallbacks), "auto", "data:K" or
+  /// "pipeline:K" (both need @main_chunk_<size> functions, see
+  /// kiln-place-data).
   std::string placement = "single";
+  /// Micro-batches for pipeline:K.
+  unsigned microbatches = 1;
   /// A pins file (JSON rules), or empty.
   std::string pins;
   /// Where function results are delivered (default: the first device).
@@ -40,15 +43,6 @@ struct PipelineOptions {
 /// CSE, device placement and copies, elementwise fusion, kernel lowering.
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const PipelineOptions &options);
-
-/// How torch.chunk cuts `n` into `parts`: ceil(n / parts) each, the last
-/// smaller (5 into 2: 3, 2; 5 into 4: 2, 2, 1, fewer chunks than parts).
-std::vector<int64_t> chunkSizes(int64_t n, int64_t parts);
-/// The split dim of each input of `main` (default 0; NAME=D entries; -1
-/// replicates) and the batch they agree on. Diagnoses bad entries and
-/// symbolic or disagreeing batches.
-mlir::FailureOr<std::pair<llvm::SmallVector<int64_t>, int64_t>>
-splitDimsOf(mlir::func::FuncOp main, llvm::ArrayRef<std::string> entries);
 
 /// The graph-level part of it, up to and including copy insertion: what
 /// placement reports and pictures show.

@@ -109,6 +109,31 @@ def KilnPlaceData : Pass<"kiln-place-data", "mlir::ModuleOp"> {
   let dependentDialects = ["kiln::KilnDialect"];
 }
 
+def KilnPlacePipeline : Pass<"kiln-place-pipeline", "mlir::ModuleOp"> {
+  let summary = "pipeline parallel: K balanced contiguous stages, micro-batches flowing through them";
+  let description = [{
+    Cuts the model into one contiguous stage per device of `devices`,
+    minimising the slowest stage's estimated time under each device's
+    capacity, and runs `microbatches` chunks of the batch (torch.chunk
+    sizes, `split-dims` as for kiln-place-data) through the stages, gathered
+    on `output-device`. Needs @main_chunk_<size> functions like
+    kiln-place-data.
+  }];
+  let options = [
+    ListOption<"devices", "devices", "std::string",
+               "one stage per device, in order">,
+    ListOption<"profiles", "profiles", "std::string",
+               "DEVICE=FILE.json profile overrides">,
+    Option<"microbatches", "microbatches", "unsigned", /*default=*/"1",
+           "chunks of the batch that flow through the stages">,
+    ListOption<"splitDims", "split-dims", "std::string",
+               "NAME=D split dims (default 0; -1 replicates)">,
+    Option<"outputDevice", "output-device", "std::string", /*default=*/"\"\"",
+           "where outputs are gathered (default: the first device)">
+  ];
+  let dependentDialects = ["kiln::KilnDialect"];
+}
+
 def KilnPlaceFallback : Pass<"kiln-place-fallback", "mlir::func::FuncOp"> {
   let summary = "move ops their device cannot run, and shape computations, to a device that can";
   let description = [{

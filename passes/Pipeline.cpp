@@ -32,6 +32,18 @@ void kiln::buildPlacementPipeline(OpPassManager &pm,
     data.splitDims = options.splitDims;
     data.outputDevice = options.outputDevice;
     pm.addPass(createKilnPlaceData(data));
+  } else if (placement.consume_front("pipeline:")) {
+    unsigned k = 0;
+    placement.getAsInteger(10, k);
+    KilnPlacePipelineOptions stages; // holds ArrayRefs, like data's
+    stages.devices =
+        ArrayRef<std::string>(options.devices)
+            .take_front(std::min<size_t>(k, options.devices.size()));
+    stages.profiles = options.profiles;
+    stages.microbatches = options.microbatches;
+    stages.splitDims = options.splitDims;
+    stages.outputDevice = options.outputDevice;
+    pm.addPass(createKilnPlacePipeline(stages));
   }
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createKilnPlacePins(pins));

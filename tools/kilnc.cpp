@@ -4,6 +4,8 @@
 //         [--input-shape NAME=D0xD1...] [--device D] [--devices D1,D2,...]
 //         [--pin FILE.json] [--save-placement FILE.json] [--print-placement]
 //         [--output-device D] [--device-profile D=FILE.json]
+//         [--placement=single|auto|data:K|pipeline:K] [--microbatches M]
+//         [--split-dim NAME=D]
 //         [--print-ir-after-all] [-O0..-O3]
 //
 //===----------------------------------------------------------------------===//
@@ -56,6 +58,11 @@ static cl::opt<std::string>
                        "device plus pins and fallbacks)"),
               cl::value_desc("single|auto|pipeline:K|data:K"),
               cl::init("single"), cl::cat(category));
+static cl::opt<unsigned>
+    microbatches("microbatches",
+                 cl::desc("for --placement=pipeline:K, the chunks of the "
+                          "batch that flow through the stages (default 1)"),
+                 cl::init(1), cl::cat(category));
 static cl::list<std::string>
     splitDims("split-dim",
               cl::desc("for --placement=data:K, the input dim to scatter "
@@ -122,11 +129,10 @@ int main(int argc, char **argv) {
     deviceList.push_back("cpu");
   StringRef strategy = placement;
   if (strategy != "single" && strategy != "auto" &&
-      !strategy.starts_with("data:")) {
+      !strategy.starts_with("data:") && !strategy.starts_with("pipeline:")) {
     errs() << "kilnc: error: --placement=" << placement
-           << (strategy.starts_with("pipeline:") ? " is not implemented yet"
-                                                 : " is not a strategy")
-           << " (available: single, auto, data:K)\n";
+           << " is not a strategy (available: single, auto, data:K, "
+              "pipeline:K)\n";
     return 1;
   }
   kiln::CompileOptions options;
@@ -143,6 +149,7 @@ int main(int argc, char **argv) {
   options.pins = pin;
   options.placement = placement;
   options.splitDims = splitDims;
+  options.microbatches = microbatches;
   options.profiles = deviceProfiles;
   options.outputDevice = outputDevice;
   options.savePlacement = savePlacement;

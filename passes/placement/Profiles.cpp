@@ -207,8 +207,9 @@ kiln::loadProfiles(Location loc, ArrayRef<std::string> devices,
     });
     if (path.empty() || it == profiles.end())
       return emitError(loc) << "device profile '" << entry
-                            << "' must be DEVICE=FILE.json for one of the "
-                               "devices in use";
+                            << "' must be DEVICE=FILE.json for a device of "
+                               "--devices (a device only pins name must be "
+                               "listed there to get a profile)";
     if (failed(applyOverride(loc, *it, path)))
       return failure();
   }

@@ -6,6 +6,7 @@
 #include "codegen/Plan.h"
 #include "frontend/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "passes/placement/Chunks.h"
 #include "passes/placement/Report.h"
 #include "runtime/Artifact.h"
 
@@ -180,18 +181,26 @@ LogicalResult compileModel(const CompileOptions &options) {
   if (!module)
     return failure();
   StringRef placement = options.placement;
-  if (placement.consume_front("data:")) {
-    unsigned parts = 0;
-    if (placement.getAsInteger(10, parts) || parts == 0 ||
-        parts > options.devices.size()) {
-      llvm::errs() << "kilnc: error: --placement=data:" << placement
+  bool data = placement.consume_front("data:");
+  if (data || placement.consume_front("pipeline:")) {
+    unsigned k = 0;
+    if (placement.getAsInteger(10, k) || k == 0 || k > options.devices.size()) {
+      llvm::errs() << "kilnc: error: --placement=" << options.placement
                    << " needs K between 1 and the number of --devices ("
                    << options.devices.size() << ")\n";
       return failure();
     }
-    if (failed(
-            addChunkFunctions(context, *module, options, importOptions, parts)))
+    if (!data && options.microbatches == 0) {
+      llvm::errs() << "kilnc: error: --microbatches must be at least 1\n";
       return failure();
+    }
+    if (failed(addChunkFunctions(context, *module, options, importOptions,
+                                 data ? k : options.microbatches))) {
+      llvm::errs() << "kilnc: note: --placement=" << options.placement
+                   << " imports the model once per chunk size of the batch; "
+                      "its inputs need a symbolic (dynamic) batch dim\n";
+      return failure();
+    }
   }
 
   progress.stage("optimizing the graph");
@@ -212,6 +221,7 @@ LogicalResult compileModel(const CompileOptions &options) {
   pipeline.pins = options.pins;
   pipeline.placement = options.placement;
   pipeline.splitDims = options.splitDims;
+  pipeline.microbatches = options.microbatches;
   pipeline.outputDevice = options.outputDevice;
   buildPlacementPipeline(pm, pipeline);
   if (failed(pm.run(*module))) {
@@ -264,7 +274,7 @@ LogicalResult compileModel(const CompileOptions &options) {
   for (DeviceAttr role : plan->roles)
     if (role.getKind() == "cuda") {
       progress.done();
-      llvm::errs() << "kilnc: error: the plan places kernels on " << role.str()
+      llvm::errs() << "kilnc: error: the plan uses " << role.str()
                    << ", and code generation for cuda devices is not built "
                       "yet; --print-placement, --emit=dot and --emit=mlir "
                       "show the placement\n";

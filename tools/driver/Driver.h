@@ -30,8 +30,10 @@ struct CompileOptions {
   /// The devices placement may use; the first is the default, where graph
   /// inputs arrive and (unless outputDevice says otherwise) outputs leave.
   std::vector<std::string> devices = {"cpu"};
-  /// "single", "auto" or "data:K" (kilnc --placement).
+  /// "single", "auto", "data:K" or "pipeline:K" (kilnc --placement).
   std::string placement = "single";
+  /// Micro-batches for pipeline:K.
+  unsigned microbatches = 1;
   /// NAME=D split dims for data:K (default 0; -1 replicates the input).
   std::vector<std::string> splitDims;
   /// A pins file (kilnc --pin), DEVICE=FILE.json profile overrides.

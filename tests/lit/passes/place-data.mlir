@@ -46,7 +46,7 @@ func.func private @main_chunk_2(%x: tensor<2x4xf32, #kiln.device<sim:0>> {kiln.n
 !full = tensor<4x2xf32, #kiln.device<cpu>>
 
 // The specialisation for a chunk size is missing.
-// expected-error @+1 {{data parallel placement needs @main_chunk_2, the model specialised for a batch of 2}}
+// expected-error @+1 {{chunked placement needs @main_chunk_2, the model specialised for a batch of 2}}
 func.func @main(%x: !full {kiln.name = "x"}) -> !full {
   return %x : !full
 }
