@@ -170,10 +170,11 @@ class KilnTestCase(unittest.TestCase):
         proc = kilnc(model_path, "-o", out, *extra)
         return (out if proc.returncode == 0 else None), proc
 
-    def run_artifact(self, artifact, inputs, out_name=None):
+    def run_artifact(self, artifact, inputs, out_name=None, options=()):
         """Runs `artifact` on `inputs` (arrays, or strings passed as given,
-        e.g. file paths or NAME=FILE) and returns its outputs as arrays, in
-        graph-output order. Fails the test when kiln-run fails."""
+        e.g. file paths or NAME=FILE) with kiln-run `options` and returns its
+        outputs as arrays, in graph-output order. Fails the test when kiln-run
+        fails."""
         out_name = out_name or "out_%s" % self.id().rsplit(".", 1)[-1]
         out_dir = self.path(out_name)
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -183,7 +184,7 @@ class KilnTestCase(unittest.TestCase):
                 args.append(value)
             else:
                 args.append(self.save_npy(value, "%s_in%d.npy" % (out_name, i)))
-        proc = kiln_run(artifact, *args, "--output-dir", out_dir)
+        proc = kiln_run(artifact, *args, *options, "--output-dir", out_dir)
         assert_success(self, proc)
         outputs = []
         i = 0

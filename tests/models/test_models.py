@@ -68,17 +68,42 @@ class ModelTest(kt.KilnTestCase):
     def test_dynamo_exporter(self):
         self.check("dynamo")
 
+    def test_multi_device(self):
+        """The model split over sim devices by its class's strategy (batch
+        3, TorchScript export): within tolerance of eager, and bit-identical
+        to the same plan with every role bound to the cpu."""
+        path = self.path("%s.multi.onnx" % self.model)
+        self.export_models.export(self.model, "torchscript", path)
+        artifact, proc = self.compile(
+            path, "%s.multi.kiln" % self.model, "--input-shape",
+            self.export_models.input_shape(self.model, 3), *self.multi_device)
+        kt.assert_success(self, proc)
+        x = [self.x[:3].numpy()]
+        (y,), _ = self.run_artifact(artifact, x, "multi")
+        (on_cpu,), _ = self.run_artifact(artifact, x, "multi_cpu",
+                                         options=("--device", "cpu"))
+        err = kt.rel_l2(y, self.reference[:3])
+        kt.note("%s %s: rel L2 %.2e" % (self.model, " ".join(self.multi_device),
+                                         err))
+        self.assertLessEqual(err, TOLERANCE)
+        self.assertEqual(y.tobytes(), on_cpu.tobytes(),
+                         "sim and cpu bindings of one plan differ")
+
 
 class ResNet18(ModelTest):
     model = "resnet18"
+    multi_device = ("--devices", "sim:0,sim:1", "--placement=pipeline:2",
+                    "--microbatches", "3")
 
 
 class MobileNetV2(ModelTest):
     model = "mobilenet_v2"
+    multi_device = ("--devices", "cpu,sim:0,sim:1", "--placement=data:3")
 
 
 class BertEncoder(ModelTest):
     model = "bert"
+    multi_device = ("--devices", "sim:0,sim:1", "--placement=data:2")
 
 
 del ModelTest
