@@ -60,25 +60,8 @@ FailureOr<Value> NodeContext::create(StringRef name, ValueRange operands,
 }
 
 namespace {
-using Values = SmallVector<Value>;
 
-FailureOr<Values> single(FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  return Values{*v};
-}
 
-LogicalResult arity(NodeContext &c, size_t min, size_t max) {
-  size_t n = c.inputs.size();
-  if (n < min || n > max)
-    return c.error("'" + c.node.op_type() + "' takes " + Twine(min) +
-                   (min == max ? "" : ".." + Twine(max)) +
-                   " inputs, node has " + Twine(n));
-  for (size_t i = 0; i < min; ++i)
-    if (!c.inputs[i])
-      return c.error("required input #" + Twine(i) + " is missing");
-  return success();
-}
 
 template <typename OpTy> FailureOr<Values> unary(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
@@ -170,43 +153,7 @@ FailureOr<Values> constant(NodeContext &c) {
       c.builder.create<ConstantOp>(c.loc, converted->first, converted->second)};
 }
 
-std::vector<int64_t> ints(NodeContext &c, StringRef name,
-                          std::vector<int64_t> fallback) {
-  const auto *a = c.attr(name);
-  if (!a)
-    return fallback;
-  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
-}
 
-// The values of a constant integer or float tensor (any width), or nothing
-// when `v` is not a kiln.constant.
-template <typename T> std::optional<std::vector<T>> constantValues(Value v) {
-  auto constant = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
-  if (!constant)
-    return std::nullopt;
-  Type element = constant.getType().getElementType();
-  std::vector<char> bytes = getConstantBytes(constant.getValue());
-  std::vector<T> out;
-  auto read = [&](auto tag) {
-    using E = decltype(tag);
-    for (size_t i = 0; i + sizeof(E) <= bytes.size(); i += sizeof(E)) {
-      E e;
-      std::memcpy(&e, bytes.data() + i, sizeof(E));
-      out.push_back(static_cast<T>(e));
-    }
-  };
-  if (element.isF32())
-    read(float());
-  else if (element.isF64())
-    read(double());
-  else if (element.isInteger(64))
-    read(int64_t());
-  else if (element.isInteger(32))
-    read(int32_t());
-  else
-    return std::nullopt;
-  return out;
-}
 
 int64_t spatialRank(NodeContext &c) {
   return cast<RankedTensorType>(c.inputs[0].getType()).getRank() - 2;
@@ -298,26 +245,6 @@ FailureOr<Values> maxPool(NodeContext &c) {
                                b.getBoolAttr(c.getInt("ceil_mode", 0) != 0))}));
 }
 
-FailureOr<Value> reduce(NodeContext &c, StringRef kind,
-                        std::vector<int64_t> axes, bool keepdims,
-                        Value input = {}) {
-  if (!input)
-    input = c.inputs[0];
-  int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
-  for (int64_t &axis : axes) {
-    if (axis < -rank || axis >= rank)
-      return c.error("axis " + Twine(axis) + " is out of range for rank " +
-                     Twine(rank));
-    if (axis < 0)
-      axis += rank;
-  }
-  llvm::sort(axes);
-  Builder &b = c.builder;
-  return c.create(ReduceOp::getOperationName(), input,
-                  {b.getNamedAttr("kind", b.getStringAttr(kind)),
-                   b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-                   b.getNamedAttr("keepdims", b.getBoolAttr(keepdims))});
-}
 
 FailureOr<Values> globalAveragePool(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
@@ -351,12 +278,6 @@ template <const char *Kind> FailureOr<Values> reduceNode(NodeContext &c) {
 constexpr char kSum[] = "sum", kMean[] = "mean", kMax[] = "max", kMin[] = "min",
                kProd[] = "prod";
 
-FailureOr<Value> reshapeTo(NodeContext &c, Value input,
-                           ArrayRef<int64_t> spec) {
-  return c.create(
-      ReshapeOp::getOperationName(), input,
-      {c.builder.getNamedAttr("shape", c.builder.getDenseI64ArrayAttr(spec))});
-}
 
 FailureOr<Values> reshape(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
@@ -423,30 +344,9 @@ FailureOr<Values> clip(NodeContext &c) {
   return single(c.create(ClipOp::getOperationName(), c.inputs[0], attrs));
 }
 
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-// A rank-0 constant of `v`'s element type on the node's device.
-Value scalarLike(NodeContext &c, Value v, double value) {
-  Type element = typeOf(v).getElementType();
-  auto plain = RankedTensorType::get({}, element);
-  Attribute attr = isa<FloatType>(element)
-                       ? Attribute(c.builder.getFloatAttr(element, value))
-                       : Attribute(c.builder.getIntegerAttr(element, value));
-  return c.builder.create<ConstantOp>(
-      c.loc, RankedTensorType::get({}, element, c.device),
-      DenseElementsAttr::get(plain, attr));
-}
 
-FailureOr<Value> binaryOp(NodeContext &c, StringRef name, Value l, Value r) {
-  return c.create(name, ValueRange{l, r});
-}
 
-FailureOr<int64_t> normalizeAxis(NodeContext &c, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank)
-    return c.error("axis " + Twine(axis) + " is out of range for rank " +
-                   Twine(rank));
-  return axis < 0 ? axis + rank : axis;
-}
 
 FailureOr<Values> transpose(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
@@ -473,21 +373,6 @@ FailureOr<Values> gather(NodeContext &c) {
       {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(*axis))}));
 }
 
-// Unsqueeze/Squeeze: a reshape to a shape known at compile time up to at
-// most one symbolic dim (which becomes -1).
-FailureOr<Value> reshapeToDims(NodeContext &c, Value input,
-                               ArrayRef<int64_t> dims) {
-  std::vector<int64_t> spec;
-  int dynamic = 0;
-  for (int64_t d : dims) {
-    dynamic += ShapedType::isDynamic(d);
-    spec.push_back(ShapedType::isDynamic(d) ? -1 : d);
-  }
-  if (dynamic > 1)
-    return c.error("reshaping a tensor with more than one symbolic "
-                   "dim is not supported yet");
-  return reshapeTo(c, input, spec);
-}
 
 FailureOr<std::vector<int64_t>> axesOf(NodeContext &c) {
   if (c.inputs.size() > 1 && c.inputs[1]) {
@@ -570,27 +455,6 @@ FailureOr<std::vector<int64_t>> softmaxAxes(NodeContext &c) {
   return axes;
 }
 
-// shifted = x - max(x), and sum(exp(shifted)), over `axes`.
-struct Shifted {
-  Value shifted, exp, sum;
-};
-FailureOr<Shifted> shiftedExpSum(NodeContext &c, Value x,
-                                 ArrayRef<int64_t> axes) {
-  std::vector<int64_t> list(axes.begin(), axes.end());
-  auto max = reduce(c, "max", list, true, x);
-  if (failed(max))
-    return failure();
-  auto shifted = binaryOp(c, SubOp::getOperationName(), x, *max);
-  if (failed(shifted))
-    return failure();
-  auto e = c.create(ExpOp::getOperationName(), *shifted);
-  if (failed(e))
-    return failure();
-  auto sum = reduce(c, "sum", list, true, *e);
-  if (failed(sum))
-    return failure();
-  return Shifted{*shifted, *e, *sum};
-}
 
 // exp(x - max) / sum(exp(x - max))
 FailureOr<Values> softmaxNode(NodeContext &c) {
@@ -1220,6 +1084,11 @@ const llvm::StringMap<Converter> &table() {
       {"Unsqueeze", unsqueeze},
       {"Squeeze", squeeze},
       {"Softmax", softmaxNode},
+      {"Attention", convertAttention},
+      {"RMSNormalization", convertRMSNormalization},
+      {"RotaryEmbedding", convertRotaryEmbedding},
+      {"NegativeLogLikelihoodLoss", convertNegativeLogLikelihoodLoss},
+      {"SoftmaxCrossEntropyLoss", convertSoftmaxCrossEntropyLoss},
       {"LayerNormalization", layerNorm},
       {"Shape", shape},
       {"Cast", castNode},

@@ -8,6 +8,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstring>
+#include <optional>
+
 namespace kiln::onnx_import {
 
 /// Converts a TensorProto to a constant of its type on `device`. Data kept
@@ -53,6 +56,90 @@ tryFold(NodeContext &c);
 
 /// Ops kiln supports only when they can be folded (tryFold).
 bool isOnlyFolded(llvm::StringRef opType);
+
+
+//===----------------------------------------------------------------------===//
+// Building blocks for converters (OnnxBuild.cpp); op families beyond the core
+// table live in frontend/ops/<Family>.cpp and use these.
+//===----------------------------------------------------------------------===//
+
+using Values = llvm::SmallVector<mlir::Value>;
+
+/// {v}, or failure.
+mlir::FailureOr<Values> single(mlir::FailureOr<mlir::Value> v);
+/// Checks min <= inputs <= max and that the first `min` are present.
+mlir::LogicalResult arity(NodeContext &c, size_t min, size_t max);
+/// An ints attribute, or `fallback` when absent.
+std::vector<int64_t> ints(NodeContext &c, llvm::StringRef name,
+                          std::vector<int64_t> fallback);
+mlir::RankedTensorType typeOf(mlir::Value v);
+/// A rank-0 constant of `v`'s element type on the node's device.
+mlir::Value scalarLike(NodeContext &c, mlir::Value v, double value);
+/// kiln op `name` (binary, broadcasting) of l and r.
+mlir::FailureOr<mlir::Value> binaryOp(NodeContext &c, llvm::StringRef name,
+                                      mlir::Value l, mlir::Value r);
+/// axis in [-rank, rank) made non-negative, or a diagnostic.
+mlir::FailureOr<int64_t> normalizeAxis(NodeContext &c, int64_t axis,
+                                       int64_t rank);
+/// kiln.reduce of `input` (default: the node's first input) over `axes`.
+mlir::FailureOr<mlir::Value> reduce(NodeContext &c, llvm::StringRef kind,
+                                    std::vector<int64_t> axes, bool keepdims,
+                                    mlir::Value input = {});
+/// kiln.reshape to `spec` (ONNX Reshape semantics after folding: -1 allowed).
+mlir::FailureOr<mlir::Value> reshapeTo(NodeContext &c, mlir::Value input,
+                                       llvm::ArrayRef<int64_t> spec);
+/// A reshape to `dims`, at most one of them symbolic.
+mlir::FailureOr<mlir::Value> reshapeToDims(NodeContext &c, mlir::Value input,
+                                           llvm::ArrayRef<int64_t> dims);
+/// shifted = x - max(x), exp(shifted) and sum(exp(shifted)) over `axes`.
+struct Shifted {
+  mlir::Value shifted, exp, sum;
+};
+mlir::FailureOr<Shifted> shiftedExpSum(NodeContext &c, mlir::Value x,
+                                       llvm::ArrayRef<int64_t> axes);
+
+// The values of a constant integer or float tensor (any width), or nothing
+// when `v` is not a kiln.constant.
+template <typename T>
+std::optional<std::vector<T>> constantValues(mlir::Value v) {
+  auto constant = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
+  if (!constant)
+    return std::nullopt;
+  mlir::Type element = constant.getType().getElementType();
+  std::vector<char> bytes = getConstantBytes(constant.getValue());
+  std::vector<T> out;
+  auto read = [&](auto tag) {
+    using E = decltype(tag);
+    for (size_t i = 0; i + sizeof(E) <= bytes.size(); i += sizeof(E)) {
+      E e;
+      std::memcpy(&e, bytes.data() + i, sizeof(E));
+      out.push_back(static_cast<T>(e));
+    }
+  };
+  if (element.isF32())
+    read(float());
+  else if (element.isF64())
+    read(double());
+  else if (element.isInteger(64))
+    read(int64_t());
+  else if (element.isInteger(32))
+    read(int32_t());
+  else
+    return std::nullopt;
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Op families in frontend/ops/, registered in the table of OnnxOps.cpp.
+//===----------------------------------------------------------------------===//
+
+// ops/Attention.cpp
+mlir::FailureOr<Values> convertAttention(NodeContext &c);
+mlir::FailureOr<Values> convertRMSNormalization(NodeContext &c);
+mlir::FailureOr<Values> convertRotaryEmbedding(NodeContext &c);
+// ops/Losses.cpp
+mlir::FailureOr<Values> convertNegativeLogLikelihoodLoss(NodeContext &c);
+mlir::FailureOr<Values> convertSoftmaxCrossEntropyLoss(NodeContext &c);
 
 } // namespace kiln::onnx_import
 

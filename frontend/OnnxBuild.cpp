@@ -1,0 +1,130 @@
+//===- OnnxBuild.cpp - building blocks shared by the ONNX converters ------===//
+//
+// Small helpers every op family uses: arity checks, attribute lists, typed
+// scalar constants, reductions, reshapes, axis normalisation and the
+// numerically stable exp-sum of the softmax family. Declared in OnnxOps.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/OnnxOps.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace kiln::onnx_import {
+
+FailureOr<Values> single(FailureOr<Value> v) {
+  if (failed(v))
+    return failure();
+  return Values{*v};
+}
+
+LogicalResult arity(NodeContext &c, size_t min, size_t max) {
+  size_t n = c.inputs.size();
+  if (n < min || n > max)
+    return c.error("'" + c.node.op_type() + "' takes " + Twine(min) +
+                   (min == max ? "" : ".." + Twine(max)) +
+                   " inputs, node has " + Twine(n));
+  for (size_t i = 0; i < min; ++i)
+    if (!c.inputs[i])
+      return c.error("required input #" + Twine(i) + " is missing");
+  return success();
+}
+
+std::vector<int64_t> ints(NodeContext &c, StringRef name,
+                          std::vector<int64_t> fallback) {
+  const auto *a = c.attr(name);
+  if (!a)
+    return fallback;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+FailureOr<Value> reduce(NodeContext &c, StringRef kind,
+                        std::vector<int64_t> axes, bool keepdims,
+                        Value input) {
+  if (!input)
+    input = c.inputs[0];
+  int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
+  for (int64_t &axis : axes) {
+    if (axis < -rank || axis >= rank)
+      return c.error("axis " + Twine(axis) + " is out of range for rank " +
+                     Twine(rank));
+    if (axis < 0)
+      axis += rank;
+  }
+  llvm::sort(axes);
+  Builder &b = c.builder;
+  return c.create(ReduceOp::getOperationName(), input,
+                  {b.getNamedAttr("kind", b.getStringAttr(kind)),
+                   b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                   b.getNamedAttr("keepdims", b.getBoolAttr(keepdims))});
+}
+
+FailureOr<Value> reshapeTo(NodeContext &c, Value input,
+                           ArrayRef<int64_t> spec) {
+  return c.create(
+      ReshapeOp::getOperationName(), input,
+      {c.builder.getNamedAttr("shape", c.builder.getDenseI64ArrayAttr(spec))});
+}
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+// A rank-0 constant of `v`'s element type on the node's device.
+Value scalarLike(NodeContext &c, Value v, double value) {
+  Type element = typeOf(v).getElementType();
+  auto plain = RankedTensorType::get({}, element);
+  Attribute attr = isa<FloatType>(element)
+                       ? Attribute(c.builder.getFloatAttr(element, value))
+                       : Attribute(c.builder.getIntegerAttr(element, value));
+  return c.builder.create<ConstantOp>(
+      c.loc, RankedTensorType::get({}, element, c.device),
+      DenseElementsAttr::get(plain, attr));
+}
+
+FailureOr<Value> binaryOp(NodeContext &c, StringRef name, Value l, Value r) {
+  return c.create(name, ValueRange{l, r});
+}
+
+FailureOr<int64_t> normalizeAxis(NodeContext &c, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return c.error("axis " + Twine(axis) + " is out of range for rank " +
+                   Twine(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Unsqueeze/Squeeze: a reshape to a shape known at compile time up to at
+// most one symbolic dim (which becomes -1).
+FailureOr<Value> reshapeToDims(NodeContext &c, Value input,
+                               ArrayRef<int64_t> dims) {
+  std::vector<int64_t> spec;
+  int dynamic = 0;
+  for (int64_t d : dims) {
+    dynamic += ShapedType::isDynamic(d);
+    spec.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  }
+  if (dynamic > 1)
+    return c.error("reshaping a tensor with more than one symbolic "
+                   "dim is not supported yet");
+  return reshapeTo(c, input, spec);
+}
+
+// shifted = x - max(x), and sum(exp(shifted)), over `axes`.
+FailureOr<Shifted> shiftedExpSum(NodeContext &c, Value x,
+                                 ArrayRef<int64_t> axes) {
+  std::vector<int64_t> list(axes.begin(), axes.end());
+  auto max = reduce(c, "max", list, true, x);
+  if (failed(max))
+    return failure();
+  auto shifted = binaryOp(c, SubOp::getOperationName(), x, *max);
+  if (failed(shifted))
+    return failure();
+  auto e = c.create(ExpOp::getOperationName(), *shifted);
+  if (failed(e))
+    return failure();
+  auto sum = reduce(c, "sum", list, true, *e);
+  if (failed(sum))
+    return failure();
+  return Shifted{*shifted, *e, *sum};
+}
+
+} // namespace kiln::onnx_import
