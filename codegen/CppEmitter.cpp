@@ -28,6 +28,8 @@ std::string kiln::cppType(Type t) {
     return "float";
   if (t.isF64())
     return "double";
+  if (t.isF16())
+    return "_Float16"; // GCC and Clang on x86-64; math goes through float
   if (t.isInteger(1))
     return "bool";
   if (t.isIndex())
@@ -165,6 +167,13 @@ void Emitter::copyInit(Value init, Value result) {
 
 LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
   auto v = [&](unsigned i) { return scalars.lookup(op->getOperand(i)); };
+  // Arguments of <cmath> functions: halves are widened to float (what numpy
+  // does for float16 too), the result rounds back on assignment.
+  auto m = [&](unsigned i) {
+    return op->getOperand(i).getType().isF16()
+               ? "static_cast<float>(" + v(i) + ")"
+               : v(i);
+  };
   std::string expr =
       llvm::TypeSwitch<Operation *, std::string>(op)
           .Case<arith::ConstantOp>(
@@ -232,9 +241,9 @@ LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
           .Case<arith::MinimumFOp, arith::MinSIOp>(
               [&](auto) { return "kiln_minimum(" + v(0) + ", " + v(1) + ")"; })
           .Case<arith::MaxNumFOp>(
-              [&](auto) { return "std::fmax(" + v(0) + ", " + v(1) + ")"; })
+              [&](auto) { return "std::fmax(" + m(0) + ", " + m(1) + ")"; })
           .Case<arith::MinNumFOp>(
-              [&](auto) { return "std::fmin(" + v(0) + ", " + v(1) + ")"; })
+              [&](auto) { return "std::fmin(" + m(0) + ", " + m(1) + ")"; })
           .Case<arith::SelectOp>(
               [&](auto) { return v(0) + " ? " + v(1) + " : " + v(2); })
           .Case<arith::CmpFOp>([&](arith::CmpFOp c) -> std::string {
@@ -270,25 +279,25 @@ LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
                 return "static_cast<" + cppType(c->getResult(0).getType()) +
                        ">(" + v(0) + ")";
               })
-          .Case<math::ErfOp>([&](auto) { return "std::erf(" + v(0) + ")"; })
-          .Case<math::ExpOp>([&](auto) { return "std::exp(" + v(0) + ")"; })
-          .Case<math::LogOp>([&](auto) { return "std::log(" + v(0) + ")"; })
-          .Case<math::TanhOp>([&](auto) { return "std::tanh(" + v(0) + ")"; })
-          .Case<math::SqrtOp>([&](auto) { return "std::sqrt(" + v(0) + ")"; })
-          .Case<math::AbsFOp>([&](auto) { return "std::fabs(" + v(0) + ")"; })
+          .Case<math::ErfOp>([&](auto) { return "std::erf(" + m(0) + ")"; })
+          .Case<math::ExpOp>([&](auto) { return "std::exp(" + m(0) + ")"; })
+          .Case<math::LogOp>([&](auto) { return "std::log(" + m(0) + ")"; })
+          .Case<math::TanhOp>([&](auto) { return "std::tanh(" + m(0) + ")"; })
+          .Case<math::SqrtOp>([&](auto) { return "std::sqrt(" + m(0) + ")"; })
+          .Case<math::AbsFOp>([&](auto) { return "std::fabs(" + m(0) + ")"; })
           .Case<math::AbsIOp>([&](auto) {
             return "(" + v(0) + " < 0 ? -" + v(0) + " : " + v(0) + ")";
           })
-          .Case<math::FloorOp>([&](auto) { return "std::floor(" + v(0) + ")"; })
+          .Case<math::FloorOp>([&](auto) { return "std::floor(" + m(0) + ")"; })
           .Case<math::RoundEvenOp>(
-              [&](auto) { return "std::nearbyint(" + v(0) + ")"; })
+              [&](auto) { return "std::nearbyint(" + m(0) + ")"; })
           .Case<arith::RemFOp>(
-              [&](auto) { return "std::fmod(" + v(0) + ", " + v(1) + ")"; })
-          .Case<math::CeilOp>([&](auto) { return "std::ceil(" + v(0) + ")"; })
-          .Case<math::SinOp>([&](auto) { return "std::sin(" + v(0) + ")"; })
-          .Case<math::CosOp>([&](auto) { return "std::cos(" + v(0) + ")"; })
+              [&](auto) { return "std::fmod(" + m(0) + ", " + m(1) + ")"; })
+          .Case<math::CeilOp>([&](auto) { return "std::ceil(" + m(0) + ")"; })
+          .Case<math::SinOp>([&](auto) { return "std::sin(" + m(0) + ")"; })
+          .Case<math::CosOp>([&](auto) { return "std::cos(" + m(0) + ")"; })
           .Case<math::PowFOp>(
-              [&](auto) { return "std::pow(" + v(0) + ", " + v(1) + ")"; })
+              [&](auto) { return "std::pow(" + m(0) + ", " + m(1) + ")"; })
           .Case<affine::AffineApplyOp>([&](affine::AffineApplyOp a) {
             AffineMap map = a.getAffineMap();
             SmallVector<std::string> dims, syms;

@@ -25,10 +25,7 @@ using namespace mlir;
 using namespace kiln;
 using namespace kiln::onnx_import;
 
-namespace {
-
-// ONNX TensorProto.DataType -> element type (signless integers).
-Type elementType(MLIRContext *ctx, int dataType) {
+Type kiln::onnx_import::elementType(MLIRContext *ctx, int dataType) {
   Builder b(ctx);
   switch (dataType) {
   case onnx::TensorProto::FLOAT:
@@ -51,6 +48,8 @@ Type elementType(MLIRContext *ctx, int dataType) {
     return {};
   }
 }
+
+namespace {
 
 std::string dataTypeName(int dataType) {
   // Types newer than the protobuf schema Debian ships (onnx 1.12).

@@ -61,8 +61,6 @@ FailureOr<Value> NodeContext::create(StringRef name, ValueRange operands,
 
 namespace {
 
-
-
 template <typename OpTy> FailureOr<Values> unary(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
@@ -152,8 +150,6 @@ FailureOr<Values> constant(NodeContext &c) {
   return Values{
       c.builder.create<ConstantOp>(c.loc, converted->first, converted->second)};
 }
-
-
 
 int64_t spatialRank(NodeContext &c) {
   return cast<RankedTensorType>(c.inputs[0].getType()).getRank() - 2;
@@ -245,7 +241,6 @@ FailureOr<Values> maxPool(NodeContext &c) {
                                b.getBoolAttr(c.getInt("ceil_mode", 0) != 0))}));
 }
 
-
 FailureOr<Values> globalAveragePool(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
@@ -277,7 +272,6 @@ template <const char *Kind> FailureOr<Values> reduceNode(NodeContext &c) {
 }
 constexpr char kSum[] = "sum", kMean[] = "mean", kMax[] = "max", kMin[] = "min",
                kProd[] = "prod";
-
 
 FailureOr<Values> reshape(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
@@ -344,10 +338,6 @@ FailureOr<Values> clip(NodeContext &c) {
   return single(c.create(ClipOp::getOperationName(), c.inputs[0], attrs));
 }
 
-
-
-
-
 FailureOr<Values> transpose(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
@@ -372,7 +362,6 @@ FailureOr<Values> gather(NodeContext &c) {
       GatherOp::getOperationName(), c.inputs,
       {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(*axis))}));
 }
-
 
 FailureOr<std::vector<int64_t>> axesOf(NodeContext &c) {
   if (c.inputs.size() > 1 && c.inputs[1]) {
@@ -454,7 +443,6 @@ FailureOr<std::vector<int64_t>> softmaxAxes(NodeContext &c) {
       axes.push_back(i);
   return axes;
 }
-
 
 // exp(x - max) / sum(exp(x - max))
 FailureOr<Values> softmaxNode(NodeContext &c) {
@@ -562,24 +550,10 @@ FailureOr<Values> castNode(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
   Builder &b = c.builder;
-  Type to;
-  switch (c.getInt("to", 0)) {
-  case onnx::TensorProto::FLOAT:
-    to = b.getF32Type();
-    break;
-  case onnx::TensorProto::DOUBLE:
-    to = b.getF64Type();
-    break;
-  case onnx::TensorProto::INT64:
-    to = b.getI64Type();
-    break;
-  case onnx::TensorProto::INT32:
-    to = b.getI32Type();
-    break;
-  default:
+  Type to = elementType(b.getContext(), c.getInt("to", 0));
+  if (!to)
     return c.error("Cast to type #" + Twine(c.getInt("to", 0)) +
                    " is not supported yet");
-  }
   if (typeOf(c.inputs[0]).getElementType() == to)
     return Values{c.inputs[0]};
   return single(c.create(CastOp::getOperationName(), c.inputs[0],

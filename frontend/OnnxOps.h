@@ -20,6 +20,10 @@ convertTensor(const onnx::TensorProto &tensor, mlir::Attribute device,
               mlir::Location loc, llvm::StringRef blobName,
               llvm::StringRef modelDir);
 
+/// ONNX TensorProto.DataType -> element type (signless integers); null when
+/// kiln does not support it.
+mlir::Type elementType(mlir::MLIRContext *ctx, int dataType);
+
 /// What a converter sees of one node.
 struct NodeContext {
   const onnx::NodeProto &node;
@@ -56,7 +60,6 @@ tryFold(NodeContext &c);
 
 /// Ops kiln supports only when they can be folded (tryFold).
 bool isOnlyFolded(llvm::StringRef opType);
-
 
 //===----------------------------------------------------------------------===//
 // Building blocks for converters (OnnxBuild.cpp); op families beyond the core
