@@ -473,10 +473,6 @@ FailureOr<Values> logSoftmax(NodeContext &c) {
 FailureOr<Values> layerNorm(NodeContext &c) {
   if (failed(arity(c, 2, 3)))
     return failure();
-  for (int i = 1; i < c.node.output_size(); ++i)
-    if (!c.node.output(i).empty())
-      return c.error("LayerNormalization's Mean and InvStdDev outputs are "
-                     "not supported");
   if (c.getInt("stash_type", 1) != 1)
     return c.error("LayerNormalization stash_type other than 1 is not "
                    "supported");
@@ -517,9 +513,23 @@ FailureOr<Values> layerNorm(NodeContext &c) {
   auto scaled = binaryOp(c, mul, *normed, c.inputs[1]);
   if (failed(scaled))
     return failure();
-  if (c.inputs.size() == 3 && c.inputs[2])
-    return single(binaryOp(c, add, *scaled, c.inputs[2]));
-  return Values{*scaled};
+  Values results{*scaled};
+  if (c.inputs.size() == 3 && c.inputs[2]) {
+    auto biased = binaryOp(c, add, *scaled, c.inputs[2]);
+    if (failed(biased))
+      return failure();
+    results[0] = *biased;
+  }
+  // The optional Mean and InvStdDev outputs (reduced dims kept as 1).
+  if (c.node.output_size() > 1)
+    results.push_back(*mean);
+  if (c.node.output_size() > 2) {
+    auto inv = binaryOp(c, div, scalarLike(c, x, 1.0), *std);
+    if (failed(inv))
+      return failure();
+    results.push_back(*inv);
+  }
+  return results;
 }
 
 // A constant once the input's shape is static (bound at import).
@@ -1059,6 +1069,9 @@ const llvm::StringMap<Converter> &table() {
       {"Squeeze", squeeze},
       {"Softmax", softmaxNode},
       {"Attention", convertAttention},
+      {"ArgMax", convertArgMax},
+      {"ArgMin", convertArgMin},
+      {"Trilu", convertTrilu},
       {"RMSNormalization", convertRMSNormalization},
       {"RotaryEmbedding", convertRotaryEmbedding},
       {"NegativeLogLikelihoodLoss", convertNegativeLogLikelihoodLoss},

@@ -140,6 +140,10 @@ std::optional<std::vector<T>> constantValues(mlir::Value v) {
 mlir::FailureOr<Values> convertAttention(NodeContext &c);
 mlir::FailureOr<Values> convertRMSNormalization(NodeContext &c);
 mlir::FailureOr<Values> convertRotaryEmbedding(NodeContext &c);
+// ops/Selection.cpp
+mlir::FailureOr<Values> convertArgMax(NodeContext &c);
+mlir::FailureOr<Values> convertArgMin(NodeContext &c);
+mlir::FailureOr<Values> convertTrilu(NodeContext &c);
 // ops/Losses.cpp
 mlir::FailureOr<Values> convertNegativeLogLikelihoodLoss(NodeContext &c);
 mlir::FailureOr<Values> convertSoftmaxCrossEntropyLoss(NodeContext &c);

@@ -2,7 +2,8 @@
 //
 // One generic over the input's dims in their own order, the reduced ones
 // marked `reduction`, accumulating into an init filled with the identity
-// (0, -inf, +inf); mean divides by the element count afterwards.
+// (0, 1, -inf, +inf; for integers the type's extremes); mean divides by the
+// element count afterwards (floats only).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,15 +23,31 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
   auto outType = plainResultType(op);
   auto inType = cast<RankedTensorType>(operands[0].getType());
   Type element = inType.getElementType();
-  if (!isa<FloatType>(element))
-    return op->emitOpError()
-           << "needs a floating-point element type, got " << element;
   StringRef kind = reduce.getKind();
-  double inf = std::numeric_limits<double>::infinity();
-  double identity = kind == "max"    ? -inf
-                    : kind == "min"  ? inf
-                    : kind == "prod" ? 1.0
-                                     : 0.0;
+  bool floating = isa<FloatType>(element);
+  if (!floating && kind == "mean")
+    return op->emitOpError()
+           << "mean needs a floating-point element type, got " << element;
+  unsigned bits = floating ? 0 : element.getIntOrFloatBitWidth();
+  Value init;
+  if (!floating && (kind == "max" || kind == "min")) {
+    // The smallest or largest value of the (signed) integer type.
+    // (bool: max is "any", from false; min is "all", from true).
+    APInt extreme = bits == 1       ? APInt(1, kind == "min")
+                    : kind == "max" ? APInt::getSignedMinValue(bits)
+                                    : APInt::getSignedMaxValue(bits);
+    Value empty = b.create<tensor::EmptyOp>(loc, outType.getShape(), element);
+    Value v =
+        b.create<arith::ConstantOp>(loc, b.getIntegerAttr(element, extreme));
+    init = b.create<linalg::FillOp>(loc, v, empty).getResult(0);
+  } else {
+    double inf = std::numeric_limits<double>::infinity();
+    double identity = kind == "max"    ? -inf
+                      : kind == "min"  ? inf
+                      : kind == "prod" ? 1.0
+                                       : 0.0;
+    init = filled(b, loc, outType, identity);
+  }
   int64_t rank = inType.getRank();
   ArrayRef<int64_t> axes = reduce.getAxes();
   SmallVector<AffineExpr> outExprs;
@@ -53,18 +70,30 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
       AffineMap::get(rank, 0, outExprs, b.getContext())};
   Value result =
       b.create<linalg::GenericOp>(
-           loc, TypeRange{outType}, operands[0],
-           ValueRange{filled(b, loc, outType, identity)}, maps, iterators,
+           loc, TypeRange{outType}, operands[0], ValueRange{init}, maps,
+           iterators,
            [&](OpBuilder &nb, Location l, ValueRange a) {
              Value v;
-             if (kind == "max")
-               v = nb.create<arith::MaximumFOp>(l, a[1], a[0]);
+             if (bits == 1 && kind == "max")
+               v = nb.create<arith::OrIOp>(l, a[1], a[0]);
+             else if (bits == 1 && kind == "min")
+               v = nb.create<arith::AndIOp>(l, a[1], a[0]);
+             else if (kind == "max")
+               v = floating
+                       ? nb.create<arith::MaximumFOp>(l, a[1], a[0]).getResult()
+                       : nb.create<arith::MaxSIOp>(l, a[1], a[0]);
              else if (kind == "min")
-               v = nb.create<arith::MinimumFOp>(l, a[1], a[0]);
+               v = floating
+                       ? nb.create<arith::MinimumFOp>(l, a[1], a[0]).getResult()
+                       : nb.create<arith::MinSIOp>(l, a[1], a[0]);
              else if (kind == "prod")
-               v = nb.create<arith::MulFOp>(l, a[1], a[0]);
+               v = floating
+                       ? nb.create<arith::MulFOp>(l, a[1], a[0]).getResult()
+                       : nb.create<arith::MulIOp>(l, a[1], a[0]);
              else
-               v = nb.create<arith::AddFOp>(l, a[1], a[0]);
+               v = floating
+                       ? nb.create<arith::AddFOp>(l, a[1], a[0]).getResult()
+                       : nb.create<arith::AddIOp>(l, a[1], a[0]);
              nb.create<linalg::YieldOp>(l, v);
            })
           .getResult(0);
