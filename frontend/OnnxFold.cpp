@@ -90,7 +90,14 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
       return fail("only casts to int32/int64 are evaluated");
     return out;
   }
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod") {
+  if (op == "Neg" || op == "Abs") {
+    IntTensor out = in[0];
+    for (int64_t &v : out.data)
+      v = op == "Neg" ? -v : std::abs(v);
+    return out;
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod" ||
+      op == "Max" || op == "Min") {
     const IntTensor &a = in[0], &b = in[1];
     bool scalarB = b.data.size() == 1, scalarA = a.data.size() == 1;
     if (a.shape != b.shape && !scalarA && !scalarB)
@@ -104,6 +111,8 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
                     : op == "Sub" ? x - y
                     : op == "Mul" ? x * y
                     : op == "Div" ? x / y
+                    : op == "Max" ? std::max(x, y)
+                    : op == "Min" ? std::min(x, y)
                                   : ((x % y) + y) % y;
     }
     return out;
@@ -209,8 +218,9 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
 
 const llvm::StringSet<> &foldable() {
   static const llvm::StringSet<> ops = {
-      "Identity",  "Cast",    "Add",    "Sub",    "Mul",   "Div",     "Mod",
-      "Unsqueeze", "Squeeze", "Concat", "Gather", "Slice", "Reshape", "Range"};
+      "Identity", "Cast",   "Add",    "Sub",   "Mul",     "Div",
+      "Mod",      "Max",    "Min",    "Neg",   "Abs",     "Unsqueeze",
+      "Squeeze",  "Concat", "Gather", "Slice", "Reshape", "Range"};
   return ops;
 }
 
@@ -244,8 +254,11 @@ kiln::onnx_import::tryFold(NodeContext &c) {
     }
     in.push_back(std::move(*t));
   }
-  // Unsqueeze/Squeeze axes come as a second input since opset 13.
   StringRef op = c.node.op_type();
+  // Max and Min are variadic; only the two-operand form is evaluated.
+  if ((op == "Max" || op == "Min") && in.size() != 2)
+    return std::nullopt;
+  // Unsqueeze/Squeeze axes come as a second input since opset 13.
   if ((op == "Unsqueeze" || op == "Squeeze") && in.size() > 1)
     in.resize(1);
   // Integers cast to floats (e.g. a head size turned into a scale).
