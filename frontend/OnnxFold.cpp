@@ -90,30 +90,70 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
       return fail("only casts to int32/int64 are evaluated");
     return out;
   }
+  if (op == "Not") {
+    IntTensor out = in[0];
+    for (int64_t &v : out.data)
+      v = !v;
+    return out;
+  }
+  if (op == "Where") {
+    // Same-shape or scalar operands, like the arithmetic below.
+    size_t n = 1;
+    const IntTensor *widest = &in[0];
+    for (const IntTensor &t : in)
+      if (t.data.size() > n) {
+        n = t.data.size();
+        widest = &t;
+      }
+    for (const IntTensor &t : in)
+      if (t.data.size() != n && t.data.size() != 1)
+        return fail("only same-shape or scalar operands are evaluated");
+    IntTensor out{widest->shape, {}, in[1].element};
+    for (size_t i = 0; i < n; ++i) {
+      auto at = [&](const IntTensor &t) {
+        return t.data[t.data.size() == 1 ? 0 : i];
+      };
+      out.data.push_back(at(in[0]) ? at(in[1]) : at(in[2]));
+    }
+    return out;
+  }
   if (op == "Neg" || op == "Abs") {
     IntTensor out = in[0];
     for (int64_t &v : out.data)
       v = op == "Neg" ? -v : std::abs(v);
     return out;
   }
+  bool comparison = op == "Equal" || op == "Less" || op == "Greater" ||
+                    op == "LessOrEqual" || op == "GreaterOrEqual";
+  bool logical = op == "And" || op == "Or" || op == "Xor";
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod" ||
-      op == "Max" || op == "Min") {
+      op == "Max" || op == "Min" || comparison || logical) {
     const IntTensor &a = in[0], &b = in[1];
     bool scalarB = b.data.size() == 1, scalarA = a.data.size() == 1;
     if (a.shape != b.shape && !scalarA && !scalarB)
       return fail("only same-shape or scalar operands are evaluated");
     IntTensor out = scalarA && !scalarB ? b : a;
+    if (comparison)
+      out.element = c.builder.getI1Type();
     for (size_t i = 0; i < out.data.size(); ++i) {
       int64_t x = a.data[scalarA ? 0 : i], y = b.data[scalarB ? 0 : i];
       if ((op == "Div" || op == "Mod") && y == 0)
         return fail("division by zero");
-      out.data[i] = op == "Add"   ? x + y
-                    : op == "Sub" ? x - y
-                    : op == "Mul" ? x * y
-                    : op == "Div" ? x / y
-                    : op == "Max" ? std::max(x, y)
-                    : op == "Min" ? std::min(x, y)
-                                  : ((x % y) + y) % y;
+      out.data[i] = op == "Add"              ? x + y
+                    : op == "Sub"            ? x - y
+                    : op == "Mul"            ? x * y
+                    : op == "Div"            ? x / y
+                    : op == "Max"            ? std::max(x, y)
+                    : op == "Min"            ? std::min(x, y)
+                    : op == "Equal"          ? x == y
+                    : op == "Less"           ? x < y
+                    : op == "Greater"        ? x > y
+                    : op == "LessOrEqual"    ? x <= y
+                    : op == "GreaterOrEqual" ? x >= y
+                    : op == "And"            ? (x && y)
+                    : op == "Or"             ? (x || y)
+                    : op == "Xor"            ? (!x != !y)
+                                             : ((x % y) + y) % y;
     }
     return out;
   }
@@ -257,6 +297,11 @@ kiln::onnx_import::tryFold(NodeContext &c) {
   StringRef op = c.node.op_type();
   // Max and Min are variadic; only the two-operand form is evaluated.
   if ((op == "Max" || op == "Min") && in.size() != 2)
+    return std::nullopt;
+  if (op == "Where" && in.size() != 3)
+    return std::nullopt;
+  // Only shape vectors are evaluated; anything bigger is converted as usual.
+  if (op == "Unsqueeze" && !in[0].shape.empty())
     return std::nullopt;
   // Unsqueeze/Squeeze axes come as a second input since opset 13.
   if ((op == "Unsqueeze" || op == "Squeeze") && in.size() > 1)
