@@ -760,6 +760,62 @@ FailureOr<Values> averagePool(NodeContext &c) {
                       b.getBoolAttr(c.getInt("count_include_pad", 0) != 0))}));
 }
 
+// LpPool: (sum over the window of |x|^p)^(1/p), padding counting as 0: an
+// average pool that counts the pads, times the window size.
+FailureOr<Values> lpPool(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  if (c.getInt("ceil_mode", 0))
+    return c.error("LpPool with ceil_mode is not supported yet");
+  Value x = c.inputs[0];
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return c.error("LpPool needs a floating-point input");
+  int64_t p = c.getInt("p", 2);
+  if (p < 1)
+    return c.error("LpPool's p must be at least 1, got " + Twine(p));
+  std::string mul = MulOp::getOperationName().str(),
+              pow = PowOp::getOperationName().str();
+  auto magnitude = c.create(AbsOp::getOperationName(), x);
+  if (failed(magnitude))
+    return failure();
+  auto powered = p == 2 ? binaryOp(c, mul, *magnitude, *magnitude)
+                        : binaryOp(c, pow, *magnitude, scalarLike(c, x, p));
+  if (failed(powered))
+    return failure();
+  int64_t r = spatialRank(c);
+  std::vector<int64_t> kernel = ints(c, "kernel_shape", {});
+  if ((int64_t)kernel.size() != r)
+    return c.error("LpPool needs kernel_shape with " + Twine(r) + " values");
+  std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
+  std::vector<int64_t> dilations =
+      ints(c, "dilations", std::vector<int64_t>(r, 1));
+  auto pads = windowPads(c, kernel, strides, dilations);
+  if (failed(pads))
+    return failure();
+  Builder &b = c.builder;
+  auto mean =
+      c.create(AvgPoolOp::getOperationName(), *powered,
+               {b.getNamedAttr("kernel_shape", b.getDenseI64ArrayAttr(kernel)),
+                b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
+                b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)),
+                b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
+                b.getNamedAttr("ceil_mode", b.getBoolAttr(false)),
+                b.getNamedAttr("count_include_pad", b.getBoolAttr(true))});
+  if (failed(mean))
+    return failure();
+  int64_t window = 1;
+  for (int64_t k : kernel)
+    window *= k;
+  auto sum = binaryOp(c, mul, *mean, scalarLike(c, x, window));
+  if (failed(sum))
+    return failure();
+  if (p == 1)
+    return Values{*sum};
+  if (p == 2)
+    return single(c.create(SqrtOp::getOperationName(), *sum));
+  return single(binaryOp(c, pow, *sum, scalarLike(c, x, 1.0 / p)));
+}
+
 // ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp:
 // an elementwise map, a sum, an elementwise finish.
 FailureOr<Values> reduceComposite(NodeContext &c) {
@@ -1070,6 +1126,7 @@ const llvm::StringMap<Converter> &table() {
       {"Softmax", softmaxNode},
       {"Attention", convertAttention},
       {"ArgMax", convertArgMax},
+      {"LpPool", lpPool},
       {"ArgMin", convertArgMin},
       {"Trilu", convertTrilu},
       {"RMSNormalization", convertRMSNormalization},
