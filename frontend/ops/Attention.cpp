@@ -1,20 +1,643 @@
 //===- Attention.cpp - Attention, RMSNormalization, RotaryEmbedding -------===//
+//
+// Decompositions into kiln graph ops (shapes are static at conversion).
+//
+// Attention (opsets 23-25), after onnx/reference/ops/op_attention.py and the
+// op's function body:
+//   * 3-D Q/K/V [B, S, heads * D] are reshaped to [B, S, heads, D] and
+//     transposed to [B, heads, S, D] (q_num_heads/kv_num_heads give the head
+//     counts); 4-D inputs are used as they are.
+//   * past_key/past_value are concatenated before K/V on the sequence axis;
+//     the results are the present_key/present_value outputs.
+//   * scores = (Q * sqrt(scale)) @ (K^T * sqrt(scale)), scale defaulting to
+//     1/sqrt(head_size). Grouped-query attention (q heads a multiple r of the
+//     kv heads, query head h reading kv head h / r) reshapes Q to
+//     [B, kv_heads, r * Sq, D] so that the matmul broadcasts K without
+//     repeating it, and reshapes the scores back to [B, q_heads, Sq, Skv].
+//   * softcap > 0: scores = softcap * tanh(scores / softcap).
+//   * The additive bias: a float attn_mask (cast to Q's type) or a bool one
+//     (where(mask, 0, -inf)), padded with -inf up to the total key count;
+//     plus where(allowed, 0, -inf) for the structural masks: is_causal
+//     (key j <= query i + offset), left/right_window_size (offset + i - j
+//     <= left, j - offset - i <= right) and nonpad_kv_seqlen (key j <
+//     nonpad[b]). offset is past_sequence_length with past_key,
+//     nonpad_kv_seqlen[b] - Sq with nonpad_kv_seqlen (computed at run time
+//     with compare ops), else 0; with a compile-time offset `allowed` is a
+//     bool constant.
+//   * Softmax over the keys, in softmax_precision when given (cast there and
+//     back), as the reference computes it: exp(x - m) / s with m replaced by
+//     0 when it is -inf and s by 1 when it is 0; then rows whose bias is -inf
+//     everywhere (fully masked) are set to 0.
+//   * Y = probabilities @ V (grouped as for the scores), transposed and
+//     reshaped back to [B, Sq, q_heads * Dv] for 3-D inputs.
+//   * qk_matmul_output (4th output) by qk_matmul_output_mode: 0 the raw
+//     scores (as the spec and the function body say; the Python reference
+//     returns the softcapped ones), 1 after softcap, 2 after the bias, 3 the
+//     guarded probabilities in Q's type.
+//   * With float16 inputs the two matmuls and the softmax sum widen their
+//     operands to float32 and round the result back once, accumulating in
+//     float32 as numpy (the reference) and common runtimes do.
+//
+// RMSNormalization: in the stash_type precision (x cast there),
+// Y = cast(x / sqrt(mean(x * x over axis..rank-1) + epsilon)) * scale.
+//
+// RotaryEmbedding: cos/sin = cache[position_ids] (Gather) or the caches as
+// given ([B, S, rotary_dim / 2]), broadcast to the input's layout ([B, H, S, D]
+// for 4-D input; 3-D [B, S, H * D] is reshaped to [B, S, H, D]). The first
+// rotary_dim features split into x1/x2 (halves, or even/odd features when
+// interleaved); real = cos * x1 - sin * x2, imag = sin * x1 + cos * x2 are
+// concatenated (interleaved: stacked on a new last axis and flattened) and
+// followed by the features that are not rotated.
+//
+//===----------------------------------------------------------------------===//
 
 #include "frontend/OnnxOps.h"
+
+#include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace kiln;
 
 namespace kiln::onnx_import {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// Builds kiln ops for one node. After the first failure (reported at the
+/// node by NodeContext::create) every call returns null; check failed().
+class OpChain {
+public:
+  explicit OpChain(NodeContext &c) : c(c) {}
+
+  bool failed() const { return !ok; }
+
+  Value op(StringRef name, ValueRange operands,
+           ArrayRef<NamedAttribute> attributes = {}) {
+    if (!ok || llvm::is_contained(operands, Value()))
+      return fail();
+    auto result = c.create(name, operands, attributes);
+    return mlir::failed(result) ? fail() : *result;
+  }
+  template <typename OpTy>
+  Value op(ValueRange operands, ArrayRef<NamedAttribute> attributes = {}) {
+    return op(OpTy::getOperationName(), operands, attributes);
+  }
+
+  Value add(Value a, Value b) { return op<AddOp>({a, b}); }
+  Value sub(Value a, Value b) { return op<SubOp>({a, b}); }
+  Value mul(Value a, Value b) { return op<MulOp>({a, b}); }
+  Value div(Value a, Value b) { return op<DivOp>({a, b}); }
+  Value matmul(Value a, Value b) { return op<MatMulOp>({a, b}); }
+  /// A matmul (or a sum over the last axis) whose float16 operands are
+  /// widened to float32 so that it accumulates in float32 (as numpy does for
+  /// float16), the result rounded back once.
+  Value wideMatmul(Value a, Value b) {
+    Type t = a ? typeOf(a).getElementType() : Type();
+    if (!t || !t.isF16())
+      return matmul(a, b);
+    Type f32 = c.builder.getF32Type();
+    return cast(matmul(cast(a, f32), cast(b, f32)), t);
+  }
+  Value wideSumLast(Value v) {
+    Type t = v ? typeOf(v).getElementType() : Type();
+    if (!t || !t.isF16())
+      return reduceLast("sum", v);
+    return cast(reduceLast("sum", cast(v, c.builder.getF32Type())), t);
+  }
+  Value where(Value cond, Value x, Value y) {
+    return op<WhereOp>({cond, x, y});
+  }
+
+  /// A rank-0 constant of element type `element`.
+  Value scalar(Type element, double value) {
+    auto plain = RankedTensorType::get({}, element);
+    Attribute attr =
+        isa<FloatType>(element)
+            ? Attribute(c.builder.getFloatAttr(element, value))
+            : Attribute(c.builder.getIntegerAttr(element, (int64_t)value));
+    return c.builder.create<ConstantOp>(
+        c.loc, RankedTensorType::get({}, element, c.device),
+        DenseElementsAttr::get(plain, attr));
+  }
+
+  /// A constant of `shape` and `element` holding `bytes` (row-major; one
+  /// byte per i1 element).
+  Value constant(ArrayRef<int64_t> shape, Type element, ArrayRef<char> bytes,
+                 StringRef what) {
+    auto type = RankedTensorType::get(shape, element, c.device);
+    std::string name =
+        (c.node.output_size() ? c.node.output(0) : std::string("attention")) +
+        "_" + what.str();
+    return c.builder.create<ConstantOp>(c.loc, type,
+                                        makeConstantAttr(type, bytes, name));
+  }
+  Value i64Constant(ArrayRef<int64_t> shape, ArrayRef<int64_t> values,
+                    StringRef what) {
+    ArrayRef<char> bytes(reinterpret_cast<const char *>(values.data()),
+                         values.size() * sizeof(int64_t));
+    return constant(shape, c.builder.getI64Type(), bytes, what);
+  }
+  /// A constant of `shape` filled with `value`.
+  Value splat(ArrayRef<int64_t> shape, Type element, double value) {
+    auto plain = RankedTensorType::get(shape, element);
+    Attribute attr = c.builder.getFloatAttr(element, value);
+    return c.builder.create<ConstantOp>(
+        c.loc, RankedTensorType::get(shape, element, c.device),
+        DenseElementsAttr::get(plain, attr));
+  }
+
+  Value cast(Value v, Type to) {
+    if (!v || typeOf(v).getElementType() == to)
+      return v;
+    return op<CastOp>({v}, {c.builder.getNamedAttr("to", TypeAttr::get(to))});
+  }
+  Value unary(StringRef name, Value v) { return op(name, {v}); }
+  Value reshape(Value v, ArrayRef<int64_t> dims) {
+    if (!ok || !v)
+      return fail();
+    auto result = reshapeToDims(c, v, dims);
+    return mlir::failed(result) ? fail() : *result;
+  }
+  Value transpose(Value v, ArrayRef<int64_t> perm) {
+    return op<TransposeOp>(
+        {v},
+        {c.builder.getNamedAttr("perm", c.builder.getDenseI64ArrayAttr(perm))});
+  }
+  /// `size` elements of the last axis from `start`, every `step`th.
+  Value sliceLast(Value v, int64_t start, int64_t size, int64_t step = 1) {
+    if (!ok || !v)
+      return fail();
+    auto shape = typeOf(v).getShape();
+    SmallVector<int64_t> starts(shape.size(), 0), sizes(shape),
+        steps(shape.size(), 1);
+    starts.back() = start;
+    sizes.back() = size;
+    steps.back() = step;
+    Builder &b = c.builder;
+    return op<SliceOp>(
+        {v}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
+              b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(sizes)),
+              b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+  }
+  Value concat(ValueRange values, int64_t axis) {
+    return op<ConcatOp>(
+        values,
+        {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(axis))});
+  }
+  /// kiln.reduce of `kind` over `axes`, keeping them.
+  Value reduceAxes(StringRef kind, Value v, std::vector<int64_t> axes) {
+    if (!ok || !v)
+      return fail();
+    auto result = reduce(c, kind, std::move(axes), true, v);
+    return mlir::failed(result) ? fail() : *result;
+  }
+  Value reduceLast(StringRef kind, Value v) {
+    return reduceAxes(kind, v, {-1});
+  }
+
+private:
+  Value fail() {
+    ok = false;
+    return {};
+  }
+
+  NodeContext &c;
+  bool ok = true;
+};
+
+Value inputOr(NodeContext &c, size_t i) {
+  return i < c.inputs.size() ? c.inputs[i] : Value();
+}
+
+bool wantsOutput(NodeContext &c, int i) {
+  return c.node.output_size() > i && !c.node.output(i).empty();
+}
+
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s;
+  for (int64_t d : shape)
+    s += (s.empty() ? "" : "x") +
+         (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d));
+  return s.empty() ? "scalar" : s;
+}
+
+/// The floating-point element type ONNX data type `code` names, for the
+/// precision attributes (softmax_precision, stash_type); null if kiln does not
+/// support it or it is not a floating-point type.
+Type floatTypeOf(NodeContext &c, int64_t code) {
+  Type type = elementType(c.builder.getContext(), code);
+  return type && isa<FloatType>(type) ? type : Type();
+}
+
+} // namespace
 
 FailureOr<Values> convertAttention(NodeContext &c) {
-  return c.error("Attention is not supported yet");
+  if (failed(arity(c, 3, 7)))
+    return failure();
+  Value q = c.inputs[0], k = c.inputs[1], v = c.inputs[2];
+  Value mask = inputOr(c, 3), pastKey = inputOr(c, 4),
+        pastValue = inputOr(c, 5), nonpad = inputOr(c, 6);
+  for (Value x : {q, k, v, mask, pastKey, pastValue, nonpad})
+    if (x && !typeOf(x).hasStaticShape())
+      return c.error("Attention needs static input shapes; bind symbolic dims "
+                     "with --input-shape");
+  int64_t rank = typeOf(q).getRank();
+  if (rank != 3 && rank != 4)
+    return c.error("Attention needs 3-D or 4-D Q, K and V, got Q of rank " +
+                   Twine(rank));
+  if (typeOf(k).getRank() != rank || typeOf(v).getRank() != rank)
+    return c.error("Attention needs Q, K and V of the same rank");
+  Type t1 = typeOf(q).getElementType();
+  if (!isa<FloatType>(t1))
+    return c.error("Attention needs floating-point Q, K and V");
+  if (typeOf(k).getElementType() != t1 || typeOf(v).getElementType() != t1)
+    return c.error("Attention with K or V of another element type than Q is "
+                   "not supported");
+  if (!pastKey != !pastValue)
+    return c.error("Attention needs past_key and past_value together");
+  if (nonpad && pastKey)
+    return c.error("Attention nonpad_kv_seqlen cannot be combined with "
+                   "past_key and past_value");
+  if (c.node.output_size() > 4)
+    return c.error("Attention has at most 4 outputs, node has " +
+                   Twine(c.node.output_size()));
+
+  // Attributes.
+  bool causal = c.getInt("is_causal", 0) != 0;
+  int64_t mode = c.getInt("qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3)
+    return c.error("Attention qk_matmul_output_mode " + Twine(mode) +
+                   " is not one of 0, 1, 2, 3");
+  double softcap = c.getFloat("softcap", 0.0f);
+  if (softcap < 0)
+    return c.error("Attention softcap must not be negative");
+  int64_t left = c.getInt("left_window_size", -1),
+          right = c.getInt("right_window_size", -1);
+  if (left < -1 || right < -1)
+    return c.error("Attention left_window_size and right_window_size must be "
+                   "-1 or non-negative");
+  Type softmaxType = t1;
+  if (c.attr("softmax_precision")) {
+    int64_t code = c.getInt("softmax_precision", 0);
+    softmaxType = floatTypeOf(c, code);
+    if (!softmaxType)
+      return c.error("Attention softmax_precision " + Twine(code) +
+                     " is not a supported floating-point type");
+  }
+
+  OpChain g(c);
+  auto shapeOf = [](Value x) { return typeOf(x).getShape(); };
+  int64_t batch = shapeOf(q)[0];
+
+  // Q/K/V as [B, heads, S, D].
+  int64_t qHeads, kvHeads;
+  if (rank == 3) {
+    if (!c.attr("q_num_heads") || !c.attr("kv_num_heads"))
+      return c.error("Attention with 3-D inputs needs the q_num_heads and "
+                     "kv_num_heads attributes");
+    qHeads = c.getInt("q_num_heads", 0);
+    kvHeads = c.getInt("kv_num_heads", 0);
+    if (qHeads <= 0 || kvHeads <= 0)
+      return c.error("Attention q_num_heads and kv_num_heads must be positive");
+    auto split = [&](Value x, int64_t heads, StringRef name) -> Value {
+      auto shape = shapeOf(x);
+      if (shape[2] % heads != 0) {
+        (void)c.error("Attention " + name + " hidden size " + Twine(shape[2]) +
+                      " is not a multiple of its head count " + Twine(heads));
+        return {};
+      }
+      return g.transpose(
+          g.reshape(x, {shape[0], shape[1], heads, shape[2] / heads}),
+          {0, 2, 1, 3});
+    };
+    q = split(q, qHeads, "Q");
+    k = q ? split(k, kvHeads, "K") : Value();
+    v = k ? split(v, kvHeads, "V") : Value();
+    if (!v || g.failed())
+      return failure();
+  } else {
+    qHeads = shapeOf(q)[1];
+    kvHeads = shapeOf(k)[1];
+    if (shapeOf(v)[1] != kvHeads)
+      return c.error("Attention K and V have different head counts");
+    if ((c.attr("q_num_heads") && c.getInt("q_num_heads", 0) != qHeads) ||
+        (c.attr("kv_num_heads") && c.getInt("kv_num_heads", 0) != kvHeads))
+      return c.error("Attention q_num_heads or kv_num_heads does not match "
+                     "the head dims of 4-D Q, K and V");
+  }
+  int64_t headSize = shapeOf(q)[3];
+  if (shapeOf(k)[3] != headSize)
+    return c.error("Attention Q and K have different head sizes (" +
+                   Twine(headSize) + ", " + Twine(shapeOf(k)[3]) + ")");
+  if (qHeads % kvHeads != 0)
+    return c.error("Attention q_num_heads " + Twine(qHeads) +
+                   " is not a multiple of kv_num_heads " + Twine(kvHeads));
+  int64_t groups = qHeads / kvHeads;
+
+  // The KV cache.
+  int64_t pastLength = 0;
+  if (pastKey) {
+    if (typeOf(pastKey).getRank() != 4 || typeOf(pastValue).getRank() != 4)
+      return c.error("Attention past_key and past_value must be 4-D");
+    pastLength = shapeOf(pastKey)[2];
+    k = g.concat({pastKey, k}, 2);
+    v = g.concat({pastValue, v}, 2);
+    if (g.failed())
+      return failure();
+  }
+  Value presentKey = k, presentValue = v;
+  int64_t qLength = shapeOf(q)[2], kvLength = shapeOf(k)[2];
+
+  // Scores, with grouped heads folded into the query axis.
+  double scale = c.attr("scale") ? c.getFloat("scale", 0.0f)
+                                 : 1.0 / std::sqrt((double)headSize);
+  if (scale < 0)
+    return c.error("Attention scale must not be negative");
+  Value sqrtScale = g.scalar(t1, std::sqrt(scale));
+  auto grouped = [&](Value x) { // [B, q_heads, S, N] -> [B, kv, r * S, N]
+    if (groups == 1 || !x)
+      return x;
+    auto s = shapeOf(x);
+    return g.reshape(x, {s[0], kvHeads, groups * s[2], s[3]});
+  };
+  auto ungrouped = [&](Value x) { // [B, kv, r * S, N] -> [B, q_heads, S, N]
+    if (groups == 1 || !x)
+      return x;
+    auto s = shapeOf(x);
+    return g.reshape(x, {s[0], qHeads, qLength, s[3]});
+  };
+  Value scaledQ = g.mul(q, sqrtScale);
+  Value scaledKT = g.mul(g.transpose(k, {0, 1, 3, 2}), sqrtScale);
+  Value raw = ungrouped(g.wideMatmul(grouped(scaledQ), scaledKT));
+  Value capped = raw;
+  if (softcap > 0) {
+    Value cap = g.scalar(t1, softcap);
+    capped = g.mul(g.unary(TanhOp::getOperationName(), g.div(raw, cap)), cap);
+  }
+  if (g.failed())
+    return failure();
+
+  // The additive bias from attn_mask.
+  Value zero = g.scalar(t1, 0), negInf = g.scalar(t1, -kInf);
+  Value maskBias;
+  if (mask) {
+    auto maskType = typeOf(mask);
+    if (maskType.getRank() == 0)
+      return c.error("Attention attn_mask must have rank 1 or more");
+    Type element = maskType.getElementType();
+    if (element.isInteger(1))
+      maskBias = g.where(mask, zero, negInf);
+    else if (isa<FloatType>(element))
+      maskBias = g.cast(mask, t1);
+    else
+      return c.error("Attention attn_mask must be bool or floating-point");
+    int64_t keys = maskType.getShape().back();
+    if (keys > kvLength)
+      return c.error("Attention attn_mask has " + Twine(keys) +
+                     " keys, more than the total sequence length " +
+                     Twine(kvLength));
+    if (keys < kvLength) {
+      SmallVector<int64_t> padShape(maskType.getShape());
+      padShape.back() = kvLength - keys;
+      maskBias = g.concat({maskBias, g.splat(padShape, t1, -kInf)},
+                          maskType.getRank() - 1);
+    }
+  }
+
+  // The structural masks (is_causal, window, nonpad_kv_seqlen) as `allowed`.
+  bool window = left >= 0 || right >= 0;
+  Value allowed;
+  if (!nonpad && (causal || window)) {
+    std::vector<char> bits(qLength * kvLength);
+    for (int64_t i = 0; i < qLength; ++i)
+      for (int64_t j = 0; j < kvLength; ++j) {
+        int64_t diff = pastLength + i - j; // query position - key position
+        bits[i * kvLength + j] = (!causal || diff >= 0) &&
+                                 (left < 0 || diff <= left) &&
+                                 (right < 0 || -diff <= right);
+      }
+    allowed =
+        g.constant({qLength, kvLength}, c.builder.getI1Type(), bits, "allowed");
+  } else if (nonpad) {
+    auto type = typeOf(nonpad);
+    if (type.getRank() != 1 || type.getDimSize(0) != batch ||
+        !type.getElementType().isInteger(64))
+      return c.error("Attention nonpad_kv_seqlen must be int64 of shape (" +
+                     Twine(batch) + "), got " + shapeString(type.getShape()));
+    Type i64 = c.builder.getI64Type();
+    Value valid = g.reshape(nonpad, {batch, 1, 1, 1});
+    std::vector<int64_t> keyIndex(kvLength), keyMinusQuery;
+    for (int64_t j = 0; j < kvLength; ++j)
+      keyIndex[j] = j;
+    allowed = g.op<LessOp>( // padding: key j < nonpad_kv_seqlen[b]
+        {g.i64Constant({kvLength}, keyIndex, "keys"), valid});
+    if (causal || window) {
+      for (int64_t i = 0; i < qLength; ++i)
+        for (int64_t j = 0; j < kvLength; ++j)
+          keyMinusQuery.push_back(j - i);
+      Value d = g.i64Constant({qLength, kvLength}, keyMinusQuery, "offsets");
+      Value offset = g.sub(valid, g.scalar(i64, qLength));
+      // With diff = offset + i - j: causal diff >= 0, left diff <= left,
+      // right -diff <= right.
+      if (causal)
+        allowed = g.op<AndOp>({allowed, g.op<LessEqualOp>({d, offset})});
+      if (left >= 0)
+        allowed = g.op<AndOp>(
+            {allowed,
+             g.op<GreaterEqualOp>({d, g.sub(offset, g.scalar(i64, left))})});
+      if (right >= 0)
+        allowed = g.op<AndOp>(
+            {allowed,
+             g.op<LessEqualOp>({d, g.add(offset, g.scalar(i64, right))})});
+    }
+  }
+  Value bias = maskBias;
+  if (allowed) {
+    Value structural = g.where(allowed, zero, negInf);
+    bias = bias ? g.add(bias, structural) : structural;
+  }
+  Value scores = bias ? g.add(capped, bias) : capped;
+  if (g.failed())
+    return failure();
+
+  // Softmax over the keys, fully masked rows zeroed.
+  Value x = g.cast(scores, softmaxType);
+  Value xMax = g.reduceLast("max", x);
+  Value sNegInf = g.scalar(softmaxType, -kInf),
+        sZero = g.scalar(softmaxType, 0);
+  Value safeMax = g.where(g.op<EqualOp>({xMax, sNegInf}), sZero, xMax);
+  Value e = g.unary(ExpOp::getOperationName(), g.sub(x, safeMax));
+  Value sum = g.wideSumLast(e);
+  sum = g.where(g.op<EqualOp>({sum, sZero}), g.scalar(softmaxType, 1), sum);
+  Value probs = g.div(e, sum);
+  if (bias) {
+    Value masked = g.op<EqualOp>({g.reduceLast("max", bias), negInf});
+    probs = g.where(masked, sZero, probs);
+  }
+  probs = g.cast(probs, t1);
+
+  // Y.
+  Value y = ungrouped(g.wideMatmul(grouped(probs), v));
+  if (rank == 3 && !g.failed()) {
+    int64_t valueSize = shapeOf(y)[3];
+    y = g.reshape(g.transpose(y, {0, 2, 1, 3}),
+                  {shapeOf(y)[0], qLength, qHeads * valueSize});
+  }
+
+  Values out(std::max(1, c.node.output_size()));
+  out[0] = y;
+  if (wantsOutput(c, 1))
+    out[1] = presentKey;
+  if (wantsOutput(c, 2))
+    out[2] = presentValue;
+  if (wantsOutput(c, 3)) {
+    Value modes[] = {raw, capped, scores, probs};
+    out[3] = modes[mode];
+  }
+  if (g.failed())
+    return failure();
+  return out;
 }
+
 FailureOr<Values> convertRMSNormalization(NodeContext &c) {
-  return c.error("RMSNormalization is not supported yet");
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value x = c.inputs[0], scale = c.inputs[1];
+  Type element = typeOf(x).getElementType(),
+       scaleElement = typeOf(scale).getElementType();
+  if (!isa<FloatType>(element) || !isa<FloatType>(scaleElement))
+    return c.error("RMSNormalization needs floating-point X and scale");
+  int64_t rank = typeOf(x).getRank();
+  auto axis = normalizeAxis(c, c.getInt("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  int64_t stash = c.getInt("stash_type", 1);
+  Type stashType = floatTypeOf(c, stash);
+  if (!stashType)
+    return c.error("RMSNormalization stash_type " + Twine(stash) +
+                   " is not a supported floating-point type");
+  std::vector<int64_t> axes;
+  for (int64_t i = *axis; i < rank; ++i)
+    axes.push_back(i);
+  OpChain g(c);
+  Value xs = g.cast(x, stashType);
+  Value meanSquare = g.reduceAxes("mean", g.mul(xs, xs), axes);
+  Value rms = g.unary(
+      SqrtOp::getOperationName(),
+      g.add(meanSquare, g.scalar(stashType, c.getFloat("epsilon", 1e-5f))));
+  Value normalized = g.cast(g.div(xs, rms), scaleElement);
+  Value y = g.mul(normalized, scale);
+  if (g.failed())
+    return failure();
+  return Values{y};
 }
+
 FailureOr<Values> convertRotaryEmbedding(NodeContext &c) {
-  return c.error("RotaryEmbedding is not supported yet");
+  if (failed(arity(c, 3, 4)))
+    return failure();
+  Value x = c.inputs[0], cosCache = c.inputs[1], sinCache = c.inputs[2],
+        positions = inputOr(c, 3);
+  for (Value v : {x, cosCache, sinCache, positions})
+    if (v && !typeOf(v).hasStaticShape())
+      return c.error("RotaryEmbedding needs static input shapes; bind "
+                     "symbolic dims with --input-shape");
+  auto inType = typeOf(x);
+  Type element = inType.getElementType();
+  if (!isa<FloatType>(element) ||
+      typeOf(cosCache).getElementType() != element ||
+      typeOf(sinCache).getElementType() != element)
+    return c.error("RotaryEmbedding needs floating-point input, cos_cache and "
+                   "sin_cache of one type");
+  if (typeOf(cosCache).getShape() != typeOf(sinCache).getShape())
+    return c.error("RotaryEmbedding cos_cache and sin_cache differ in shape");
+  int64_t rank = inType.getRank();
+  auto in = inType.getShape();
+  OpChain g(c);
+  // Work in [B, H, S, D] (4-D input) or [B, S, H, D] (3-D input).
+  Value work = x;
+  int64_t batch = in[0], length, headSize;
+  if (rank == 4) {
+    length = in[2];
+    headSize = in[3];
+  } else if (rank == 3) {
+    int64_t heads = c.getInt("num_heads", 0);
+    if (heads <= 0)
+      return c.error("RotaryEmbedding with 3-D input needs a positive "
+                     "num_heads attribute");
+    if (in[2] % heads != 0)
+      return c.error("RotaryEmbedding hidden size " + Twine(in[2]) +
+                     " is not a multiple of num_heads " + Twine(heads));
+    length = in[1];
+    headSize = in[2] / heads;
+    work = g.reshape(x, {batch, length, heads, headSize});
+  } else {
+    return c.error("RotaryEmbedding needs a 3-D or 4-D input, got rank " +
+                   Twine(rank));
+  }
+  int64_t rotaryDim = c.getInt("rotary_embedding_dim", 0);
+  if (rotaryDim == 0)
+    rotaryDim = headSize;
+  if (rotaryDim < 0 || rotaryDim > headSize || rotaryDim % 2 != 0)
+    return c.error("RotaryEmbedding rotary_embedding_dim " + Twine(rotaryDim) +
+                   " must be even and at most the head size " +
+                   Twine(headSize));
+  int64_t half = rotaryDim / 2;
+
+  // cos/sin as [B, S, half], then broadcastable to the working layout.
+  Value cos = cosCache, sin = sinCache;
+  if (positions) {
+    if (typeOf(cosCache).getRank() != 2)
+      return c.error("RotaryEmbedding with position_ids needs 2-D caches");
+    Builder &b = c.builder;
+    auto axis0 = b.getNamedAttr("axis", b.getI64IntegerAttr(0));
+    cos = g.op<GatherOp>({cosCache, positions}, {axis0});
+    sin = g.op<GatherOp>({sinCache, positions}, {axis0});
+    if (g.failed())
+      return failure();
+  }
+  auto cs = typeOf(cos).getShape();
+  if (cs.size() != 3 || cs[2] != half)
+    return c.error("RotaryEmbedding cos/sin values have shape " +
+                   shapeString(cs) + ", expected (batch, sequence, " +
+                   Twine(half) + ")");
+  SmallVector<int64_t> broadcast =
+      rank == 4 ? SmallVector<int64_t>{cs[0], 1, cs[1], half}
+                : SmallVector<int64_t>{cs[0], cs[1], 1, half};
+  cos = g.reshape(cos, broadcast);
+  sin = g.reshape(sin, broadcast);
+
+  bool interleaved = c.getInt("interleaved", 0) != 0;
+  Value rotate = rotaryDim == headSize ? work : g.sliceLast(work, 0, rotaryDim);
+  Value x1 = interleaved ? g.sliceLast(rotate, 0, half, 2)
+                         : g.sliceLast(rotate, 0, half);
+  Value x2 = interleaved ? g.sliceLast(rotate, 1, half, 2)
+                         : g.sliceLast(rotate, half, half);
+  Value real = g.sub(g.mul(cos, x1), g.mul(sin, x2));
+  Value imag = g.add(g.mul(sin, x1), g.mul(cos, x2));
+  if (g.failed())
+    return failure();
+  Value rotated;
+  if (interleaved) {
+    SmallVector<int64_t> pairShape(typeOf(real).getShape());
+    pairShape.push_back(1);
+    SmallVector<int64_t> flatShape(typeOf(real).getShape());
+    flatShape.back() = rotaryDim;
+    rotated = g.reshape(
+        g.concat({g.reshape(real, pairShape), g.reshape(imag, pairShape)}, 4),
+        flatShape);
+  } else {
+    rotated = g.concat({real, imag}, 3);
+  }
+  Value out = rotated;
+  if (rotaryDim < headSize)
+    out = g.concat(
+        {rotated, g.sliceLast(work, rotaryDim, headSize - rotaryDim)}, 3);
+  if (rank == 3)
+    out = g.reshape(out, in);
+  if (g.failed())
+    return failure();
+  return Values{out};
 }
 
 } // namespace kiln::onnx_import
