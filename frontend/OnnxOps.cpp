@@ -1126,6 +1126,7 @@ const llvm::StringMap<Converter> &table() {
       {"Softmax", softmaxNode},
       {"Attention", convertAttention},
       {"ArgMax", convertArgMax},
+      {"ConvTranspose", convertConvTranspose},
       {"LpPool", lpPool},
       {"ArgMin", convertArgMin},
       {"Trilu", convertTrilu},

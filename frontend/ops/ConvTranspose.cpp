@@ -1,0 +1,211 @@
+//===- ConvTranspose.cpp - ConvTranspose as a convolution -----------------===//
+//
+// ConvTranspose(x [N, C, D1..Dr], w [C, M/g, K1..Kr], b [M]) with strides s,
+// dilations d, pads (begin pb, end pe), output_padding, output_shape,
+// auto_pad and group g is the ordinary convolution of
+//   - x with s - 1 zeros inserted between neighbours along every spatial axis
+//     (a reshape that adds an axis, a concat with zeros on it, a reshape
+//     back, and a slice dropping the trailing zeros: length L = s (D - 1) + 1);
+//   - padded by (K - 1) d - pb at the begin and out - L + pb at the end, where
+//     out is the output length (given by output_shape, else
+//     s (D - 1) + output_padding + (K - 1) d + 1 - pb - pe); a negative pad
+//     crops the dilated input instead;
+//   - with the weight regrouped to [M, C/g, K..] (reshape [g, C/g, M/g, K..],
+//     transpose to [g, M/g, C/g, K..], reshape) and flipped along every
+//     spatial axis (slices with step -1), stride 1, dilation d, group g,
+//     bias b.
+// With output_shape and auto_pad SAME_UPPER/SAME_LOWER the pads come from the
+// total s (D - 1) + output_padding + (K - 1) d + 1 - out, split as the ONNX
+// reference splits it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/OnnxOps.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace kiln::onnx_import {
+
+namespace {
+
+FailureOr<Value> sliceAxis(NodeContext &c, Value v, int64_t axis, int64_t start,
+                           int64_t size, int64_t step) {
+  auto shape = typeOf(v).getShape();
+  SmallVector<int64_t> starts(shape.size(), 0), sizes(shape),
+      steps(shape.size(), 1);
+  starts[axis] = start;
+  sizes[axis] = size;
+  steps[axis] = step;
+  Builder &b = c.builder;
+  return c.create(SliceOp::getOperationName(), v,
+                  {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
+                   b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(sizes)),
+                   b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+}
+
+// `v` with `stride - 1` zeros between neighbours along `axis`.
+FailureOr<Value> insertZeros(NodeContext &c, Value v, int64_t axis,
+                             int64_t stride) {
+  auto type = typeOf(v);
+  SmallVector<int64_t> shape(type.getShape());
+  int64_t n = shape[axis];
+  if (stride == 1 || n == 0)
+    return v;
+  SmallVector<int64_t> split(shape);
+  split.insert(split.begin() + axis + 1, 1);
+  auto column = reshapeTo(c, v, split);
+  if (failed(column))
+    return failure();
+  split[axis + 1] = stride - 1;
+  auto zerosType = RankedTensorType::get(split, type.getElementType());
+  Value zeros = c.builder.create<ConstantOp>(
+      c.loc, RankedTensorType::get(split, type.getElementType(), c.device),
+      DenseElementsAttr::get(zerosType,
+                             c.builder.getFloatAttr(type.getElementType(), 0)));
+  auto joined = c.create(
+      ConcatOp::getOperationName(), ValueRange{*column, zeros},
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(axis + 1))});
+  if (failed(joined))
+    return failure();
+  SmallVector<int64_t> merged(shape);
+  merged[axis] = n * stride;
+  auto flat = reshapeTo(c, *joined, merged);
+  if (failed(flat))
+    return failure();
+  return sliceAxis(c, *flat, axis, 0, (n - 1) * stride + 1, 1);
+}
+
+} // namespace
+
+FailureOr<Values> convertConvTranspose(NodeContext &c) {
+  if (failed(arity(c, 2, 3)))
+    return failure();
+  Value x = c.inputs[0], w = c.inputs[1];
+  auto xType = typeOf(x), wType = typeOf(w);
+  if (!isa<FloatType>(xType.getElementType()))
+    return c.error("ConvTranspose needs a floating-point input");
+  if (wType.getRank() < 3 || !wType.hasStaticShape() ||
+      !xType.hasStaticShape() || xType.getRank() != wType.getRank())
+    return c.error("ConvTranspose needs static input and weight shapes of "
+                   "the same rank >= 3");
+  size_t r = wType.getRank() - 2;
+  int64_t group = c.getInt("group", 1);
+  int64_t channels = xType.getDimSize(1);
+  if (group < 1 || channels % group || wType.getDimSize(0) != channels)
+    return c.error("ConvTranspose's weight [" + Twine(wType.getDimSize(0)) +
+                   ", ...] does not fit " + Twine(channels) +
+                   " input channels in " + Twine(group) + " groups");
+  std::vector<int64_t> kernel(wType.getShape().begin() + 2,
+                              wType.getShape().end());
+  std::vector<int64_t> given = ints(c, "kernel_shape", kernel);
+  if (given != kernel)
+    return c.error("ConvTranspose's kernel_shape does not match the weight");
+  std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
+  std::vector<int64_t> dilations =
+      ints(c, "dilations", std::vector<int64_t>(r, 1));
+  std::vector<int64_t> extra =
+      ints(c, "output_padding", std::vector<int64_t>(r, 0));
+  std::vector<int64_t> outShape = ints(c, "output_shape", {});
+  if (strides.size() != r || dilations.size() != r || extra.size() != r ||
+      (!outShape.empty() && outShape.size() != r && outShape.size() != r + 2))
+    return c.error("ConvTranspose's strides, dilations, output_padding and "
+                   "output_shape need one value per spatial axis");
+  if (outShape.size() == r + 2)
+    outShape.erase(outShape.begin(), outShape.begin() + 2);
+  std::string autoPad = c.getString("auto_pad", "NOTSET");
+  std::vector<int64_t> pads(2 * r, 0);
+  auto natural = [&](size_t i) {
+    return strides[i] * (xType.getDimSize(i + 2) - 1) + extra[i] +
+           (kernel[i] - 1) * dilations[i] + 1;
+  };
+  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < r; ++i) {
+      int64_t out =
+          outShape.empty() ? xType.getDimSize(i + 2) * strides[i] : outShape[i];
+      int64_t total = natural(i) - out;
+      pads[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[r + i] = total - pads[i];
+    }
+  } else if (autoPad == "NOTSET") {
+    pads = ints(c, "pads", pads);
+    if (pads.size() != 2 * r)
+      return c.error("'pads' needs " + Twine(2 * r) + " values");
+  } else if (autoPad != "VALID") {
+    return c.error("auto_pad '" + autoPad + "' is not supported");
+  }
+
+  // The input, dilated by the strides and cropped where a pad is negative.
+  Value input = x;
+  SmallVector<int64_t> convPads(2 * r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t axis = i + 2;
+    auto dilated = insertZeros(c, input, axis, strides[i]);
+    if (failed(dilated))
+      return failure();
+    input = *dilated;
+    int64_t length = typeOf(input).getDimSize(axis);
+    int64_t out =
+        outShape.empty() ? natural(i) - pads[i] - pads[r + i] : outShape[i];
+    if (out < 1)
+      return c.error("ConvTranspose's output would be empty along axis " +
+                     Twine(axis));
+    int64_t begin = (kernel[i] - 1) * dilations[i] - pads[i];
+    int64_t end = out - length + pads[i];
+    if (begin < 0 || end < 0) {
+      int64_t from = std::max<int64_t>(0, -begin);
+      int64_t keep = length - from - std::max<int64_t>(0, -end);
+      auto cropped = sliceAxis(c, input, axis, from, keep, 1);
+      if (failed(cropped))
+        return failure();
+      input = *cropped;
+      begin = std::max<int64_t>(0, begin);
+      end = std::max<int64_t>(0, end);
+    }
+    convPads[i] = begin;
+    convPads[r + i] = end;
+  }
+
+  // The weight, regrouped to [M, C/g, K..] and flipped.
+  int64_t perGroupOut = wType.getDimSize(1), perGroupIn = channels / group;
+  SmallVector<int64_t> grouped = {group, perGroupIn, perGroupOut};
+  grouped.append(kernel.begin(), kernel.end());
+  auto wg = reshapeTo(c, w, grouped);
+  if (failed(wg))
+    return failure();
+  SmallVector<int64_t> perm = {0, 2, 1};
+  for (size_t i = 0; i < r; ++i)
+    perm.push_back(i + 3);
+  auto wt = c.create(
+      TransposeOp::getOperationName(), *wg,
+      {c.builder.getNamedAttr("perm", c.builder.getDenseI64ArrayAttr(perm))});
+  if (failed(wt))
+    return failure();
+  SmallVector<int64_t> regrouped = {group * perGroupOut, perGroupIn};
+  regrouped.append(kernel.begin(), kernel.end());
+  auto weight = reshapeTo(c, *wt, regrouped);
+  if (failed(weight))
+    return failure();
+  for (size_t i = 0; i < r; ++i) {
+    if (kernel[i] == 1)
+      continue;
+    auto flipped = sliceAxis(c, *weight, i + 2, kernel[i] - 1, kernel[i], -1);
+    if (failed(flipped))
+      return failure();
+    weight = flipped;
+  }
+
+  SmallVector<Value> operands = {input, *weight};
+  if (c.inputs.size() == 3 && c.inputs[2])
+    operands.push_back(c.inputs[2]);
+  Builder &b = c.builder;
+  return single(c.create(
+      ConvOp::getOperationName(), operands,
+      {b.getNamedAttr("strides",
+                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(r, 1))),
+       b.getNamedAttr("pads", b.getDenseI64ArrayAttr(convPads)),
+       b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
+       b.getNamedAttr("group", b.getI64IntegerAttr(group))}));
+}
+
+} // namespace kiln::onnx_import
