@@ -311,31 +311,44 @@ FailureOr<Values> flatten(NodeContext &c) {
   return single(reshapeTo(c, c.inputs[0], {left, right}));
 }
 
+// Clip: min then max, each a constant (a kiln.clip attribute) or a scalar
+// computed at run time (kiln.max / kiln.min, so min > max gives max, as
+// numpy's clip does).
 FailureOr<Values> clip(NodeContext &c) {
   if (failed(arity(c, 1, 3)))
     return failure();
   Builder &b = c.builder;
-  SmallVector<NamedAttribute> attrs;
-  auto bound = [&](StringRef name, size_t index) -> LogicalResult {
+  Value v = c.inputs[0];
+  for (auto [name, index] : {std::pair<StringRef, size_t>{"min", 1},
+                             std::pair<StringRef, size_t>{"max", 2}}) {
     std::optional<double> value;
+    Value bound;
     if (c.opset < 11) {
       if (c.attr(name))
         value = c.getFloat(name, 0);
     } else if (c.inputs.size() > index && c.inputs[index]) {
       auto values = constantValues<double>(c.inputs[index]);
-      if (!values || values->size() != 1)
-        return c.error("Clip " + name +
-                       " computed at run time is not "
-                       "supported");
-      value = values->front();
+      if (values && values->size() == 1)
+        value = values->front();
+      else if (typeOf(c.inputs[index]).getNumElements() == 1)
+        bound = c.inputs[index];
+      else
+        return c.error("Clip " + name + " must be a single value");
     }
+    FailureOr<Value> next = v;
     if (value)
-      attrs.push_back(b.getNamedAttr(name, b.getF64FloatAttr(*value)));
-    return success();
-  };
-  if (failed(bound("min", 1)) || failed(bound("max", 2)))
-    return failure();
-  return single(c.create(ClipOp::getOperationName(), c.inputs[0], attrs));
+      next = c.create(ClipOp::getOperationName(), v,
+                      {b.getNamedAttr(name, b.getF64FloatAttr(*value))});
+    else if (bound)
+      next = binaryOp(c,
+                      name == "min" ? MaxOp::getOperationName()
+                                    : MinOp::getOperationName(),
+                      v, bound);
+    if (failed(next))
+      return failure();
+    v = *next;
+  }
+  return Values{v};
 }
 
 FailureOr<Values> transpose(NodeContext &c) {
@@ -530,6 +543,35 @@ FailureOr<Values> layerNorm(NodeContext &c) {
     results.push_back(*inv);
   }
   return results;
+}
+
+// LpNormalization: x / (sum |x|^p over axis)^(1/p), p 1 or 2.
+FailureOr<Values> lpNormalization(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  Value x = c.inputs[0];
+  int64_t p = c.getInt("p", 2);
+  if (p != 1 && p != 2)
+    return c.error("LpNormalization's p must be 1 or 2, got " + Twine(p));
+  auto axis = normalizeAxis(c, c.getInt("axis", -1), typeOf(x).getRank());
+  if (failed(axis))
+    return failure();
+  auto magnitude = c.create(AbsOp::getOperationName(), x);
+  if (failed(magnitude))
+    return failure();
+  auto powered =
+      p == 1 ? magnitude
+             : binaryOp(c, MulOp::getOperationName(), *magnitude, *magnitude);
+  if (failed(powered))
+    return failure();
+  auto norm = reduce(c, "sum", {*axis}, true, *powered);
+  if (failed(norm))
+    return failure();
+  if (p == 2)
+    norm = c.create(SqrtOp::getOperationName(), *norm);
+  if (failed(norm))
+    return failure();
+  return single(binaryOp(c, DivOp::getOperationName(), x, *norm));
 }
 
 // A constant once the input's shape is static (bound at import).
@@ -1128,8 +1170,11 @@ const llvm::StringMap<Converter> &table() {
       {"ArgMax", convertArgMax},
       {"ConvTranspose", convertConvTranspose},
       {"LpPool", lpPool},
+      {"LpNormalization", lpNormalization},
       {"ArgMin", convertArgMin},
       {"Trilu", convertTrilu},
+      {"Hardmax", convertHardmax},
+      {"CumSum", convertCumSum},
       {"RMSNormalization", convertRMSNormalization},
       {"RotaryEmbedding", convertRotaryEmbedding},
       {"NegativeLogLikelihoodLoss", convertNegativeLogLikelihoodLoss},

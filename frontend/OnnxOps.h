@@ -144,6 +144,8 @@ mlir::FailureOr<Values> convertRotaryEmbedding(NodeContext &c);
 mlir::FailureOr<Values> convertArgMax(NodeContext &c);
 mlir::FailureOr<Values> convertArgMin(NodeContext &c);
 mlir::FailureOr<Values> convertTrilu(NodeContext &c);
+mlir::FailureOr<Values> convertHardmax(NodeContext &c);
+mlir::FailureOr<Values> convertCumSum(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
 // ops/Losses.cpp

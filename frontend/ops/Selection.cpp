@@ -6,9 +6,16 @@
 //      m = reduce max|min over axis (kept);  hit = x == m
 //      first: reduce min of where(hit, iota, n);  last: reduce max of
 //      where(hit, iota, -1)   (int64 indices along the axis)
+//  - Hardmax(x, axis): the one-hot of ArgMax (first index), as x's type.
 //  - Trilu(x, k = 0, upper = 1): with d[i, j] = j - i over the last two dims,
 //      keep x where d >= k (upper) or d <= k (lower), else 0. k may be a run
 //      time scalar: only the comparison uses it.
+//  - CumSum(x, axis, exclusive, reverse): along the axis,
+//      y[i] = sum over k of where(M[i, k], x[k], 0), M the (strictly, when
+//      exclusive) lower (upper, when reverse) triangle: an n x n mask, so
+//      O(n^2) work per line. The axis is a run-time input in ONNX; a
+//      constant one picks one axis, otherwise every axis is computed and the
+//      result chosen with where on the axis value.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +39,39 @@ Value int64Constant(NodeContext &c, ArrayRef<int64_t> shape,
       makeConstantAttr(RankedTensorType::get(shape, i64), bytes, "iota"));
 }
 
+// The first (or, with `last`, the last) index of the max/min along `axis`,
+// kept as a size-1 dim; and the iota it was taken from.
+struct ArgIndex {
+  Value index, iota;
+};
+FailureOr<ArgIndex> argIndex(NodeContext &c, Value x, int64_t axis,
+                             StringRef kind, bool last) {
+  auto type = typeOf(x);
+  int64_t rank = type.getRank(), n = type.getDimSize(axis);
+  if (ShapedType::isDynamic(n))
+    return c.error("'" + c.node.op_type() + "' along a symbolic dim");
+  auto extreme = reduce(c, kind, {axis}, true, x);
+  if (failed(extreme))
+    return failure();
+  auto hit = binaryOp(c, EqualOp::getOperationName(), x, *extreme);
+  if (failed(hit))
+    return failure();
+  SmallVector<int64_t> shape(rank, 1), iota;
+  shape[axis] = n;
+  for (int64_t i = 0; i < n; ++i)
+    iota.push_back(i);
+  Value indices = int64Constant(c, shape, iota);
+  Value miss = int64Constant(c, {}, {last ? -1 : n});
+  auto picked =
+      c.create(WhereOp::getOperationName(), ValueRange{*hit, indices, miss});
+  if (failed(picked))
+    return failure();
+  auto index = reduce(c, last ? "max" : "min", {axis}, true, *picked);
+  if (failed(index))
+    return failure();
+  return ArgIndex{*index, indices};
+}
+
 FailureOr<Values> argReduce(NodeContext &c, StringRef kind) {
   if (failed(arity(c, 1, 1)))
     return failure();
@@ -43,28 +83,16 @@ FailureOr<Values> argReduce(NodeContext &c, StringRef kind) {
     return failure();
   if (rank == 0)
     return c.error("'" + c.node.op_type() + "' of a scalar");
-  int64_t n = type.getDimSize(*axis);
-  if (ShapedType::isDynamic(n))
-    return c.error("'" + c.node.op_type() + "' along a symbolic dim");
   bool keepdims = c.getInt("keepdims", 1) != 0;
   bool last = c.getInt("select_last_index", 0) != 0;
-  auto extreme = reduce(c, kind, {*axis}, true, x);
-  if (failed(extreme))
+  auto found = argIndex(c, x, *axis, kind, last);
+  if (failed(found))
     return failure();
-  auto hit = binaryOp(c, EqualOp::getOperationName(), x, *extreme);
-  if (failed(hit))
-    return failure();
-  SmallVector<int64_t> shape(rank, 1), iota;
-  shape[*axis] = n;
-  for (int64_t i = 0; i < n; ++i)
-    iota.push_back(i);
-  Value indices = int64Constant(c, shape, iota);
-  Value miss = int64Constant(c, {}, {last ? -1 : n});
-  auto picked =
-      c.create(WhereOp::getOperationName(), ValueRange{*hit, indices, miss});
-  if (failed(picked))
-    return failure();
-  return single(reduce(c, last ? "max" : "min", {*axis}, keepdims, *picked));
+  if (keepdims)
+    return Values{found->index};
+  SmallVector<int64_t> dims(type.getShape());
+  dims.erase(dims.begin() + *axis);
+  return single(reshapeTo(c, found->index, dims));
 }
 
 } // namespace
@@ -72,6 +100,114 @@ FailureOr<Values> argReduce(NodeContext &c, StringRef kind) {
 FailureOr<Values> convertArgMax(NodeContext &c) { return argReduce(c, "max"); }
 
 FailureOr<Values> convertArgMin(NodeContext &c) { return argReduce(c, "min"); }
+
+FailureOr<Values> convertHardmax(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  Value x = c.inputs[0];
+  int64_t rank = typeOf(x).getRank();
+  if (c.opset < 13)
+    return c.error("Hardmax before opset 13 (2-D coercion) is not supported");
+  auto axis = normalizeAxis(c, c.getInt("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  auto found = argIndex(c, x, *axis, "max", false);
+  if (failed(found))
+    return failure();
+  auto hot =
+      binaryOp(c, EqualOp::getOperationName(), found->iota, found->index);
+  if (failed(hot))
+    return failure();
+  return single(
+      c.create(CastOp::getOperationName(), *hot,
+               {c.builder.getNamedAttr(
+                   "to", TypeAttr::get(typeOf(x).getElementType()))}));
+}
+
+FailureOr<Values> convertCumSum(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value x = c.inputs[0], axisValue = c.inputs[1];
+  auto type = typeOf(x);
+  int64_t rank = type.getRank();
+  if (rank == 0 || !type.hasStaticShape())
+    return c.error("CumSum needs a static shape of rank >= 1");
+  if (typeOf(axisValue).getNumElements() != 1)
+    return c.error("CumSum's axis must be a single value");
+  bool exclusive = c.getInt("exclusive", 0), reverse = c.getInt("reverse", 0);
+  auto along = [&](int64_t axis) -> FailureOr<Value> {
+    int64_t n = type.getDimSize(axis);
+    // x as [.., 1 (i), n (k), ..] against the mask [n (i), n (k)].
+    SmallVector<int64_t> spread(type.getShape());
+    spread.insert(spread.begin() + axis, 1);
+    auto xk = reshapeTo(c, x, spread);
+    if (failed(xk))
+      return failure();
+    SmallVector<int64_t> maskShape(rank + 1, 1);
+    maskShape[axis] = n;
+    maskShape[axis + 1] = n;
+    std::vector<char> mask;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < n; ++k)
+        mask.push_back(reverse ? (exclusive ? k > i : k >= i)
+                               : (exclusive ? k < i : k <= i));
+    Type i1 = c.builder.getI1Type();
+    Value m = c.builder.create<ConstantOp>(
+        c.loc, RankedTensorType::get(maskShape, i1, c.device),
+        makeConstantAttr(RankedTensorType::get(maskShape, i1), mask,
+                         "cumsum_mask"));
+    auto kept = c.create(WhereOp::getOperationName(),
+                         ValueRange{m, *xk, scalarLike(c, x, 0)});
+    if (failed(kept))
+      return failure();
+    return reduce(c, "sum", {axis + 1}, false, *kept);
+  };
+  if (auto constant = constantValues<int64_t>(axisValue)) {
+    auto axis = normalizeAxis(c, constant->front(), rank);
+    if (failed(axis))
+      return failure();
+    return single(along(*axis));
+  }
+  // A run-time axis: every candidate, then chosen by value (a negative
+  // axis counts from the end). Out-of-range axes give the last candidate.
+  Value axis = axisValue;
+  if (!typeOf(axis).getElementType().isInteger(64)) {
+    auto wide = c.create(
+        CastOp::getOperationName(), axis,
+        {c.builder.getNamedAttr("to", TypeAttr::get(c.builder.getI64Type()))});
+    if (failed(wide))
+      return failure();
+    axis = *wide;
+  }
+  if (typeOf(axis).getRank() != 0) {
+    auto scalar = reshapeTo(c, axis, {});
+    if (failed(scalar))
+      return failure();
+    axis = *scalar;
+  }
+  auto result = along(rank - 1);
+  if (failed(result))
+    return failure();
+  for (int64_t a = rank - 2; a >= 0; --a) {
+    auto candidate = along(a);
+    if (failed(candidate))
+      return failure();
+    auto pos = binaryOp(c, EqualOp::getOperationName(), axis,
+                        int64Constant(c, {}, {a}));
+    auto neg = binaryOp(c, EqualOp::getOperationName(), axis,
+                        int64Constant(c, {}, {a - rank}));
+    if (failed(pos) || failed(neg))
+      return failure();
+    auto either = binaryOp(c, OrOp::getOperationName(), *pos, *neg);
+    if (failed(either))
+      return failure();
+    result = c.create(WhereOp::getOperationName(),
+                      ValueRange{*either, *candidate, *result});
+    if (failed(result))
+      return failure();
+  }
+  return Values{*result};
+}
 
 FailureOr<Values> convertTrilu(NodeContext &c) {
   if (failed(arity(c, 1, 2)))
