@@ -296,6 +296,15 @@ LogicalResult Emitter::emitScalar(Operation *op, std::string indent) {
           .Case<math::CeilOp>([&](auto) { return "std::ceil(" + m(0) + ")"; })
           .Case<math::SinOp>([&](auto) { return "std::sin(" + m(0) + ")"; })
           .Case<math::CosOp>([&](auto) { return "std::cos(" + m(0) + ")"; })
+          .Case<math::TanOp>([&](auto) { return "std::tan(" + m(0) + ")"; })
+          .Case<math::AsinOp>([&](auto) { return "std::asin(" + m(0) + ")"; })
+          .Case<math::AcosOp>([&](auto) { return "std::acos(" + m(0) + ")"; })
+          .Case<math::AtanOp>([&](auto) { return "std::atan(" + m(0) + ")"; })
+          .Case<math::SinhOp>([&](auto) { return "std::sinh(" + m(0) + ")"; })
+          .Case<math::CoshOp>([&](auto) { return "std::cosh(" + m(0) + ")"; })
+          .Case<math::AsinhOp>([&](auto) { return "std::asinh(" + m(0) + ")"; })
+          .Case<math::AcoshOp>([&](auto) { return "std::acosh(" + m(0) + ")"; })
+          .Case<math::AtanhOp>([&](auto) { return "std::atanh(" + m(0) + ")"; })
           .Case<math::PowFOp>(
               [&](auto) { return "std::pow(" + m(0) + ", " + m(1) + ")"; })
           .Case<affine::AffineApplyOp>([&](affine::AffineApplyOp a) {

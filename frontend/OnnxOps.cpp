@@ -1019,6 +1019,59 @@ FailureOr<Values> activation(NodeContext &c) {
   };
   if (op == "Reciprocal")
     return single(bin(div, k(1), x));
+  if (op == "Softsign") { // x / (1 + |x|)
+    auto a = un(AbsOp::getOperationName(), x);
+    if (failed(a))
+      return failure();
+    auto d = bin(add, k(1), *a);
+    if (failed(d))
+      return failure();
+    return single(bin(div, x, *d));
+  }
+  if (op == "Swish") { // x * sigmoid(alpha * x)
+    auto ax = bin(mul, x, k(c.getFloat("alpha", 1.0f)));
+    if (failed(ax))
+      return failure();
+    auto s = un(SigmoidOp::getOperationName(), *ax);
+    if (failed(s))
+      return failure();
+    return single(bin(mul, x, *s));
+  }
+  if (op == "ThresholdedRelu") { // x > alpha ? x : 0
+    auto above =
+        bin(GreaterOp::getOperationName(), x, k(c.getFloat("alpha", 1.0f)));
+    if (failed(above))
+      return failure();
+    return single(c.create(where, ValueRange{*above, x, k(0)}));
+  }
+  if (op == "Shrink") { // x < -l ? x + b : x > l ? x - b : 0
+    double lambd = c.getFloat("lambd", 0.5f), bias = c.getFloat("bias", 0);
+    auto low = bin(less, x, k(-lambd));
+    auto high = bin(GreaterOp::getOperationName(), x, k(lambd));
+    auto up = bin(add, x, k(bias));
+    auto down = bin(sub, x, k(bias));
+    if (failed(low) || failed(high) || failed(up) || failed(down))
+      return failure();
+    auto outer = c.create(where, ValueRange{*high, *down, k(0)});
+    if (failed(outer))
+      return failure();
+    return single(c.create(where, ValueRange{*low, *up, *outer}));
+  }
+  if (op == "Mish") { // x * tanh(log(1 + exp(x)))
+    auto e = un(ExpOp::getOperationName(), x);
+    if (failed(e))
+      return failure();
+    auto p = bin(add, *e, k(1));
+    if (failed(p))
+      return failure();
+    auto sp = un(LogOp::getOperationName(), *p);
+    if (failed(sp))
+      return failure();
+    auto t = un(TanhOp::getOperationName(), *sp);
+    if (failed(t))
+      return failure();
+    return single(bin(mul, x, *t));
+  }
   if (op == "Softplus") { // log(exp(x) + 1)
     auto e = un(ExpOp::getOperationName(), x);
     if (failed(e))
@@ -1188,6 +1241,15 @@ const llvm::StringMap<Converter> &table() {
       {"Ceil", unary<CeilOp>},
       {"Sin", unary<SinOp>},
       {"Cos", unary<CosOp>},
+      {"Tan", unary<TanOp>},
+      {"Asin", unary<AsinOp>},
+      {"Acos", unary<AcosOp>},
+      {"Atan", unary<AtanOp>},
+      {"Sinh", unary<SinhOp>},
+      {"Cosh", unary<CoshOp>},
+      {"Asinh", unary<AsinhOp>},
+      {"Acosh", unary<AcoshOp>},
+      {"Atanh", unary<AtanhOp>},
       {"Not", unary<NotOp>},
       {"And", binary<AndOp>},
       {"Or", binary<OrOp>},
@@ -1204,6 +1266,11 @@ const llvm::StringMap<Converter> &table() {
       {"Mean", variadic<AddOp, true>},
       {"Reciprocal", activation},
       {"Softplus", activation},
+      {"Softsign", activation},
+      {"Swish", activation},
+      {"ThresholdedRelu", activation},
+      {"Shrink", activation},
+      {"Mish", activation},
       {"LeakyRelu", activation},
       {"PRelu", activation},
       {"Elu", activation},

@@ -137,6 +137,15 @@ KILN_UNARY(CosOp)
 KILN_UNARY(NotOp)
 KILN_UNARY(SignOp)
 KILN_UNARY(RoundOp)
+KILN_UNARY(TanOp)
+KILN_UNARY(AsinOp)
+KILN_UNARY(AcosOp)
+KILN_UNARY(AtanOp)
+KILN_UNARY(SinhOp)
+KILN_UNARY(CoshOp)
+KILN_UNARY(AsinhOp)
+KILN_UNARY(AcoshOp)
+KILN_UNARY(AtanhOp)
 
 #define KILN_BINARY(OP)                                                        \
   KILN_INFER(OP) { return inferBroadcast(loc, operands, results); }            \

@@ -156,6 +156,15 @@ def Kiln_CosOp : Kiln_UnaryOp<"cos", "cosine">;
 def Kiln_NotOp : Kiln_UnaryOp<"not", "logical not of i1">;
 def Kiln_SignOp : Kiln_UnaryOp<"sign", "-1, 0 or 1 (NaN stays NaN)">;
 def Kiln_RoundOp : Kiln_UnaryOp<"round", "round half to even">;
+def Kiln_TanOp : Kiln_UnaryOp<"tan", "tangent">;
+def Kiln_AsinOp : Kiln_UnaryOp<"asin", "arcsine">;
+def Kiln_AcosOp : Kiln_UnaryOp<"acos", "arccosine">;
+def Kiln_AtanOp : Kiln_UnaryOp<"atan", "arctangent">;
+def Kiln_SinhOp : Kiln_UnaryOp<"sinh", "hyperbolic sine">;
+def Kiln_CoshOp : Kiln_UnaryOp<"cosh", "hyperbolic cosine">;
+def Kiln_AsinhOp : Kiln_UnaryOp<"asinh", "inverse hyperbolic sine">;
+def Kiln_AcoshOp : Kiln_UnaryOp<"acosh", "inverse hyperbolic cosine">;
+def Kiln_AtanhOp : Kiln_UnaryOp<"atanh", "inverse hyperbolic tangent">;
 
 def Kiln_MaxOp : Kiln_BinaryOp<"max", "elementwise maximum (NaN wins)">;
 def Kiln_MinOp : Kiln_BinaryOp<"min", "elementwise minimum (NaN wins)">;

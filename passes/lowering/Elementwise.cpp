@@ -179,6 +179,15 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Case([&](CeilOp) { return unaryMath<math::CeilOp>; })
           .Case([&](SinOp) { return unaryMath<math::SinOp>; })
           .Case([&](CosOp) { return unaryMath<math::CosOp>; })
+          .Case([&](TanOp) { return unaryMath<math::TanOp>; })
+          .Case([&](AsinOp) { return unaryMath<math::AsinOp>; })
+          .Case([&](AcosOp) { return unaryMath<math::AcosOp>; })
+          .Case([&](AtanOp) { return unaryMath<math::AtanOp>; })
+          .Case([&](SinhOp) { return unaryMath<math::SinhOp>; })
+          .Case([&](CoshOp) { return unaryMath<math::CoshOp>; })
+          .Case([&](AsinhOp) { return unaryMath<math::AsinhOp>; })
+          .Case([&](AcoshOp) { return unaryMath<math::AcoshOp>; })
+          .Case([&](AtanhOp) { return unaryMath<math::AtanhOp>; })
           .Case([&](AbsOp) -> Body {
             return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
               if (isFloat(a[0]))
