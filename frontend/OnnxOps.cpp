@@ -213,17 +213,15 @@ FailureOr<Values> conv(NodeContext &c) {
        b.getNamedAttr("group", b.getI64IntegerAttr(c.getInt("group", 1)))}));
 }
 
-FailureOr<Values> maxPool(NodeContext &c) {
-  if (failed(arity(c, 1, 1)))
-    return failure();
-  if (c.node.output_size() > 1 && !c.node.output(1).empty())
-    return c.error("MaxPool's Indices output is not supported");
-  if (c.getInt("storage_order", 0) != 0)
-    return c.error("MaxPool storage_order=1 is not supported");
+// The window of a pooling node: kernel_shape (required), strides,
+// dilations, and explicit pads (from pads or auto_pad), as kiln pool
+// attributes, followed by the node's ceil_mode.
+FailureOr<SmallVector<NamedAttribute>> poolWindow(NodeContext &c) {
   int64_t r = spatialRank(c);
   std::vector<int64_t> kernel = ints(c, "kernel_shape", {});
   if ((int64_t)kernel.size() != r)
-    return c.error("MaxPool needs kernel_shape with " + Twine(r) + " values");
+    return c.error(c.node.op_type() + " needs kernel_shape with " + Twine(r) +
+                   " values");
   std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
   std::vector<int64_t> dilations =
       ints(c, "dilations", std::vector<int64_t>(r, 1));
@@ -231,14 +229,26 @@ FailureOr<Values> maxPool(NodeContext &c) {
   if (failed(pads))
     return failure();
   Builder &b = c.builder;
-  return single(
-      c.create(MaxPoolOp::getOperationName(), c.inputs,
-               {b.getNamedAttr("kernel_shape", b.getDenseI64ArrayAttr(kernel)),
-                b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
-                b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)),
-                b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
-                b.getNamedAttr("ceil_mode",
-                               b.getBoolAttr(c.getInt("ceil_mode", 0) != 0))}));
+  return SmallVector<NamedAttribute>{
+      b.getNamedAttr("kernel_shape", b.getDenseI64ArrayAttr(kernel)),
+      b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
+      b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)),
+      b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
+      b.getNamedAttr("ceil_mode",
+                     b.getBoolAttr(c.getInt("ceil_mode", 0) != 0))};
+}
+
+FailureOr<Values> maxPool(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  if (c.node.output_size() > 1 && !c.node.output(1).empty())
+    return c.error("MaxPool's Indices output is not supported");
+  if (c.getInt("storage_order", 0) != 0)
+    return c.error("MaxPool storage_order=1 is not supported");
+  auto window = poolWindow(c);
+  if (failed(window))
+    return failure();
+  return single(c.create(MaxPoolOp::getOperationName(), c.inputs, *window));
 }
 
 FailureOr<Values> globalAveragePool(NodeContext &c) {
@@ -778,28 +788,13 @@ FailureOr<Values> split(NodeContext &c) {
 FailureOr<Values> averagePool(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
-  int64_t r = spatialRank(c);
-  std::vector<int64_t> kernel = ints(c, "kernel_shape", {});
-  if ((int64_t)kernel.size() != r)
-    return c.error("AveragePool needs kernel_shape with " + Twine(r) +
-                   " values");
-  std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
-  std::vector<int64_t> dilations =
-      ints(c, "dilations", std::vector<int64_t>(r, 1));
-  auto pads = windowPads(c, kernel, strides, dilations);
-  if (failed(pads))
+  auto window = poolWindow(c);
+  if (failed(window))
     return failure();
-  Builder &b = c.builder;
-  return single(c.create(
-      AvgPoolOp::getOperationName(), c.inputs,
-      {b.getNamedAttr("kernel_shape", b.getDenseI64ArrayAttr(kernel)),
-       b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
-       b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)),
-       b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
-       b.getNamedAttr("ceil_mode",
-                      b.getBoolAttr(c.getInt("ceil_mode", 0) != 0)),
-       b.getNamedAttr("count_include_pad",
-                      b.getBoolAttr(c.getInt("count_include_pad", 0) != 0))}));
+  window->push_back(c.builder.getNamedAttr(
+      "count_include_pad",
+      c.builder.getBoolAttr(c.getInt("count_include_pad", 0) != 0)));
+  return single(c.create(AvgPoolOp::getOperationName(), c.inputs, *window));
 }
 
 // LpPool: (sum over the window of |x|^p)^(1/p), padding counting as 0: an
@@ -824,31 +819,18 @@ FailureOr<Values> lpPool(NodeContext &c) {
                         : binaryOp(c, pow, *magnitude, scalarLike(c, x, p));
   if (failed(powered))
     return failure();
-  int64_t r = spatialRank(c);
-  std::vector<int64_t> kernel = ints(c, "kernel_shape", {});
-  if ((int64_t)kernel.size() != r)
-    return c.error("LpPool needs kernel_shape with " + Twine(r) + " values");
-  std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
-  std::vector<int64_t> dilations =
-      ints(c, "dilations", std::vector<int64_t>(r, 1));
-  auto pads = windowPads(c, kernel, strides, dilations);
-  if (failed(pads))
+  auto window = poolWindow(c);
+  if (failed(window))
     return failure();
-  Builder &b = c.builder;
-  auto mean =
-      c.create(AvgPoolOp::getOperationName(), *powered,
-               {b.getNamedAttr("kernel_shape", b.getDenseI64ArrayAttr(kernel)),
-                b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
-                b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)),
-                b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
-                b.getNamedAttr("ceil_mode", b.getBoolAttr(false)),
-                b.getNamedAttr("count_include_pad", b.getBoolAttr(true))});
+  window->push_back(
+      c.builder.getNamedAttr("count_include_pad", c.builder.getBoolAttr(true)));
+  auto mean = c.create(AvgPoolOp::getOperationName(), *powered, *window);
   if (failed(mean))
     return failure();
-  int64_t window = 1;
-  for (int64_t k : kernel)
-    window *= k;
-  auto sum = binaryOp(c, mul, *mean, scalarLike(c, x, window));
+  int64_t size = 1;
+  for (int64_t k : ints(c, "kernel_shape", {}))
+    size *= k;
+  auto sum = binaryOp(c, mul, *mean, scalarLike(c, x, size));
   if (failed(sum))
     return failure();
   if (p == 1)

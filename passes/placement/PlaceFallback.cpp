@@ -60,14 +60,7 @@ struct PlaceFallback : kiln::impl::KilnPlaceFallbackBase<PlaceFallback> {
     auto loaded = loadProfiles(func.getLoc(), devices, profiles);
     if (failed(loaded))
       return signalPassFailure();
-    std::vector<DeviceProfile> known = *loaded;
-    auto profileOf = [&](DeviceAttr device) -> const DeviceProfile & {
-      for (const DeviceProfile &p : known)
-        if (p.device == device)
-          return p;
-      known.push_back(defaultProfile(device));
-      return known.back();
-    };
+    ProfileSet known(*loaded);
     DeviceAttr cpu = DeviceAttr::getCPU(&getContext());
     bool haveCpu = llvm::any_of(
         *loaded, [&](const DeviceProfile &p) { return p.device == cpu; });
@@ -85,7 +78,7 @@ struct PlaceFallback : kiln::impl::KilnPlaceFallbackBase<PlaceFallback> {
         op->setAttr(kPlaceAttr, cpu);
         return WalkResult::advance();
       }
-      if (profileOf(device).supports(op))
+      if (known.get(device).supports(op))
         return WalkResult::advance();
       for (const DeviceProfile &p : *loaded)
         if (p.supports(op)) {

@@ -22,6 +22,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,23 @@ struct DeviceProfile {
 
 /// The built-in profile of `device`'s kind.
 DeviceProfile defaultProfile(DeviceAttr device);
+
+/// Profiles by device: those given, and the built-in default for any other
+/// device asked about (a device only a pin names). References stay valid.
+class ProfileSet {
+public:
+  explicit ProfileSet(llvm::ArrayRef<DeviceProfile> given)
+      : profiles(given.begin(), given.end()) {}
+  const DeviceProfile &get(DeviceAttr device) {
+    for (const DeviceProfile &p : profiles)
+      if (p.device == device)
+        return p;
+    return profiles.emplace_back(defaultProfile(device));
+  }
+
+private:
+  std::deque<DeviceProfile> profiles;
+};
 
 /// The profiles of the devices placement may use, in order (the first is
 /// the default device). `overrides` holds "DEVICE=FILE.json". Fails with a

@@ -52,19 +52,6 @@ std::string firstNode(Location loc) {
   return names.substr(0, names.find(','));
 }
 
-const DeviceProfile &profileFor(DeviceAttr device,
-                                ArrayRef<DeviceProfile> profiles,
-                                std::vector<DeviceProfile> &extra) {
-  for (const DeviceProfile &p : profiles)
-    if (p.device == device)
-      return p;
-  for (const DeviceProfile &p : extra)
-    if (p.device == device)
-      return p;
-  extra.push_back(defaultProfile(device));
-  return extra.back();
-}
-
 // The ONNX node producing `v`, or "input NAME" for an argument.
 std::string valueName(func::FuncOp func, Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v)) {
@@ -86,7 +73,7 @@ struct DeviceSummary {
 std::string kiln::placementTable(func::FuncOp func,
                                  ArrayRef<DeviceProfile> profiles) {
   Block &body = func.getBody().front();
-  std::vector<DeviceProfile> extra;
+  ProfileSet known(profiles);
   llvm::MapVector<Attribute, DeviceSummary> devices;
   for (const DeviceProfile &p : profiles)
     devices[p.device];
@@ -136,14 +123,11 @@ std::string kiln::placementTable(func::FuncOp func,
     DeviceAttr d = deviceOf(&op);
     if (!d)
       continue;
-    const DeviceProfile &p = profileFor(d, profiles, extra);
+    const DeviceProfile &p = known.get(d);
     if (auto copy = dyn_cast<CopyOp>(op)) {
       DeviceAttr from = getDevice(copy.getInput().getType());
       uint64_t bytes = tensorBytes(copy.getResult());
-      double us =
-          from ? p.transferSeconds(bytes, profileFor(from, profiles, extra)) *
-                     1e6
-               : 0;
+      double us = from ? p.transferSeconds(bytes, known.get(from)) * 1e6 : 0;
       cs << llvm::format("  %-34s %-8s -> %-8s %12s %10.1f us\n",
                          valueName(func, copy.getInput()).c_str(),
                          from ? from.str().c_str() : "?", d.str().c_str(),
