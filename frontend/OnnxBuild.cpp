@@ -40,8 +40,7 @@ std::vector<int64_t> ints(NodeContext &c, StringRef name,
 }
 
 FailureOr<Value> reduce(NodeContext &c, StringRef kind,
-                        std::vector<int64_t> axes, bool keepdims,
-                        Value input) {
+                        std::vector<int64_t> axes, bool keepdims, Value input) {
   if (!input)
     input = c.inputs[0];
   int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
@@ -125,6 +124,16 @@ FailureOr<Shifted> shiftedExpSum(NodeContext &c, Value x,
   if (failed(sum))
     return failure();
   return Shifted{*shifted, *e, *sum};
+}
+
+Value int64Constant(NodeContext &c, ArrayRef<int64_t> shape,
+                    ArrayRef<int64_t> values, StringRef name) {
+  auto type = RankedTensorType::get(shape, c.builder.getI64Type());
+  ArrayRef<char> bytes(reinterpret_cast<const char *>(values.data()),
+                       values.size() * sizeof(int64_t));
+  return c.builder.create<ConstantOp>(
+      c.loc, RankedTensorType::get(shape, type.getElementType(), c.device),
+      makeConstantAttr(type, bytes, name));
 }
 
 } // namespace kiln::onnx_import

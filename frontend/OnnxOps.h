@@ -94,6 +94,11 @@ mlir::FailureOr<mlir::Value> reshapeTo(NodeContext &c, mlir::Value input,
 /// A reshape to `dims`, at most one of them symbolic.
 mlir::FailureOr<mlir::Value> reshapeToDims(NodeContext &c, mlir::Value input,
                                            llvm::ArrayRef<int64_t> dims);
+/// An int64 constant of `shape` holding `values` on the node's device
+/// (`name` names the blob when it is large).
+mlir::Value int64Constant(NodeContext &c, llvm::ArrayRef<int64_t> shape,
+                          llvm::ArrayRef<int64_t> values,
+                          llvm::StringRef name = "ints");
 /// shifted = x - max(x), exp(shifted) and sum(exp(shifted)) over `axes`.
 struct Shifted {
   mlir::Value shifted, exp, sum;

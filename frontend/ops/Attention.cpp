@@ -121,22 +121,23 @@ public:
         DenseElementsAttr::get(plain, attr));
   }
 
+  /// The blob name of a constant this node makes.
+  std::string blobName(StringRef what) const {
+    return (c.node.output_size() ? c.node.output(0)
+                                 : std::string("attention")) +
+           "_" + what.str();
+  }
   /// A constant of `shape` and `element` holding `bytes` (row-major; one
   /// byte per i1 element).
   Value constant(ArrayRef<int64_t> shape, Type element, ArrayRef<char> bytes,
                  StringRef what) {
     auto type = RankedTensorType::get(shape, element, c.device);
-    std::string name =
-        (c.node.output_size() ? c.node.output(0) : std::string("attention")) +
-        "_" + what.str();
-    return c.builder.create<ConstantOp>(c.loc, type,
-                                        makeConstantAttr(type, bytes, name));
+    return c.builder.create<ConstantOp>(
+        c.loc, type, makeConstantAttr(type, bytes, blobName(what)));
   }
   Value i64Constant(ArrayRef<int64_t> shape, ArrayRef<int64_t> values,
                     StringRef what) {
-    ArrayRef<char> bytes(reinterpret_cast<const char *>(values.data()),
-                         values.size() * sizeof(int64_t));
-    return constant(shape, c.builder.getI64Type(), bytes, what);
+    return int64Constant(c, shape, values, blobName(what));
   }
   /// A constant of `shape` filled with `value`.
   Value splat(ArrayRef<int64_t> shape, Type element, double value) {

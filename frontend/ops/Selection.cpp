@@ -28,17 +28,6 @@ namespace kiln::onnx_import {
 
 namespace {
 
-// An i64 constant of `shape` on the node's device holding `values`.
-Value int64Constant(NodeContext &c, ArrayRef<int64_t> shape,
-                    ArrayRef<int64_t> values) {
-  Type i64 = c.builder.getI64Type();
-  std::vector<char> bytes(values.size() * sizeof(int64_t));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return c.builder.create<ConstantOp>(
-      c.loc, RankedTensorType::get(shape, i64, c.device),
-      makeConstantAttr(RankedTensorType::get(shape, i64), bytes, "iota"));
-}
-
 // The first (or, with `last`, the last) index of the max/min along `axis`,
 // kept as a size-1 dim; and the iota it was taken from.
 struct ArgIndex {
