@@ -93,9 +93,8 @@ Error runJobs(StringRef compiler, std::vector<Job> &jobs, unsigned width,
 }
 } // namespace
 
-namespace {
-std::string cacheDirectory(const CxxOptions &options) {
-  std::string dir = options.cacheDir;
+std::string codeCacheDirectory(const std::string &configured) {
+  std::string dir = configured;
   if (dir.empty() && std::getenv("KILN_CACHE_DIR"))
     dir = std::getenv("KILN_CACHE_DIR");
   if (dir.empty()) {
@@ -107,6 +106,8 @@ std::string cacheDirectory(const CxxOptions &options) {
   }
   return dir == "none" ? "" : dir;
 }
+
+namespace {
 
 Expected<std::vector<char>> readBytes(StringRef path) {
   auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false,
@@ -168,7 +169,7 @@ compileSharedObject(const std::string &prelude,
                status.getLastModificationTime().time_since_epoch().count());
   for (const std::string &unit : units)
     key += "\n" + std::to_string(unit.size()) + "\n" + unit;
-  std::string cacheDir = cacheDirectory(options);
+  std::string cacheDir = codeCacheDirectory(options.cacheDir);
   SmallString<128> cached;
   if (!cacheDir.empty()) {
     cached = cacheDir;

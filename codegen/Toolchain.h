@@ -44,6 +44,10 @@ compileSharedObject(const std::string &prelude,
                     const CxxOptions &options,
                     const std::function<void(size_t, size_t)> &progress);
 
+/// Where compiled code is cached: `configured` if set, else $KILN_CACHE_DIR,
+/// else ~/.cache/kiln/code; "" when caching is off ("none").
+std::string codeCacheDirectory(const std::string &configured);
+
 /// The CPU features code compiled for `targetCpu` may use, as the runtime
 /// checks them at load ("avx2", "avx512f", ...).
 std::vector<std::string> targetCpuFeatures(const std::string &targetCpu);

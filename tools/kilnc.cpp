@@ -1,6 +1,6 @@
 //===- kilnc.cpp - the kiln ahead-of-time compiler ------------------------===//
 //
-//   kilnc MODEL.onnx -o OUT.kiln [--emit=mlir|cpp|dot|artifact]
+//   kilnc MODEL.onnx -o OUT.kiln [--emit=mlir|cpp|cuda|ptx|dot|artifact]
 //         [--input-shape NAME=D0xD1...] [--device D] [--devices D1,D2,...]
 //         [--pin FILE.json] [--save-placement FILE.json] [--print-placement]
 //         [--output-device D] [--device-profile D=FILE.json]
@@ -32,6 +32,10 @@ static cl::opt<kiln::EmitKind> emit(
     "emit", cl::desc("what to produce"), cl::init(kiln::EmitKind::Artifact),
     cl::values(clEnumValN(kiln::EmitKind::MLIR, "mlir", "kernel-level MLIR"),
                clEnumValN(kiln::EmitKind::Cpp, "cpp", "generated C++ kernels"),
+               clEnumValN(kiln::EmitKind::Cuda, "cuda",
+                          "generated CUDA kernels (those on cuda devices)"),
+               clEnumValN(kiln::EmitKind::Ptx, "ptx",
+                          "PTX of the CUDA kernels, from NVRTC"),
                clEnumValN(kiln::EmitKind::Dot, "dot",
                           "Graphviz of the placed, fused graph"),
                clEnumValN(kiln::EmitKind::Artifact, "artifact",
@@ -107,6 +111,11 @@ static cl::opt<std::string>
               cl::desc("CPU to generate code for (-march); 'native' records "
                        "the host's features, checked at load"),
               cl::init("native"), cl::cat(category));
+static cl::opt<std::string>
+    cudaArch("cuda-arch",
+             cl::desc("GPU generation the PTX of cuda kernels targets; it "
+                      "JIT-compiles forward to newer GPUs (default sm_80)"),
+             cl::init("sm_80"), cl::value_desc("sm_NN"), cl::cat(category));
 static cl::opt<std::string> keepTemps("keep-temps",
                                       cl::desc("keep generated C++ and objects "
                                                "in this folder"),
@@ -135,6 +144,11 @@ int main(int argc, char **argv) {
               "pipeline:K)\n";
     return 1;
   }
+  if (!kiln::isCudaArch(cudaArch)) {
+    errs() << "kilnc: error: --cuda-arch=" << cudaArch
+           << " is not a CUDA architecture (expected sm_NN, e.g. sm_80)\n";
+    return 1;
+  }
   kiln::CompileOptions options;
   options.input = input;
   options.emit = emit;
@@ -156,6 +170,7 @@ int main(int argc, char **argv) {
   options.printPlacement = printPlacement;
   options.progress = isatty(2) && options.output != "-";
   options.cxx.optLevel = optLevel;
+  options.cuda.arch = cudaArch;
   options.cxx.targetCpu = targetCpu;
   options.cxx.keepDir = keepTemps;
   return mlir::succeeded(kiln::compileModel(options)) ? 0 : 1;

@@ -59,6 +59,16 @@ def missing_tools_reason():
     return None
 
 
+def cuda_home():
+    return os.environ.get("KILN_CUDA_HOME") or "/usr/local/cuda"
+
+
+def nvrtc_available():
+    """Whether kilnc can compile cuda kernels here (it dlopens NVRTC)."""
+    lib = os.path.join(cuda_home(), "lib64")
+    return os.path.isdir(lib) and any(n.startswith("libnvrtc.so") for n in os.listdir(lib))
+
+
 def require_tools():
     reason = missing_tools_reason()
     if reason:

@@ -742,9 +742,31 @@ class PlacementErrorTest(_DeviceTestCase):
                                                      "device"))
 
     def test_cuda_pin(self):
+        """A Gemm pinned to cuda:0 compiles: its kernels get CUDA entry points
+        in a PTX section (their C++ twins stay in the code section)."""
+        if not kt.nvrtc_available():
+            self.skipTest("no CUDA toolkit (NVRTC) at $KILN_CUDA_HOME or /usr/local/cuda")
         path = self.pins("cuda.json", {"rules": [{"op": "Gemm", "device": "cuda:0"}]})
-        self.compile_fails("--pin", path, expected=("cuda", "not built yet"))
-        # The placement itself can still be inspected.
+        out = self.path("cuda_pin.kiln")
+        proc = kt.kilnc(self.onnx_path, "--pin", path, "-o", out)
+        kt.assert_success(self, proc)
+        manifest = read_manifest(out)
+        self.assertEqual(manifest["target"]["cuda_arch"], "sm_80")
+        self.assertIn("ptx", [s["name"] for s in manifest["sections"]])
+        roles = [d["name"] for d in manifest["devices"]]
+        self.assertEqual(sorted(roles), ["cpu", "cuda:0"])
+        cuda_role = roles.index("cuda:0")
+        kernels = [s for s in manifest["steps"] if "kernel" in s]
+        for step in kernels:
+            on_cuda = step["device"] == cuda_role
+            self.assertEqual("cuda" in step, on_cuda, step)
+            if on_cuda:
+                cuda = step["cuda"]
+                self.assertEqual(cuda["slots"], len(step["args"]) + len(cuda["scratch"]))
+                self.assertTrue(all(l["entry"].startswith(step["kernel"] + "_p")
+                                    for l in cuda["launches"]), cuda)
+        self.assertEqual(sum("cuda" in s for s in kernels), 3, kernels)  # three Gemms
+        # The placement itself can be inspected.
         proc = kt.kilnc(self.onnx_path, "--pin", path, "--print-placement", "--emit=mlir",
                         "-o", os.devnull)
         kt.assert_success(self, proc)
@@ -757,7 +779,6 @@ class PlacementErrorTest(_DeviceTestCase):
         dot = kt.kilnc(self.onnx_path, "--pin", path, "--emit=dot", "-o", "-")
         kt.assert_success(self, dot)
         self.assertIn('label="cuda:0"', dot.stdout)
-
 
 class ParallelPlacementTest(kt.KilnTestCase):
     """--placement=data:K and pipeline:K on examples/mlp.onnx (symbolic batch

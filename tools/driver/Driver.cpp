@@ -3,6 +3,7 @@
 #include "tools/driver/Driver.h"
 
 #include "codegen/CppEmitter.h"
+#include "codegen/CudaEmitter.h"
 #include "codegen/Plan.h"
 #include "frontend/OnnxImporter.h"
 #include "passes/Passes.h"
@@ -19,6 +20,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <map>
 
 using namespace mlir;
 
@@ -271,15 +274,6 @@ LogicalResult compileModel(const CompileOptions &options) {
   FailureOr<Plan> plan = buildPlan(func, options.devices);
   if (failed(plan))
     return failure();
-  for (DeviceAttr role : plan->roles)
-    if (role.getKind() == "cuda") {
-      progress.done();
-      llvm::errs() << "kilnc: error: the plan uses " << role.str()
-                   << ", and code generation for cuda devices is not built "
-                      "yet; --print-placement, --emit=dot and --emit=mlir "
-                      "show the placement\n";
-      return failure();
-    }
   std::vector<CxxSource> sources;
   for (auto &[kernel, symbol] : plan->kernels) {
     FailureOr<std::string> text = emitKernelCpp(kernel, symbol);
@@ -295,6 +289,55 @@ LogicalResult compileModel(const CompileOptions &options) {
     all += abiSource();
     return writeOutput(options.output, all, false);
   }
+
+  // Kernels on cuda devices: CUDA C++ through NVRTC to one PTX module. Their
+  // C++ twins above stay in the code section, for roles bound to a host.
+  std::string cudaSource, ptx;
+  std::map<std::string, nlohmann::json> cudaSteps; // symbol -> step["cuda"]
+  bool half = false;
+  for (auto &[kernel, symbol] : plan->kernels) {
+    DeviceAttr device = kernel.getNumResults()
+                            ? getDevice(kernel.getResult(0).getType())
+                            : DeviceAttr();
+    if (!device || device.getKind() != "cuda")
+      continue;
+    FailureOr<CudaKernel> cuda = emitKernelCuda(kernel, symbol);
+    if (failed(cuda))
+      return failure();
+    half |= cuda->usesHalf;
+    cudaSource += "\n" + cuda->source;
+    nlohmann::json launches = nlohmann::json::array();
+    for (auto &[entry, threads] : cuda->launches)
+      launches.push_back({{"entry", entry}, {"threads", threads}});
+    cudaSteps[symbol] = {{"slots", cuda->slots},
+                         {"scratch", cuda->scratch},
+                         {"launches", launches}};
+  }
+  if (options.emit == EmitKind::Cuda || options.emit == EmitKind::Ptx) {
+    progress.done();
+    if (cudaSteps.empty()) {
+      llvm::errs() << "kilnc: error: no kernel runs on a cuda device (place "
+                      "some with --device cuda:0 or --devices)\n";
+      return failure();
+    }
+  }
+  if (options.emit == EmitKind::Cuda)
+    return writeOutput(options.output, cudaPrelude(half) + cudaSource, false);
+  if (!cudaSteps.empty()) {
+    progress.stage("compiling " + std::to_string(cudaSteps.size()) +
+                   " CUDA kernels");
+    auto compiled =
+        compilePtx(cudaPrelude(half) + cudaSource, options.cuda, half);
+    if (!compiled) {
+      progress.done();
+      llvm::errs() << "kilnc: error: " << llvm::toString(compiled.takeError())
+                   << "\n";
+      return failure();
+    }
+    ptx = std::move(*compiled);
+  }
+  if (options.emit == EmitKind::Ptx)
+    return writeOutput(options.output, ptx, false);
 
   sources.push_back({"kiln_abi", abiSource()});
   size_t total = sources.size();
@@ -319,9 +362,17 @@ LogicalResult compileModel(const CompileOptions &options) {
       {"arch", "x86_64"},
       {"cpu", options.cxx.targetCpu},
       {"cpu_features", targetCpuFeatures(options.cxx.targetCpu)}};
-  std::vector<char> file =
-      artifact::write(manifest, {{"code", std::move(*code)},
-                                 {"weights", std::move(plan->weights)}});
+  std::vector<artifact::Section> sections = {
+      {"code", std::move(*code)}, {"weights", std::move(plan->weights)}};
+  if (!cudaSteps.empty()) {
+    manifest["target"]["cuda_arch"] = options.cuda.arch;
+    for (nlohmann::json &step : manifest["steps"])
+      if (step.contains("kernel"))
+        if (auto it = cudaSteps.find(step["kernel"]); it != cudaSteps.end())
+          step["cuda"] = it->second;
+    sections.push_back({"ptx", std::vector<char>(ptx.begin(), ptx.end())});
+  }
+  std::vector<char> file = artifact::write(manifest, sections);
   return writeOutput(options.output, llvm::StringRef(file.data(), file.size()),
                      true);
 }

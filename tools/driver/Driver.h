@@ -10,6 +10,7 @@
 #ifndef KILN_TOOLS_DRIVER_H
 #define KILN_TOOLS_DRIVER_H
 
+#include "codegen/Nvrtc.h"
 #include "codegen/Toolchain.h"
 
 #include "mlir/Support/LogicalResult.h"
@@ -19,7 +20,7 @@
 
 namespace kiln {
 
-enum class EmitKind { MLIR, Cpp, Dot, Artifact };
+enum class EmitKind { MLIR, Cpp, Cuda, Ptx, Dot, Artifact };
 
 struct CompileOptions {
   std::string input;  // .onnx file
@@ -47,6 +48,7 @@ struct CompileOptions {
   /// Show stages and kernel counts on stderr (kilnc: when it is a terminal).
   bool progress = false;
   CxxOptions cxx;
+  CudaOptions cuda;
 };
 
 /// Compiles per `options`; diagnostics go to stderr. Fails without writing

@@ -1,0 +1,419 @@
+//===- CEmitter.cpp - the C-style base of the kernel emitters -------------===//
+//
+// Buffers: block argument i reads the backend's input i, yielded value j is
+// written to its output j. Destination-passing ops (linalg.generic/fill)
+// write their result into the buffer of their init operand; a backward pass
+// pushes each output buffer up the init chain, so a chain like fill -> matmul
+// accumulates straight into the output. Anything else gets a buffer the
+// backend declares. Operands are read and written through their indexing
+// maps on row-major strides; the scalar body becomes one statement per op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CEmitter.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace kiln;
+
+const CStyle kiln::kCppStyle = {"std::", "__restrict", "_Float16"};
+const CStyle kiln::kCudaStyle = {"", "__restrict__", "__half"};
+
+std::string kiln::cTypeName(Type t, const CStyle &style) {
+  if (t.isF32())
+    return "float";
+  if (t.isF64())
+    return "double";
+  if (t.isF16())
+    return style.half; // math goes through float
+  if (t.isInteger(1))
+    return "bool";
+  if (t.isIndex())
+    return "int64_t";
+  for (unsigned w : {8, 16, 32, 64})
+    if (t.isInteger(w))
+      return "int" + std::to_string(w) + "_t";
+  return "";
+}
+
+namespace {
+std::string literal(Attribute attr) {
+  if (auto f = dyn_cast<FloatAttr>(attr)) {
+    double v = f.getValueAsDouble();
+    bool single = f.getType().isF32();
+    if (std::isnan(v))
+      return single ? "NAN" : "double(NAN)";
+    if (std::isinf(v))
+      return std::string(v < 0 ? "-" : "") +
+             (single ? "INFINITY" : "double(INFINITY)");
+    std::string s = llvm::formatv(single ? "{0:e9}" : "{0:e17}", v).str();
+    return single ? s + "f" : s;
+  }
+  if (auto i = dyn_cast<IntegerAttr>(attr)) {
+    if (i.getType().isInteger(1))
+      return i.getValue().isZero() ? "false" : "true";
+    return "INT64_C(" + std::to_string(i.getValue().getSExtValue()) + ")";
+  }
+  return "";
+}
+
+// `e` in C, dim i spelled dims[i] (loop variables d0, d1, ... by default)
+// and symbol j spelled syms[j].
+std::string cAffine(AffineExpr e, ArrayRef<std::string> dims = {},
+                    ArrayRef<std::string> syms = {}) {
+  if (auto d = dyn_cast<AffineDimExpr>(e))
+    return d.getPosition() < dims.size()
+               ? dims[d.getPosition()]
+               : "d" + std::to_string(d.getPosition());
+  if (auto s = dyn_cast<AffineSymbolExpr>(e))
+    return syms[s.getPosition()];
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return std::to_string(c.getValue());
+  auto bin = cast<AffineBinaryOpExpr>(e);
+  std::string l = cAffine(bin.getLHS(), dims, syms),
+              r = cAffine(bin.getRHS(), dims, syms);
+  switch (e.getKind()) {
+  case AffineExprKind::Add:
+    return "(" + l + " + " + r + ")";
+  case AffineExprKind::Mul:
+    return "(" + l + " * " + r + ")";
+  case AffineExprKind::Mod:
+    return "(" + l + " % " + r + ")";
+  case AffineExprKind::FloorDiv:
+  case AffineExprKind::CeilDiv:
+  default:
+    return "(" + l + " / " + r + ")"; // non-negative indices only
+  }
+}
+
+} // namespace
+
+std::string CEmitter::bufferFor(Value tensor) {
+  auto it = buffers.find(tensor);
+  if (it != buffers.end())
+    return it->second;
+  std::string name = fresh("t");
+  declareBuffer(cast<RankedTensorType>(tensor.getType()), name);
+  buffers[tensor] = name;
+  return name;
+}
+
+std::string CEmitter::index(Value tensor, AffineMap map) {
+  auto shape = cast<RankedTensorType>(tensor.getType()).getShape();
+  std::string expr;
+  int64_t stride = 1;
+  for (int64_t i = shape.size() - 1; i >= 0; --i) {
+    std::string term = cAffine(map.getResult(i));
+    if (stride != 1)
+      term += " * " + std::to_string(stride);
+    expr = expr.empty() ? term : term + " + " + expr;
+    stride *= shape[i];
+  }
+  return expr.empty() ? "0" : expr;
+}
+
+void CEmitter::copyInit(Value init, Value result) {
+  if (init.getDefiningOp<tensor::EmptyOp>())
+    return;
+  std::string from = bufferFor(init), to = bufferFor(result);
+  if (from != to)
+    emitCopy(to, from, cast<RankedTensorType>(result.getType()));
+}
+
+void CEmitter::declareOperands(linalg::GenericOp op) {
+  Value result = op.getResult(0), init = op.getDpsInits()[0];
+  copyInit(init, result);
+  (void)bufferFor(result);
+  for (OpOperand *input : op.getDpsInputOperands())
+    if (!op.getMatchingBlockArgument(input).use_empty())
+      (void)bufferFor(input->get());
+  op.getRegion().walk(
+      [&](tensor::ExtractOp e) { (void)bufferFor(e.getTensor()); });
+}
+
+LogicalResult CEmitter::emitGenericBody(linalg::GenericOp op,
+                                        const std::string &indent,
+                                        const std::string &accumulator) {
+  raw_ostream &os = body();
+  Value result = op.getResult(0);
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  Block &block = op.getRegion().front();
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    BlockArgument arg = block.getArgument(i);
+    if (arg.use_empty())
+      continue;
+    bool isInput = (int64_t)i < op.getNumDpsInputs();
+    if (!isInput && !accumulator.empty()) {
+      scalars[arg] = accumulator;
+      continue;
+    }
+    std::string name = fresh("a");
+    os << indent << "const " << typeName(arg.getType()) << " " << name << " = "
+       << bufferFor(isInput ? operand : result) << "["
+       << index(operand, maps[i]) << "];\n";
+    scalars[arg] = name;
+  }
+  for (Operation &inner : block.without_terminator())
+    if (failed(emitScalar(&inner, os, indent)))
+      return failure();
+  Value yielded = block.getTerminator()->getOperand(0);
+  if (!accumulator.empty())
+    os << indent << accumulator << " = " << scalars.lookup(yielded) << ";\n";
+  else
+    os << indent << bufferFor(result) << "[" << index(result, maps.back())
+       << "] = " << scalars.lookup(yielded) << ";\n";
+  return success();
+}
+
+LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
+                                   const std::string &indent) {
+  auto math = [&](const char *name) {
+    return std::string(style.mathPrefix) + name + "(";
+  };
+  auto v = [&](unsigned i) { return scalars.lookup(op->getOperand(i)); };
+  // Arguments of <cmath> functions: halves are widened to float (what numpy
+  // does for float16 too), the result rounds back on assignment.
+  auto m = [&](unsigned i) {
+    return op->getOperand(i).getType().isF16()
+               ? "static_cast<float>(" + v(i) + ")"
+               : v(i);
+  };
+  std::string expr =
+      llvm::TypeSwitch<Operation *, std::string>(op)
+          .Case<arith::ConstantOp>(
+              [&](auto c) { return literal(c.getValue()); })
+          .Case<arith::AddFOp, arith::AddIOp>(
+              [&](auto) { return v(0) + " + " + v(1); })
+          .Case<arith::SubFOp, arith::SubIOp>(
+              [&](auto) { return v(0) + " - " + v(1); })
+          .Case<arith::MulFOp, arith::MulIOp>(
+              [&](auto) { return v(0) + " * " + v(1); })
+          .Case<arith::DivFOp, arith::DivSIOp>(
+              [&](auto) { return v(0) + " / " + v(1); })
+          .Case<arith::RemSIOp>([&](auto) { return v(0) + " % " + v(1); })
+          .Case<arith::AndIOp>([&](auto) { return v(0) + " & " + v(1); })
+          .Case<arith::OrIOp>([&](auto) { return v(0) + " | " + v(1); })
+          .Case<arith::XOrIOp>([&](auto) { return v(0) + " ^ " + v(1); })
+          .Case<arith::CmpIOp>([&](arith::CmpIOp c) -> std::string {
+            using P = arith::CmpIPredicate;
+            const char *cmp = nullptr;
+            switch (c.getPredicate()) {
+            case P::eq:
+              cmp = "==";
+              break;
+            case P::ne:
+              cmp = "!=";
+              break;
+            case P::slt:
+              cmp = "<";
+              break;
+            case P::sle:
+              cmp = "<=";
+              break;
+            case P::sgt:
+              cmp = ">";
+              break;
+            case P::sge:
+              cmp = ">=";
+              break;
+            default:
+              return "";
+            }
+            return v(0) + " " + cmp + " " + v(1);
+          })
+          .Case<arith::IndexCastOp>([&](Operation *c) {
+            return "static_cast<" + typeName(c->getResult(0).getType()) + ">(" +
+                   v(0) + ")";
+          })
+          .Case<tensor::ExtractOp>([&](tensor::ExtractOp e) {
+            auto shape = e.getTensor().getType().getShape();
+            std::string expr;
+            int64_t stride = 1;
+            for (int64_t i = shape.size() - 1; i >= 0; --i) {
+              std::string term = scalars.lookup(e.getIndices()[i]);
+              if (stride != 1)
+                term += " * " + std::to_string(stride);
+              expr = expr.empty() ? term : term + " + " + expr;
+              stride *= shape[i];
+            }
+            return bufferFor(e.getTensor()) + "[" +
+                   (expr.empty() ? "0" : expr) + "]";
+          })
+          .Case<arith::NegFOp>([&](auto) { return "-" + v(0); })
+          .Case<arith::MaximumFOp, arith::MaxSIOp>(
+              [&](auto) { return "kiln_maximum(" + v(0) + ", " + v(1) + ")"; })
+          .Case<arith::MinimumFOp, arith::MinSIOp>(
+              [&](auto) { return "kiln_minimum(" + v(0) + ", " + v(1) + ")"; })
+          .Case<arith::MaxNumFOp>(
+              [&](auto) { return math("fmax") + m(0) + ", " + m(1) + ")"; })
+          .Case<arith::MinNumFOp>(
+              [&](auto) { return math("fmin") + m(0) + ", " + m(1) + ")"; })
+          .Case<arith::SelectOp>(
+              [&](auto) { return v(0) + " ? " + v(1) + " : " + v(2); })
+          .Case<arith::CmpFOp>([&](arith::CmpFOp c) -> std::string {
+            using P = arith::CmpFPredicate;
+            const char *cmp = nullptr;
+            switch (c.getPredicate()) {
+            case P::OEQ:
+              cmp = "==";
+              break;
+            case P::UNE:
+              cmp = "!=";
+              break;
+            case P::OLT:
+              cmp = "<";
+              break;
+            case P::OLE:
+              cmp = "<=";
+              break;
+            case P::OGT:
+              cmp = ">";
+              break;
+            case P::OGE:
+              cmp = ">=";
+              break;
+            default:
+              return "";
+            }
+            return v(0) + " " + cmp + " " + v(1);
+          })
+          .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp,
+                arith::FPToSIOp, arith::ExtSIOp, arith::TruncIOp>(
+              [&](Operation *c) {
+                return "static_cast<" + typeName(c->getResult(0).getType()) +
+                       ">(" + v(0) + ")";
+              })
+          .Case<math::ErfOp>([&](auto) { return math("erf") + m(0) + ")"; })
+          .Case<math::ExpOp>([&](auto) { return math("exp") + m(0) + ")"; })
+          .Case<math::LogOp>([&](auto) { return math("log") + m(0) + ")"; })
+          .Case<math::TanhOp>([&](auto) { return math("tanh") + m(0) + ")"; })
+          .Case<math::SqrtOp>([&](auto) { return math("sqrt") + m(0) + ")"; })
+          .Case<math::AbsFOp>([&](auto) { return math("fabs") + m(0) + ")"; })
+          .Case<math::AbsIOp>([&](auto) {
+            return "(" + v(0) + " < 0 ? -" + v(0) + " : " + v(0) + ")";
+          })
+          .Case<math::FloorOp>([&](auto) { return math("floor") + m(0) + ")"; })
+          .Case<math::RoundEvenOp>(
+              [&](auto) { return math("nearbyint") + m(0) + ")"; })
+          .Case<arith::RemFOp>(
+              [&](auto) { return math("fmod") + m(0) + ", " + m(1) + ")"; })
+          .Case<math::CeilOp>([&](auto) { return math("ceil") + m(0) + ")"; })
+          .Case<math::SinOp>([&](auto) { return math("sin") + m(0) + ")"; })
+          .Case<math::CosOp>([&](auto) { return math("cos") + m(0) + ")"; })
+          .Case<math::TanOp>([&](auto) { return math("tan") + m(0) + ")"; })
+          .Case<math::AsinOp>([&](auto) { return math("asin") + m(0) + ")"; })
+          .Case<math::AcosOp>([&](auto) { return math("acos") + m(0) + ")"; })
+          .Case<math::AtanOp>([&](auto) { return math("atan") + m(0) + ")"; })
+          .Case<math::SinhOp>([&](auto) { return math("sinh") + m(0) + ")"; })
+          .Case<math::CoshOp>([&](auto) { return math("cosh") + m(0) + ")"; })
+          .Case<math::AsinhOp>([&](auto) { return math("asinh") + m(0) + ")"; })
+          .Case<math::AcoshOp>([&](auto) { return math("acosh") + m(0) + ")"; })
+          .Case<math::AtanhOp>([&](auto) { return math("atanh") + m(0) + ")"; })
+          .Case<math::PowFOp>(
+              [&](auto) { return math("pow") + m(0) + ", " + m(1) + ")"; })
+          .Case<affine::AffineApplyOp>([&](affine::AffineApplyOp a) {
+            AffineMap map = a.getAffineMap();
+            SmallVector<std::string> dims, syms;
+            for (auto [i, operand] : llvm::enumerate(a.getMapOperands()))
+              (i < map.getNumDims() ? dims : syms)
+                  .push_back(scalars.lookup(operand));
+            return cAffine(map.getResult(0), dims, syms);
+          })
+          .Case<linalg::IndexOp>([&](linalg::IndexOp i) {
+            return "d" + std::to_string(i.getDim());
+          })
+          .Default([](Operation *) { return ""; });
+  if (expr.empty() || op->getNumResults() != 1)
+    return op->emitOpError() << "is not supported by the kernel emitter";
+  std::string name = fresh("v");
+  os << indent << "const " << typeName(op->getResult(0).getType()) << " "
+     << name << " = " << expr << ";\n";
+  scalars[op->getResult(0)] = name;
+  return success();
+}
+
+LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
+                                ArrayRef<std::string> outputs) {
+  Block &block = kernel.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  for (BlockArgument arg : block.getArguments())
+    buffers[arg] = inputs[arg.getArgNumber()];
+  // Output buffers, pushed backwards through destination-passing chains.
+  for (auto [j, value] : llvm::enumerate(yield.getValues()))
+    if (!buffers.count(value) && value.getDefiningOp() &&
+        isa<linalg::LinalgOp>(value.getDefiningOp()))
+      buffers[value] = outputs[j];
+  for (Operation &op : llvm::reverse(block.without_terminator())) {
+    auto dps = dyn_cast<DestinationStyleOpInterface>(&op);
+    if (!dps || op.getNumResults() != 1 || !buffers.count(op.getResult(0)))
+      continue;
+    Value init = dps.getDpsInits()[0];
+    Operation *def = init.getDefiningOp();
+    if (init.hasOneUse() && def && isa<linalg::LinalgOp>(def) &&
+        !buffers.count(init))
+      buffers[init] = buffers[op.getResult(0)];
+  }
+  for (Operation &op : block.without_terminator()) {
+    LogicalResult ok =
+        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case<tensor::EmptyOp>([](auto) { return success(); })
+            .Case<linalg::FillOp>([&](linalg::FillOp fill) {
+              Value result = fill.getResult(0);
+              emitFill(
+                  cast<RankedTensorType>(result.getType()).getNumElements(),
+                  bufferFor(result), scalars.lookup(fill.getInputs()[0]));
+              return success();
+            })
+            .Case<linalg::GenericOp>([&](linalg::GenericOp g) -> LogicalResult {
+              if (g.getNumDpsInits() != 1)
+                return g.emitOpError() << "with several results is not "
+                                          "supported by the kernel emitter yet";
+              return emitGenericLoops(g);
+            })
+            .Case<arith::ConstantOp>([&](arith::ConstantOp c) -> LogicalResult {
+              if (!isa<RankedTensorType>(c.getType()))
+                return emitScalar(c, decls(), "  ");
+              auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+              if (!dense || !dense.isSplat())
+                return c.emitOpError() << "tensor constants inside kernels "
+                                          "must be splats";
+              std::string name = fresh("v");
+              decls() << "  const " << typeName(dense.getElementType()) << " "
+                      << name << " = "
+                      << literal(dense.getSplatValue<Attribute>()) << ";\n";
+              emitFill(dense.getNumElements(), bufferFor(c), name);
+              return success();
+            })
+            .Default([](Operation *other) {
+              return other->emitOpError()
+                     << "is not supported by the kernel emitter";
+            });
+    if (failed(ok))
+      return failure();
+  }
+  for (auto [j, value] : llvm::enumerate(yield.getValues())) {
+    std::string from = bufferFor(value);
+    if (from != outputs[j])
+      emitCopy(outputs[j], from, cast<RankedTensorType>(value.getType()));
+  }
+  return success();
+}
+
+LogicalResult kiln::checkElementTypes(KernelOp kernel, const CStyle &style,
+                                      StringRef backend) {
+  SmallVector<Type> types(kernel->getOperandTypes());
+  llvm::append_range(types, kernel->getResultTypes());
+  for (Type type : types) {
+    Type element = cast<RankedTensorType>(type).getElementType();
+    if (cTypeName(element, style).empty())
+      return kernel.emitOpError()
+             << "has element type " << element << ", which the " << backend
+             << " backend does not support yet";
+  }
+  return success();
+}

@@ -1,0 +1,107 @@
+//===- CEmitter.h - the C-style base of the CPU and CUDA emitters -*- C++
+//-*-===//
+//
+// One kiln.kernel (lowered to linalg/tensor/arith/math on static tensors)
+// becomes C-family source. Everything both backends share lives here: the
+// spelling of scalar types, literals, affine index expressions and every
+// scalar op, the buffer of each tensor (destination-passing chains write
+// straight into the output), the operand reads and the yield write of a
+// linalg.generic body. A backend says how loops run (CppEmitter.cpp: nested
+// loops in one function; CudaEmitter.cpp: grid-stride loops in one
+// __global__ function per linalg op) and how memory is named.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CEMITTER_H
+#define KILN_CODEGEN_CEMITTER_H
+
+#include "ir/KilnDialect.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace kiln {
+
+/// The small, data-like differences between the C dialects.
+struct CStyle {
+  const char *mathPrefix; // "std::" (C++) or "" (CUDA's overloads)
+  const char *restrict;   // "__restrict" or "__restrict__"
+  const char *half;       // the float16 type
+};
+
+extern const CStyle kCppStyle, kCudaStyle;
+
+/// The spelling of a scalar element type, or "" when unsupported.
+std::string cTypeName(mlir::Type element, const CStyle &style);
+
+class CEmitter {
+public:
+  CEmitter(KernelOp kernel, const CStyle &style)
+      : kernel(kernel), style(style) {}
+  virtual ~CEmitter() = default;
+
+protected:
+  /// Emits the kernel body's ops in order through the hooks below, after
+  /// naming the inputs (`inputs[i]`) and outputs (`outputs[j]`).
+  mlir::LogicalResult emitOps(llvm::ArrayRef<std::string> inputs,
+                              llvm::ArrayRef<std::string> outputs);
+
+  // --- What a backend provides. ---
+  /// Declares memory for `type` named `name` (in the declarations).
+  virtual void declareBuffer(mlir::RankedTensorType type,
+                             const std::string &name) = 0;
+  /// `out[i] = value` for every i < n (`value` names a scalar).
+  virtual void emitFill(int64_t n, const std::string &out,
+                        const std::string &value) = 0;
+  /// `to[i] = from[i]` for every element of `type`.
+  virtual void emitCopy(const std::string &to, const std::string &from,
+                        mlir::RankedTensorType type) = 0;
+  /// Loops of `op` around emitGenericBody().
+  virtual mlir::LogicalResult emitGenericLoops(mlir::linalg::GenericOp op) = 0;
+  /// Where declarations (buffers, scalars outside loops) go.
+  virtual llvm::raw_ostream &decls() = 0;
+  /// Where statements go.
+  virtual llvm::raw_ostream &body() = 0;
+
+  // --- Shared pieces for the hooks. ---
+  std::string typeName(mlir::Type element) const {
+    return cTypeName(element, style);
+  }
+  std::string fresh(llvm::StringRef prefix) {
+    return (prefix + llvm::Twine(counter++)).str();
+  }
+  /// The pointer expression holding `tensor`, declared on first use.
+  std::string bufferFor(mlir::Value tensor);
+  /// The row-major offset of `map`'s result in `tensor`.
+  std::string index(mlir::Value tensor, mlir::AffineMap map);
+  /// Declares the buffers the generic's body reads, before its loops.
+  void declareOperands(mlir::linalg::GenericOp op);
+  /// The generic's body at loop variables d0, d1, ...: operand reads, scalar
+  /// ops, and the yield. With `accumulator` set, the output operand is read
+  /// from and written to that variable instead of memory.
+  mlir::LogicalResult emitGenericBody(mlir::linalg::GenericOp op,
+                                      const std::string &indent,
+                                      const std::string &accumulator = "");
+  mlir::LogicalResult emitScalar(mlir::Operation *op, llvm::raw_ostream &os,
+                                 const std::string &indent);
+
+  KernelOp kernel;
+  const CStyle &style;
+
+private:
+  void copyInit(mlir::Value init, mlir::Value result);
+
+  unsigned counter = 0;
+  llvm::DenseMap<mlir::Value, std::string> buffers; // tensor -> pointer
+  llvm::DenseMap<mlir::Value, std::string> scalars; // scalar -> expression
+};
+
+/// Fails with a diagnostic at `kernel` when a value's element type has no
+/// spelling in `style`; `backend` names it ("C++", "CUDA").
+mlir::LogicalResult checkElementTypes(KernelOp kernel, const CStyle &style,
+                                      llvm::StringRef backend);
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_CEMITTER_H

@@ -1,0 +1,221 @@
+//===- CudaEmitter.cpp - kernels as CUDA C++ for NVRTC --------------------===//
+//
+// The CUDA flavour of CEmitter: every fill, copy and linalg.generic is a
+// phase (its own __global__ function). A generic whose output map is a
+// permutation of all its parallel dims runs one thread per output element:
+// the thread decomposes its flat index into the parallel dims, loads the
+// output once, runs the reduction dims as loops with the accumulator in a
+// register and stores once. Any other generic (an output map that is not
+// one-to-one over the parallel dims) runs its loop nest serially in one
+// thread: slow, but correct for whatever linalg allows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CudaEmitter.h"
+#include "codegen/CEmitter.h"
+
+#include "llvm/ADT/SmallBitVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+constexpr const char *kPrelude = R"(// kiln CUDA kernels (NVRTC)
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+#define INT64_C(c) c##LL
+#define NAN __int_as_float(0x7fc00000)
+#define INFINITY __int_as_float(0x7f800000)
+// NaN-propagating max/min, as arith.maximumf/minimumf (and torch) define them.
+template <typename T> __device__ inline T kiln_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
+template <typename T> __device__ inline T kiln_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
+)";
+
+class CudaEmitter : public CEmitter {
+public:
+  explicit CudaEmitter(KernelOp kernel) : CEmitter(kernel, kCudaStyle) {}
+  FailureOr<CudaKernel> emit(StringRef symbol);
+
+private:
+  struct Phase {
+    int64_t threads;
+    std::string text;
+  };
+  raw_ostream &decls() override { return declOs; }
+  raw_ostream &body() override { return *phaseOs; }
+  void declareBuffer(RankedTensorType type, const std::string &name) override {
+    size_t slot = numArgs + scratch.size();
+    Type element = type.getElementType();
+    int64_t bytes =
+        element.isIndex() ? 8 : (element.getIntOrFloatBitWidth() + 7) / 8;
+    scratch.push_back(type.getNumElements() * bytes);
+    declOs << llvm::formatv("  {0} *__restrict__ {1} = ({0} *)s.p[{2}];\n",
+                            typeName(type.getElementType()), name, slot);
+  }
+  raw_ostream &beginPhase(int64_t threads) {
+    phases.push_back({threads, ""});
+    phaseStream =
+        std::make_unique<llvm::raw_string_ostream>(phases.back().text);
+    phaseOs = phaseStream.get();
+    return *phaseOs;
+  }
+  void emitFill(int64_t n, const std::string &out,
+                const std::string &value) override {
+    beginPhase(n) << llvm::formatv("    {0}[i] = {1};\n", out, value);
+  }
+  void emitCopy(const std::string &to, const std::string &from,
+                RankedTensorType type) override {
+    beginPhase(type.getNumElements())
+        << llvm::formatv("    {0}[i] = {1}[i];\n", to, from);
+  }
+  LogicalResult emitGenericLoops(linalg::GenericOp op) override;
+
+  size_t numArgs = 0;
+  std::vector<int64_t> scratch;
+  std::vector<Phase> phases;
+  std::string declText;
+  llvm::raw_string_ostream declOs{declText};
+  std::unique_ptr<llvm::raw_string_ostream> phaseStream;
+  raw_ostream *phaseOs = nullptr;
+};
+
+/// Whether the output map names every parallel dim once and nothing else.
+bool oneThreadPerOutput(linalg::GenericOp op) {
+  AffineMap out = op.getIndexingMapsArray().back();
+  auto iterators = op.getIteratorTypesArray();
+  llvm::SmallBitVector seen(iterators.size());
+  for (AffineExpr e : out.getResults()) {
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim || seen.test(dim.getPosition()) ||
+        iterators[dim.getPosition()] != utils::IteratorType::parallel)
+      return false;
+    seen.set(dim.getPosition());
+  }
+  for (auto [d, it] : llvm::enumerate(iterators))
+    if (it == utils::IteratorType::parallel && !seen.test(d))
+      return false;
+  return true;
+}
+
+LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
+  declareOperands(op);
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto iterators = op.getIteratorTypesArray();
+  bool parallel = oneThreadPerOutput(op);
+  int64_t threads = 1;
+  if (parallel)
+    for (auto [d, it] : llvm::enumerate(iterators))
+      if (it == utils::IteratorType::parallel)
+        threads *= ranges[d];
+  raw_ostream &os = beginPhase(threads);
+  os << "    // linalg.generic: "
+     << llvm::join(llvm::map_range(iterators,
+                                   [](utils::IteratorType t) {
+                                     return stringifyIteratorType(t).str();
+                                   }),
+                   ", ")
+     << (parallel ? "" : " (serial: the output map is not one-to-one)") << "\n";
+  std::string indent = "    ";
+  if (parallel) {
+    os << "    int64_t r = i;\n";
+    for (int64_t d = ranges.size() - 1; d >= 0; --d)
+      if (iterators[d] == utils::IteratorType::parallel)
+        os << llvm::formatv("    const int64_t d{0} = r % {1};\n"
+                            "    r /= {1};\n",
+                            d, ranges[d]);
+    os << "    (void)r;\n";
+  }
+  bool reduces = !parallel || llvm::any_of(iterators, [](auto it) {
+    return it == utils::IteratorType::reduction;
+  });
+  std::string acc;
+  Value result = op.getResult(0);
+  std::string out = bufferFor(result);
+  std::string outIndex = index(result, op.getIndexingMapsArray().back());
+  if (parallel && reduces) {
+    acc = fresh("acc");
+    os << llvm::formatv("    {0} {1} = {2}[{3}];\n",
+                        typeName(getElementTypeOrSelf(result.getType())), acc,
+                        out, outIndex);
+  }
+  unsigned loops = 0;
+  for (auto [d, it] : llvm::enumerate(iterators)) {
+    if (parallel && it == utils::IteratorType::parallel)
+      continue;
+    os << indent
+       << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0}) {{\n", d,
+                        ranges[d]);
+    indent += "  ";
+    ++loops;
+  }
+  if (failed(emitGenericBody(op, indent, acc)))
+    return failure();
+  for (; loops; --loops) {
+    indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+  }
+  if (!acc.empty())
+    os << llvm::formatv("    {0}[{1}] = {2};\n", out, outIndex, acc);
+  return success();
+}
+
+FailureOr<CudaKernel> CudaEmitter::emit(StringRef symbol) {
+  Block &block = kernel.getBody().front();
+  SmallVector<std::string> inputs, outputs;
+  for (BlockArgument arg : block.getArguments()) {
+    std::string name = "in" + std::to_string(arg.getArgNumber());
+    declOs << llvm::formatv(
+        "  const {0} *__restrict__ {1} = (const {0} *)s.p[{2}];\n",
+        typeName(cast<RankedTensorType>(arg.getType()).getElementType()), name,
+        numArgs++);
+    inputs.push_back(name);
+  }
+  for (auto [j, type] : llvm::enumerate(kernel.getResultTypes())) {
+    std::string name = "out" + std::to_string(j);
+    declOs << llvm::formatv(
+        "  {0} *__restrict__ {1} = ({0} *)s.p[{2}];\n",
+        typeName(cast<RankedTensorType>(type).getElementType()), name,
+        numArgs++);
+    outputs.push_back(name);
+  }
+  if (failed(emitOps(inputs, outputs)))
+    return failure();
+
+  CudaKernel result;
+  result.slots = numArgs + scratch.size();
+  result.scratch = scratch;
+  std::string &text = result.source;
+  llvm::raw_string_ostream os(text);
+  os << "// kiln kernel " << symbol << ", from " << kernel.getLoc() << "\n";
+  os << llvm::formatv("struct {0}_slots {{ void *p[{1}]; };\n", symbol,
+                      std::max<size_t>(result.slots, 1));
+  for (auto [p, phase] : llvm::enumerate(phases)) {
+    std::string entry = (symbol + "_p" + Twine(p)).str();
+    os << llvm::formatv("extern \"C\" __global__ void __launch_bounds__({0}) "
+                        "{1}({2}_slots s) {{\n",
+                        kCudaBlockSize, entry, symbol);
+    os << declText;
+    os << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; "
+          "i < "
+       << phase.threads << "; i += (int64_t)gridDim.x * blockDim.x) {\n";
+    os << phase.text << "  }\n}\n";
+    result.launches.emplace_back(entry, phase.threads);
+  }
+  result.usesHalf = text.find("__half") != std::string::npos;
+  return result;
+}
+} // namespace
+
+std::string kiln::cudaPrelude(bool half) {
+  return std::string(half ? "#include <cuda_fp16.h>\n" : "") + kPrelude;
+}
+
+FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol) {
+  if (failed(checkElementTypes(kernel, kCudaStyle, "CUDA")))
+    return failure();
+  return CudaEmitter(kernel).emit(symbol);
+}

@@ -1,0 +1,52 @@
+//===- CudaEmitter.h - kernel-level IR to CUDA C++ ----------------*- C++
+//-*-===//
+//
+// A kernel placed on a cuda device becomes one __global__ function per
+// linalg op of its body ("phases", launched in order on one stream), all
+// taking the kernel's slots by value:
+//   struct SYMBOL_slots { void *p[K]; };  // inputs, outputs, then scratch
+//   extern "C" __global__ void SYMBOL_p<i>(SYMBOL_slots s)
+// Each phase is a grid-stride loop over its parallel iterations: one thread
+// per output element, reduction loops inside it with the accumulator in a
+// register. Local tensors of the kernel become scratch slots the runtime
+// allocates per run. docs/devices.md describes the manifest side.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CUDAEMITTER_H
+#define KILN_CODEGEN_CUDAEMITTER_H
+
+#include "ir/KilnDialect.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+struct CudaKernel {
+  std::string source;
+  /// Inputs + outputs + scratch.
+  size_t slots = 0;
+  /// Bytes of each scratch slot.
+  std::vector<int64_t> scratch;
+  /// Entry points in launch order with their parallel iterations.
+  std::vector<std::pair<std::string, int64_t>> launches;
+  /// Whether the source needs cuda_fp16.h.
+  bool usesHalf = false;
+};
+
+/// What a translation unit of CUDA kernels starts with.
+std::string cudaPrelude(bool half);
+
+/// The CUDA source of `kernel`; fails with a diagnostic at the op that
+/// cannot be emitted.
+mlir::FailureOr<CudaKernel> emitKernelCuda(KernelOp kernel,
+                                           llvm::StringRef symbol);
+
+/// The threads per block every launch uses (the entries' launch bounds).
+inline constexpr int kCudaBlockSize = 256;
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_CUDAEMITTER_H
