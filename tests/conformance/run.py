@@ -327,10 +327,17 @@ def run_case(task):
     return result
 
 
-def _run_case(task, kilnc, kiln_run, timeout, result):
+def _compile_case(task, kilnc, timeout, result, artifact):
+    """kilnc (and, for --cuda-compile, ptxas); None or why it failed."""
     case_dir = task["dir"]
-    artifact = os.path.join(case_dir, "model.kiln")
-    argv = [kilnc, os.path.join(case_dir, "model.onnx"), "-o", artifact]
+    cuda_compile = _CONFIG.get("cuda_compile")
+    out = os.path.join(case_dir, "model.ptx") if cuda_compile else artifact
+    argv = [kilnc, os.path.join(case_dir, "model.onnx"), "-o", out]
+    if _CONFIG.get("device"):
+        argv.append("--device=" + _CONFIG["device"])
+    if cuda_compile:
+        argv.append("--emit=ptx")
+    argv += _CONFIG.get("kilnc_args") or []
     if task["symbolic"]:
         # kiln binds shapes at compile time: bind each input to the (first)
         # data set's shapes.
@@ -343,8 +350,31 @@ def _run_case(task, kilnc, kiln_run, timeout, result):
     reason = _check_tool("kilnc", proc, err, argv, case_dir, result)
     if reason:
         return reason
-    if not os.path.isfile(artifact):
-        return "kilnc: exited 0 but wrote no artifact"
+    if not os.path.isfile(out):
+        return "kilnc: exited 0 but wrote no output"
+    if cuda_compile:
+        argv = [_CONFIG["ptxas"], "-arch=" + _CONFIG["ptxas_arch"], out, "-o", os.devnull]
+        proc, secs, err = _exec(argv, timeout)
+        result["compile_s"] += secs
+        return _check_tool("ptxas", proc, err, argv, case_dir, result)
+    if _CONFIG.get("save_artifacts"):
+        shutil.copyfile(artifact, os.path.join(_CONFIG["save_artifacts"], task["name"] + ".kiln"))
+    return None
+
+
+def _run_case(task, kilnc, kiln_run, timeout, result):
+    case_dir = task["dir"]
+    artifact = os.path.join(case_dir, "model.kiln")
+    prebuilt = _CONFIG.get("prebuilt")
+    if prebuilt:
+        # Compiled elsewhere (e.g. here for a GPU machine without kilnc).
+        artifact = os.path.join(prebuilt, task["name"] + ".kiln")
+        if not os.path.isfile(artifact):
+            return "no prebuilt artifact %s" % artifact
+    else:
+        reason = _compile_case(task, kilnc, timeout, result, artifact)
+        if reason or _CONFIG.get("compile_only"):
+            return reason
     for n, (in_paths, _, out_paths) in enumerate(task["data_sets"]):
         out_dir = os.path.join(case_dir, "out_%d" % n)
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -458,6 +488,23 @@ def parse_args(argv):
                    help="list the N slowest tests at the end (default %(default)s, 0: none)")
     p.add_argument("--top-reasons", type=int, default=15, metavar="N",
                    help="list the N most common failure reasons (default %(default)s)")
+    p.add_argument("--device", metavar="D",
+                   help="compile for device D (kilnc --device), e.g. cuda:0")
+    p.add_argument("--kilnc-arg", action="append", default=[], metavar="ARG",
+                   help="pass ARG to kilnc too (repeatable), e.g. --kilnc-arg=--target-cpu=x86-64-v3")
+    p.add_argument("--compile-only", action="store_true",
+                   help="stop after kilnc: a test passes when it compiles")
+    p.add_argument("--save-artifacts", metavar="DIR",
+                   help="copy each compiled artifact to DIR/NAME.kiln (to run elsewhere "
+                        "with --prebuilt)")
+    p.add_argument("--prebuilt", metavar="DIR",
+                   help="run DIR/NAME.kiln instead of compiling (no kilnc needed)")
+    p.add_argument("--cuda-compile", action="store_true",
+                   help="compile every test not on the expected-failure list for "
+                        "--device (default cuda:0) to PTX (kilnc --emit=ptx) and "
+                        "assemble it with ptxas for --ptxas-arch; nothing runs")
+    p.add_argument("--ptxas-arch", default="sm_90",
+                   help="GPU for ptxas in --cuda-compile (default %(default)s)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="do not print PASS and XFAIL lines")
     return p.parse_args(argv)
@@ -487,7 +534,20 @@ def main(argv=None):
             say(c.name)
         return 0
 
-    for tool in ("kilnc", "kiln-run"):
+    ptxas = None
+    if args.cuda_compile:
+        args.device = args.device or "cuda:0"
+        args.compile_only = True
+        home = os.environ.get("KILN_CUDA_HOME") or "/usr/local/cuda"
+        ptxas = os.path.join(home, "bin", "ptxas")
+        lib = os.path.join(home, "lib64")
+        if not (os.access(ptxas, os.X_OK) and os.path.isdir(lib) and
+                any(n.startswith("libnvrtc.so") for n in os.listdir(lib))):
+            say("skipped: no CUDA toolkit with NVRTC and ptxas at %s (set KILN_CUDA_HOME)" % home)
+            return 77
+    needed = ("kiln-run",) if args.prebuilt else ("kilnc",) if args.compile_only \
+        else ("kilnc", "kiln-run")
+    for tool in needed:
         path = os.path.join(args.bin, tool)
         for _ in range(3):
             if os.path.isfile(path) and os.access(path, os.X_OK):
@@ -508,6 +568,14 @@ def main(argv=None):
         return 1
     expected = read_expected(expected_path)
     stale = sorted(set(expected) - set(names))
+    if args.cuda_compile:
+        # Only what compiles and passes on the cpu must also compile for cuda.
+        left_out = [c for c in selected if c.name in expected]
+        selected = [c for c in selected if c.name not in expected]
+        say("cuda-compile: %d tests (%d on the expected-failure list left out), ptxas -arch=%s"
+            % (len(selected), len(left_out), args.ptxas_arch))
+    if args.save_artifacts:
+        os.makedirs(args.save_artifacts, exist_ok=True)
 
     if args.keep:
         work = os.path.abspath(args.keep)
@@ -516,7 +584,12 @@ def main(argv=None):
         work = tempfile.mkdtemp(prefix="kiln-conformance-")
     tasks = [write_case(c, os.path.join(work, c.name), args.symbolic) for c in selected]
 
-    config = dict(bin=os.path.abspath(args.bin), timeout=args.timeout, keep=bool(args.keep))
+    config = dict(bin=os.path.abspath(args.bin), timeout=args.timeout, keep=bool(args.keep),
+                  device=args.device, kilnc_args=args.kilnc_arg,
+                  compile_only=args.compile_only, cuda_compile=args.cuda_compile,
+                  ptxas=ptxas, ptxas_arch=args.ptxas_arch,
+                  save_artifacts=args.save_artifacts and os.path.abspath(args.save_artifacts),
+                  prebuilt=args.prebuilt and os.path.abspath(args.prebuilt))
     results = []
     counts = dict(PASS=0, FAIL=0, XFAIL=0, XPASS=0)
     interrupted = False

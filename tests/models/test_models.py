@@ -90,6 +90,29 @@ class ModelTest(kt.KilnTestCase):
                          "sim and cpu bindings of one plan differ")
 
 
+    def test_cuda_compile(self):
+        """Every kernel of the model placed on cuda:0 compiles through NVRTC
+        to PTX and through ptxas for the H200 (sm_90). Run by the
+        cuda-compile ctest (KILN_CUDA_COMPILE=1)."""
+        if os.environ.get("KILN_CUDA_COMPILE") != "1":
+            self.skipTest("run by the cuda-compile ctest (KILN_CUDA_COMPILE=1)")
+        ptxas = os.path.join(kt.cuda_home(), "bin", "ptxas")
+        if not kt.nvrtc_available() or not os.access(ptxas, os.X_OK):
+            self.skipTest("no CUDA toolkit (NVRTC, ptxas) at %s" % kt.cuda_home())
+        path = self.path("%s.cuda.onnx" % self.model)
+        self.export_models.export(self.model, "torchscript", path)
+        ptx = self.path("%s.ptx" % self.model)
+        proc = kt.kilnc(path, "--device", "cuda:0", "--emit=ptx", "-o", ptx,
+                        "--input-shape", self.export_models.input_shape(self.model, 3))
+        kt.assert_success(self, proc)
+        with open(ptx) as f:
+            entries = f.read().count(".entry ")
+        self.assertGreater(entries, 10)
+        proc = kt._run([ptxas, "-arch=sm_90", ptx, "-o", os.devnull])
+        kt.assert_success(self, proc)
+        kt.note("%s: %d CUDA entry points assemble for sm_90" % (self.model, entries))
+
+
 class ResNet18(ModelTest):
     model = "resnet18"
     multi_device = ("--devices", "sim:0,sim:1", "--placement=pipeline:2",

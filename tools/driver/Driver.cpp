@@ -313,17 +313,14 @@ LogicalResult compileModel(const CompileOptions &options) {
                          {"scratch", cuda->scratch},
                          {"launches", launches}};
   }
-  if (options.emit == EmitKind::Cuda || options.emit == EmitKind::Ptx) {
-    progress.done();
-    if (cudaSteps.empty()) {
-      llvm::errs() << "kilnc: error: no kernel runs on a cuda device (place "
-                      "some with --device cuda:0 or --devices)\n";
-      return failure();
-    }
-  }
+  bool emitsGpuCode =
+      options.emit == EmitKind::Cuda || options.emit == EmitKind::Ptx;
+  if (emitsGpuCode && cudaSteps.empty())
+    llvm::errs() << "kilnc: warning: no kernel runs on a cuda device (place "
+                    "some with --device cuda:0, --devices or --pin)\n";
   if (options.emit == EmitKind::Cuda)
     return writeOutput(options.output, cudaPrelude(half) + cudaSource, false);
-  if (!cudaSteps.empty()) {
+  if (!cudaSteps.empty() || emitsGpuCode) {
     progress.stage("compiling " + std::to_string(cudaSteps.size()) +
                    " CUDA kernels");
     auto compiled =
