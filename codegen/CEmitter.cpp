@@ -120,6 +120,13 @@ std::string CEmitter::index(Value tensor, AffineMap map) {
 void CEmitter::copyInit(Value init, Value result) {
   if (init.getDefiningOp<tensor::EmptyOp>())
     return;
+  // The init's only use: update its buffer in place.
+  Operation *def = init.getDefiningOp();
+  if (!buffers.count(result) && init.hasOneUse() && def &&
+      isa<linalg::LinalgOp>(def)) {
+    buffers[result] = bufferFor(init);
+    return;
+  }
   std::string from = bufferFor(init), to = bufferFor(result);
   if (from != to)
     emitCopy(to, from, cast<RankedTensorType>(result.getType()));

@@ -497,6 +497,8 @@ def parse_args(argv):
     p.add_argument("--save-artifacts", metavar="DIR",
                    help="copy each compiled artifact to DIR/NAME.kiln (to run elsewhere "
                         "with --prebuilt)")
+    p.add_argument("--skip-expected-failures", action="store_true",
+                   help="leave out the tests on the expected-failure list")
     p.add_argument("--prebuilt", metavar="DIR",
                    help="run DIR/NAME.kiln instead of compiling (no kilnc needed)")
     p.add_argument("--cuda-compile", action="store_true",
@@ -568,12 +570,14 @@ def main(argv=None):
         return 1
     expected = read_expected(expected_path)
     stale = sorted(set(expected) - set(names))
-    if args.cuda_compile:
-        # Only what compiles and passes on the cpu must also compile for cuda.
+    if args.cuda_compile or args.skip_expected_failures:
+        # cuda-compile: only what compiles and passes on the cpu must also
+        # compile for cuda.
         left_out = [c for c in selected if c.name in expected]
         selected = [c for c in selected if c.name not in expected]
-        say("cuda-compile: %d tests (%d on the expected-failure list left out), ptxas -arch=%s"
-            % (len(selected), len(left_out), args.ptxas_arch))
+        say("%d tests (%d on the expected-failure list left out)%s" % (
+            len(selected), len(left_out),
+            ", ptxas -arch=" + args.ptxas_arch if args.cuda_compile else ""))
     if args.save_artifacts:
         os.makedirs(args.save_artifacts, exist_ok=True)
 

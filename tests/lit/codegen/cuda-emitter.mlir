@@ -1,0 +1,135 @@
+// RUN: kiln-translate --kiln-to-cuda %s | FileCheck %s
+// RUN: kiln-translate --kiln-to-cpp %s | FileCheck %s --check-prefix=CPP
+
+// The CUDA backend: one __global__ phase per linalg op, each a grid-stride
+// loop over its parallel iterations, taking the kernel's slots by value.
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// Elementwise: one thread per element, the flat index split into d0, d1.
+// CHECK-LABEL: // kiln kernel kiln_k0
+// CHECK: struct kiln_k0_slots { void *p[3]; };
+// CHECK: extern "C" __global__ void __launch_bounds__(256) kiln_k0_p0(kiln_k0_slots s) {
+// CHECK:   const float *__restrict__ in0 = (const float *)s.p[0];
+// CHECK:   const float *__restrict__ in1 = (const float *)s.p[1];
+// CHECK:   float *__restrict__ out0 = (float *)s.p[2];
+// CHECK:   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < 12; i += (int64_t)gridDim.x * blockDim.x) {
+// CHECK:     const int64_t d1 = r % 4;
+// CHECK:     const int64_t d0 = r % 3;
+// CHECK:     const float [[A:a[0-9]+]] = in0[d0 * 4 + d1];
+// CHECK:     const float [[B:a[0-9]+]] = in1[d1];
+// CHECK:     const float [[S:v[0-9]+]] = [[A]] + [[B]];
+// CHECK:     const float [[E:v[0-9]+]] = exp([[S]]);
+// CHECK:     out0[d0 * 4 + d1] = [[E]];
+// CHECK: // slots 3, scratch [], launches: kiln_k0_p0(12)
+
+// CPP-LABEL: // kiln kernel kiln_k0
+// CPP: extern "C" void kiln_k0(void **buffers) {
+// CPP:   for (int64_t d0 = 0; d0 < 3; ++d0)
+// CPP:     for (int64_t d1 = 0; d1 < 4; ++d1) {
+// CPP:       = std::exp(
+
+func.func @elementwise(%x: tensor<3x4xf32, #kiln.device<cuda:0>>, %b: tensor<4xf32, #kiln.device<cuda:0>>) -> tensor<3x4xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x, %b : tensor<3x4xf32, #kiln.device<cuda:0>>, tensor<4xf32, #kiln.device<cuda:0>>) -> (tensor<3x4xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<3x4xf32>, %a1: tensor<4xf32>):
+    %e = tensor.empty() : tensor<3x4xf32>
+    %r = linalg.generic {indexing_maps = [#id2, #col, #id2], iterator_types = ["parallel", "parallel"]} ins(%a0, %a1 : tensor<3x4xf32>, tensor<4xf32>) outs(%e : tensor<3x4xf32>) {
+    ^bb0(%in: f32, %in1: f32, %out: f32):
+      %s = arith.addf %in, %in1 : f32
+      %x1 = math.exp %s : f32
+      linalg.yield %x1 : f32
+    } -> tensor<3x4xf32>
+    kiln.yield %r : tensor<3x4xf32>
+  }
+  return %0 : tensor<3x4xf32, #kiln.device<cuda:0>>
+}
+
+// A row sum through a local buffer, then a division by it: the fill and the
+// reduction write a scratch slot (one f32 per row), the reduction keeps its
+// accumulator in a register, and the last phase reads the scratch.
+// CHECK-LABEL: // kiln kernel kiln_k1
+// CHECK: struct kiln_k1_slots { void *p[3]; };
+// CHECK: kiln_k1_p0(kiln_k1_slots s) {
+// CHECK:   float *__restrict__ [[T:t[0-9]+]] = (float *)s.p[2];
+// CHECK:   i < 3;
+// CHECK:     [[T]][i] = [[ZERO:v[0-9]+]];
+// CHECK: kiln_k1_p1(kiln_k1_slots s) {
+// CHECK:   i < 3;
+// CHECK:     // linalg.generic: parallel, reduction
+// CHECK:     const int64_t d0 = r % 3;
+// CHECK:     float [[ACC:acc[0-9]+]] = [[T]][d0];
+// CHECK:     for (int64_t d1 = 0; d1 < 5; ++d1) {
+// CHECK:       const float [[X:a[0-9]+]] = in0[d0 * 5 + d1];
+// CHECK:       const float [[SUM:v[0-9]+]] = [[ACC]] + [[X]];
+// CHECK:       [[ACC]] = [[SUM]];
+// CHECK:     }
+// CHECK:     [[T]][d0] = [[ACC]];
+// CHECK: kiln_k1_p2(kiln_k1_slots s) {
+// CHECK:   i < 15;
+// CHECK:     out0[d0 * 5 + d1] =
+// CHECK: // slots 3, scratch [12], launches: kiln_k1_p0(3) kiln_k1_p1(3) kiln_k1_p2(15)
+func.func @normalize(%x: tensor<3x5xf32, #kiln.device<cuda:0>>) -> tensor<3x5xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x : tensor<3x5xf32, #kiln.device<cuda:0>>) -> (tensor<3x5xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<3x5xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<3xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<3xf32>) -> tensor<3xf32>
+    %sum = linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "reduction"]} ins(%a0 : tensor<3x5xf32>) outs(%f : tensor<3xf32>) {
+    ^bb0(%in: f32, %acc: f32):
+      %s = arith.addf %acc, %in : f32
+      linalg.yield %s : f32
+    } -> tensor<3xf32>
+    %e2 = tensor.empty() : tensor<3x5xf32>
+    %r = linalg.generic {indexing_maps = [#id2, #row, #id2], iterator_types = ["parallel", "parallel"]} ins(%a0, %sum : tensor<3x5xf32>, tensor<3xf32>) outs(%e2 : tensor<3x5xf32>) {
+    ^bb0(%in: f32, %s: f32, %out: f32):
+      %d = arith.divf %in, %s : f32
+      linalg.yield %d : f32
+    } -> tensor<3x5xf32>
+    kiln.yield %r : tensor<3x5xf32>
+  }
+  return %0 : tensor<3x5xf32, #kiln.device<cuda:0>>
+}
+
+// An output map that is not one-to-one over the parallel dims (both d0 and
+// d1 write row d0): the loop nest runs serially in one thread.
+// CHECK-LABEL: // kiln kernel kiln_k2
+// CHECK:   i < 1;
+// CHECK:     // linalg.generic: parallel, parallel (serial: the output map is not one-to-one)
+// CHECK:     for (int64_t d0 = 0; d0 < 2; ++d0) {
+// CHECK:       for (int64_t d1 = 0; d1 < 3; ++d1) {
+// CHECK:         out0[d0] =
+// CHECK: // slots 2, scratch [], launches: kiln_k2_p0(1)
+func.func @last_column(%x: tensor<2x3xf32, #kiln.device<cuda:0>>) -> tensor<2xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x : tensor<2x3xf32, #kiln.device<cuda:0>>) -> (tensor<2xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<2x3xf32>):
+    %e = tensor.empty() : tensor<2xf32>
+    %r = linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "parallel"]} ins(%a0 : tensor<2x3xf32>) outs(%e : tensor<2xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+    } -> tensor<2xf32>
+    kiln.yield %r : tensor<2xf32>
+  }
+  return %0 : tensor<2xf32, #kiln.device<cuda:0>>
+}
+
+// float16 is __half (cuda_fp16.h); math goes through float.
+// CHECK-LABEL: // kiln kernel kiln_k3
+// CHECK:   const __half *__restrict__ in0 = (const __half *)s.p[0];
+// CHECK:     const __half [[H:v[0-9]+]] = tanh(static_cast<float>([[IN:a[0-9]+]]));
+// CPP-LABEL: // kiln kernel kiln_k3
+// CPP:       const _Float16 [[H:v[0-9]+]] = std::tanh(static_cast<float>(
+func.func @half(%x: tensor<8xf16, #kiln.device<cuda:0>>) -> tensor<8xf16, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x : tensor<8xf16, #kiln.device<cuda:0>>) -> (tensor<8xf16, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<8xf16>):
+    %e = tensor.empty() : tensor<8xf16>
+    %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%a0 : tensor<8xf16>) outs(%e : tensor<8xf16>) {
+    ^bb0(%in: f16, %out: f16):
+      %t = math.tanh %in : f16
+      linalg.yield %t : f16
+    } -> tensor<8xf16>
+    kiln.yield %r : tensor<8xf16>
+  }
+  return %0 : tensor<8xf16, #kiln.device<cuda:0>>
+}
