@@ -3,9 +3,11 @@
 #include "runtime/Device.h"
 
 #include "kiln/runtime.h"
+#include "runtime/Cuda.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -72,10 +74,6 @@ Name parseBindable(const std::string &text) {
   if (!name)
     throw Error("unknown device '" + text +
                 "' (expected cpu, sim:N, cuda:N or cuda:auto)");
-  if (name->kind == Kind::Cuda)
-    throw Error("device '" + name->text +
-                "' needs the CUDA backend, which this runtime does not have "
-                "yet");
   return *name;
 }
 
@@ -121,24 +119,53 @@ void Stream::loop() {
 // Device
 //===----------------------------------------------------------------------===//
 
-Device::Device(Name name, std::optional<size_t> capacity)
-    : name_(std::move(name)), capacity_(capacity) {}
+Device::Device(Name name, std::optional<size_t> capacity,
+               const cuda::Driver *driver)
+    : name_(std::move(name)), capacity_(capacity) {
+  if (name_.kind == Kind::Cuda) {
+    if (!driver || name_.ordinal < 0)
+      throw Error(name_.text + ": no CUDA driver is loaded");
+    cuda_ = std::make_unique<cuda::Context>(*driver, int(name_.ordinal),
+                                            name_.text);
+  }
+}
 
 Device::~Device() {
   // Join the workers while the allocator is still alive.
   compute_.reset();
   copy_.reset();
+  cuda_.reset();
 }
 
 void *Device::allocate(size_t bytes) {
+  size_t inUse;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (capacity_ && (bytes > *capacity_ || inUse_ > *capacity_ - bytes))
       throw Error(name_.text + ": out of memory: needs " +
                   std::to_string(bytes) + " bytes, " + std::to_string(inUse_) +
                   " of " + std::to_string(*capacity_) + " in use");
+    inUse = inUse_;
     inUse_ += bytes;
     peak_ = std::max(peak_, inUse_);
+  }
+  if (cuda_) {
+    cuda::CUdeviceptr pointer = 0;
+    try {
+      pointer = cuda_->allocate(bytes);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      inUse_ -= bytes;
+      throw;
+    }
+    if (!pointer) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      inUse_ -= bytes;
+      throw Error(name_.text + ": out of memory: cuMemAlloc of " +
+                  std::to_string(bytes) + " bytes failed with " +
+                  std::to_string(inUse) + " bytes in use by kiln");
+    }
+    return reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
   }
   void *data = nullptr;
   if (bytes <= SIZE_MAX - 64) {
@@ -157,7 +184,10 @@ void *Device::allocate(size_t bytes) {
 }
 
 void Device::release(void *data, size_t bytes) {
-  std::free(data);
+  if (cuda_)
+    cuda_->release(reinterpret_cast<uintptr_t>(data), bytes);
+  else
+    std::free(data);
   std::lock_guard<std::mutex> lock(mutex_);
   inUse_ -= bytes;
 }
@@ -245,23 +275,77 @@ Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
                   "' (expected cpu, sim:N, cuda:N or cuda:auto)");
     capacity[parsed->text] = bytes;
   }
-  Binding binding;
+  std::vector<Name> names;
   for (size_t r = 0; r < roles.size(); ++r) {
     Name name = parseBindable(targets[r]);
-    bool hostCode = roles[r].kind != Kind::Cuda;
-    if (hostCode != (name.kind != Kind::Cuda))
+    if (name.kind == Kind::Cuda && roles[r].kind != Kind::Cuda)
       throw Error("cannot bind " + describe(r) + " to '" + name.text +
-                  "': its kernels run on " +
-                  (hostCode ? "cpu or sim:N" : "cuda:N or cuda:auto"));
+                  "': its kernels run on cpu or sim:N (the artifact has no "
+                  "code for the CUDA backend on this role)");
+    names.push_back(std::move(name));
+  }
+
+  // The CUDA driver is loaded only when a role is to run on a cuda device.
+  bool hasCpuRole = std::any_of(roles.begin(), roles.end(), [](const Role &r) {
+    return r.kind == Kind::Cpu;
+  });
+  const cuda::Driver *driver = nullptr;
+  std::string reason;
+  bool loaded = false;
+  std::optional<long> autoOrdinal;
+  std::vector<bool> wasAuto(roles.size(), false);
+  std::map<std::string, std::vector<size_t>> fellBack; // target -> roles
+  for (size_t r = 0; r < roles.size(); ++r) {
+    Name &name = names[r];
+    if (name.kind != Kind::Cuda)
+      continue;
+    if (!loaded) {
+      driver = cuda::load(reason);
+      loaded = true;
+    }
+    if (!driver) {
+      if (!hasCpuRole)
+        throw Error(describe(r) + ": " + reason +
+                    "; bind it to a host device with --bind " +
+                    std::to_string(r) + "=cpu");
+      fellBack[name.text].push_back(r);
+      name = Name{Kind::Cpu, -1, "cpu"};
+      continue;
+    }
+    if (name.ordinal < 0) {
+      if (!autoOrdinal)
+        autoOrdinal = cuda::deviceWithMostFreeMemory(*driver);
+      name = Name{Kind::Cuda, *autoOrdinal,
+                  "cuda:" + std::to_string(*autoOrdinal)};
+      wasAuto[r] = true;
+    }
+  }
+  for (const auto &[target, fallen] : fellBack) {
+    std::string list;
+    for (size_t r : fallen)
+      list += (list.empty() ? "" : ", ") + std::to_string(r);
+    std::fprintf(stderr,
+                 "kiln: warning: %s is unavailable (%s); role%s %s run%s on "
+                 "cpu\n",
+                 target.c_str(), reason.c_str(), fallen.size() > 1 ? "s" : "",
+                 list.c_str(), fallen.size() > 1 ? "" : "s");
+  }
+
+  Binding binding;
+  for (size_t r = 0; r < roles.size(); ++r) {
+    const Name &name = names[r];
     auto it = std::find_if(
         binding.devices.begin(), binding.devices.end(),
         [&](const auto &device) { return device->name() == name.text; });
     if (it == binding.devices.end()) {
       auto limit = capacity.find(name.text);
+      if (limit == capacity.end() && wasAuto[r])
+        limit = capacity.find("cuda:auto");
       std::optional<size_t> bytes;
       if (limit != capacity.end())
         bytes = limit->second;
-      binding.devices.push_back(std::make_unique<Device>(name, bytes));
+      binding.devices.push_back(std::make_unique<Device>(
+          name, bytes, name.kind == Kind::Cuda ? driver : nullptr));
       it = binding.devices.end() - 1;
     }
     binding.roleDevice.push_back(it->get());

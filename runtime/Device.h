@@ -7,11 +7,14 @@
 //   sim:N  a host-memory test device: same kernels, its own allocator (with
 //          an optional capacity) and its own streams; data enters and leaves
 //          it only through copies.
-//   cuda:N, cuda:auto  named here, refused at bind time (no CUDA backend yet).
+//   cuda:N  a GPU through the CUDA driver (runtime/Cuda.h): device memory
+//          from a caching allocator, PTX kernels; cuda:auto is resolved at
+//          bind time to the cuda:N with the most free memory.
 //
 // Every Device counts the bytes it has handed out (current and peak) and
 // owns, once started, two streams: a compute stream and a copy stream, each a
-// worker thread running closures in FIFO order.
+// worker thread running closures in FIFO order (for a cuda device the worker
+// enqueues CUDA work and waits for it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +35,11 @@
 namespace kiln {
 struct LoadOptions;
 } // namespace kiln
+
+namespace kiln::cuda {
+class Context;
+struct Driver;
+} // namespace kiln::cuda
 
 namespace kiln::device {
 
@@ -61,7 +69,7 @@ struct Role {
 std::optional<Name> parseName(const std::string &text);
 
 /// Parses a device name that is to be bound, throwing kiln::Error when it is
-/// unknown or this runtime cannot drive it (cuda).
+/// unknown.
 Name parseBindable(const std::string &text);
 
 /// A worker thread running closures in the order they were enqueued.
@@ -89,7 +97,9 @@ private:
 class Device {
 public:
   /// `capacity`: the most bytes it may hand out at once (unlimited if none).
-  Device(Name name, std::optional<size_t> capacity);
+  /// A cuda device (a concrete cuda:N) needs the loaded `driver`.
+  Device(Name name, std::optional<size_t> capacity,
+         const cuda::Driver *driver = nullptr);
   ~Device();
   Device(const Device &) = delete;
   Device &operator=(const Device &) = delete;
@@ -99,9 +109,13 @@ public:
   /// Whether kernels bound here may use host memory they did not allocate
   /// here (the caller's input tensors, constants in the mapped file).
   bool usesHostMemory() const { return name_.kind == Kind::Cpu; }
+  /// The CUDA context of a cuda device; nullptr for host devices.
+  cuda::Context *cuda() const { return cuda_.get(); }
 
-  /// `bytes` of zeroed, 64-byte aligned memory. Throws kiln::Error when the
-  /// capacity would be exceeded or the host is out of memory.
+  /// `bytes` of memory on this device: on the host zeroed and 64-byte
+  /// aligned; on a cuda device a device pointer (not zeroed, 512-byte
+  /// aligned) from the caching allocator. Throws kiln::Error when the
+  /// capacity would be exceeded or the device is out of memory.
   void *allocate(size_t bytes);
   void release(void *data, size_t bytes);
   size_t bytesInUse() const;
@@ -117,6 +131,7 @@ private:
   std::optional<size_t> capacity_;
   mutable std::mutex mutex_;
   size_t inUse_ = 0, peak_ = 0;
+  std::unique_ptr<cuda::Context> cuda_;
   // Declared last: joined before the allocator goes away.
   std::unique_ptr<Stream> compute_, copy_;
 };
@@ -149,9 +164,11 @@ struct Binding {
 /// Binds every role as `options` say (docs/devices.md): to `options.device`
 /// if set, else to the device it was compiled for, then `options.bind` by
 /// role index or compiled name. Roles bound to the same device share one
-/// Device. Throws kiln::Error for a key naming no role, an unknown or
-/// unavailable device, a role bound to a device of the wrong kind, or a
-/// capacity for an unknown device name.
+/// Device. A cuda role bound to a cuda device when CUDA is unavailable falls
+/// back to cpu if the plan has a cpu role (with a warning on stderr).
+/// Throws kiln::Error for a key naming no role, an unknown or unavailable
+/// device, a host role bound to a cuda device, or a capacity for an unknown
+/// device name.
 Binding bind(const std::vector<Role> &roles, const LoadOptions &options);
 
 } // namespace kiln::device

@@ -1,10 +1,10 @@
-//===- Module.cpp - load a .kiln artifact and run its plan ----------------===//
+//===- Module.cpp - load a .kiln artifact (Run.cpp runs its plan) ---------===//
 //
 // load: read the file into aligned memory, validate it (runtime/Artifact),
 // check the CPU has the features the code was compiled for, dlopen the code
 // section from an in-memory file (memfd), decode the plan (runtime/Plan),
-// bind its roles to devices (runtime/Device) and upload the constants of
-// devices that do not use host memory.
+// bind its roles to devices (runtime/Device), upload the constants of
+// devices that do not use host memory, and load the PTX on cuda devices.
 //
 // run: give every value a buffer for this call (inputs staged onto their
 // device), then either call the steps in order on the calling thread (a plan
@@ -14,31 +14,28 @@
 // concurrent runs cannot deadlock. Every call has its own buffers, so
 // concurrent runs are safe.
 //
+// On a cuda device, a run on the calling thread enqueues everything (inputs,
+// launches, outputs) on one CUDA stream of its own, taken from the device's
+// pool, and synchronises once at the end; concurrent runs use different
+// streams. On the worker threads of a multi-device plan, each cuda step
+// enqueues its work and synchronises before it signals its outputs ready
+// (overlapping steps with CUDA events is later work).
+//
 //===----------------------------------------------------------------------===//
 
-#include "kiln/runtime.h"
-#include "runtime/Artifact.h"
-#include "runtime/Device.h"
-#include "runtime/Plan.h"
+#include "runtime/ModuleImpl.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <dlfcn.h>
-#include <exception>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sys/mman.h>
 #include <unistd.h>
 
 namespace kiln {
 
 namespace {
-using device::Device;
-using plan::ValueKind;
-
 // The whole file in 64-byte aligned memory, read once.
 Tensor readFile(const std::string &path) {
   std::error_code ec;
@@ -57,69 +54,7 @@ Tensor readFile(const std::string &path) {
   return file;
 }
 
-/// Runs one step on the buffers of a run; `args` is scratch space.
-void execute(const plan::Step &step, const plan::Plan &plan,
-             const std::vector<void *> &buffers, std::vector<void *> &args) {
-  if (step.isCopy) {
-    size_t bytes = plan.values[step.args[0]].nbytes;
-    if (bytes)
-      std::memcpy(buffers[step.args[1]], buffers[step.args[0]], bytes);
-    return;
-  }
-  args.clear();
-  for (size_t id : step.args)
-    args.push_back(buffers[id]);
-  step.fn(args.data());
-}
-
-/// The events of one run on streams: which values are ready, how many of its
-/// steps have not finished, and the first error.
-struct RunEvents {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::vector<char> ready; // per value
-  size_t pending = 0;
-  std::exception_ptr error;
-};
 } // namespace
-
-struct Module::Impl {
-  std::string path;
-  Tensor file; // the whole artifact, 64-byte aligned
-  void *library = nullptr;
-  plan::Plan plan;
-  std::vector<std::unique_ptr<Device>> devices; // the distinct bound ones
-  std::vector<Device *> roleDevice;             // per role
-  std::vector<device::Buffer> uploads;          // constants on devices
-  std::vector<const void *> constants;          // per value
-  /// Roles all on one device and no copies: run on the calling thread.
-  bool runsInline = true;
-  /// Per step (stream plans): its stream and the values it waits for.
-  struct Scheduled {
-    device::Stream *stream = nullptr;
-    std::vector<size_t> waits;
-  };
-  std::vector<Scheduled> schedule;
-  mutable std::mutex enqueueMutex;
-
-  ~Impl() {
-    uploads.clear();
-    devices.clear(); // joins the streams before the code goes away
-    if (library)
-      dlclose(library);
-  }
-  Error fail(const std::string &message) const {
-    return Error(path + ": " + message);
-  }
-  Device &deviceOf(size_t value) const {
-    return *roleDevice[plan.values[value].role];
-  }
-  void loadCode(const artifact::Parsed::Span &code);
-  void prepare(const artifact::Parsed::Span *weights);
-  void runOnStreams(const std::vector<void *> &buffers) const;
-  void runStep(size_t index, const std::vector<void *> &buffers,
-               RunEvents &events) const;
-};
 
 void Module::Impl::loadCode(const artifact::Parsed::Span &code) {
   int fd = memfd_create("kiln-code", MFD_CLOEXEC);
@@ -147,9 +82,48 @@ void Module::Impl::loadCode(const artifact::Parsed::Span &code) {
                std::to_string(artifact::kKernelABI));
 }
 
-void Module::Impl::prepare(const artifact::Parsed::Span *weights) {
+void Module::Impl::loadKernels(const artifact::Parsed &parsed) {
+  functions.assign(plan.steps.size(), {});
+  std::string arch;
+  const nlohmann::json &target = parsed.manifest.at("target");
+  if (target.contains("cuda_arch") && target.at("cuda_arch").is_string())
+    arch = target.at("cuda_arch").get<std::string>();
+  for (auto &device : devices) {
+    cuda::Context *context = device->cuda();
+    if (!context)
+      continue;
+    bool loaded = false;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const plan::Step &step = plan.steps[i];
+      if (step.isCopy || roleDevice[step.role] != device.get())
+        continue;
+      std::string what = step.describe(i);
+      if (!step.cuda)
+        throw Error(what + " runs on " + plan.describeRole(step.role) +
+                    " bound to " + device->name() +
+                    ", but has no \"cuda\" launch description");
+      if (!loaded) {
+        const artifact::Parsed::Span *ptx = parsed.find("ptx");
+        if (!ptx)
+          throw Error("the artifact has no ptx section, but " +
+                      plan.describeRole(step.role) + " is bound to " +
+                      device->name());
+        context->loadModule(static_cast<const char *>(file.raw()) + ptx->offset,
+                            ptx->size, arch);
+        loaded = true;
+      }
+      for (const plan::CudaKernel::Launch &launch : step.cuda->launches)
+        functions[i].push_back(context->function(launch.entry, what));
+    }
+  }
+}
+
+void Module::Impl::prepare(const artifact::Parsed &parsed) {
+  const artifact::Parsed::Span *weights = parsed.find("weights");
   const auto *base = static_cast<const uint8_t *>(file.raw());
+  loadKernels(parsed);
   constants.assign(plan.values.size(), nullptr);
+  transfer::Streams streams; // after `uploads`: waits before any unwinding
   for (size_t id = 0; id < plan.values.size(); ++id) {
     const plan::Value &v = plan.values[id];
     if (v.kind != ValueKind::Constant)
@@ -161,10 +135,11 @@ void Module::Impl::prepare(const artifact::Parsed::Span *weights) {
       continue;
     }
     uploads.emplace_back(device, v.nbytes);
-    if (v.nbytes)
-      std::memcpy(uploads.back().data(), bytes, v.nbytes);
+    transfer::copy(uploads.back().data(), &device, bytes, nullptr, v.nbytes,
+                   streams);
     constants[id] = uploads.back().data();
   }
+  streams.synchronize("uploading the constants");
   runsInline = devices.size() <= 1 && !plan.hasCopies();
   if (runsInline)
     return;
@@ -226,7 +201,7 @@ Module Module::load(const std::string &path, const LoadOptions &options) {
       device::Binding binding = device::bind(impl->plan.roles, options);
       impl->devices = std::move(binding.devices);
       impl->roleDevice = std::move(binding.roleDevice);
-      impl->prepare(weights);
+      impl->prepare(parsed);
     } catch (const Error &e) { // from the plan, the binding or an upload
       throw impl->fail(e.what());
     }
@@ -256,136 +231,6 @@ std::vector<size_t> Module::peakBytes() const {
   for (const Device *device : impl_->roleDevice)
     peaks.push_back(device->peakBytes());
   return peaks;
-}
-
-void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
-                           RunEvents &events) const {
-  const plan::Step &step = plan.steps[index];
-  const std::vector<size_t> &waits = schedule[index].waits;
-  bool skip;
-  {
-    std::unique_lock<std::mutex> lock(events.mutex);
-    events.changed.wait(lock, [&] {
-      return std::all_of(waits.begin(), waits.end(),
-                         [&](size_t id) { return events.ready[id] != 0; });
-    });
-    skip = events.error != nullptr; // the run failed: signal, do not run
-  }
-  std::exception_ptr error;
-  if (!skip) {
-    try {
-      std::vector<void *> args;
-      execute(step, plan, buffers, args);
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
-  // Notified under the lock: once `pending` reaches 0 the caller may destroy
-  // `events`, and this thread touches it no more after unlocking.
-  std::lock_guard<std::mutex> lock(events.mutex);
-  if (error && !events.error)
-    events.error = error;
-  for (size_t i = step.numInputs; i < step.args.size(); ++i)
-    events.ready[step.args[i]] = 1;
-  --events.pending;
-  events.changed.notify_all();
-}
-
-void Module::Impl::runOnStreams(const std::vector<void *> &buffers) const {
-  RunEvents events;
-  events.ready.assign(plan.values.size(), 0);
-  events.pending = plan.steps.size();
-  size_t queued = 0;
-  try {
-    std::lock_guard<std::mutex> lock(enqueueMutex);
-    for (; queued < plan.steps.size(); ++queued)
-      schedule[queued].stream->enqueue([this, &buffers, &events, queued] {
-        runStep(queued, buffers, events);
-      });
-  } catch (...) {
-    // Let what was queued finish at once: it skips its work and waits on
-    // nothing that will never come.
-    std::lock_guard<std::mutex> lock(events.mutex);
-    if (!events.error)
-      events.error = std::current_exception();
-    events.pending -= plan.steps.size() - queued;
-    std::fill(events.ready.begin(), events.ready.end(), 1);
-    events.changed.notify_all();
-  }
-  std::unique_lock<std::mutex> lock(events.mutex);
-  events.changed.wait(lock, [&] { return events.pending == 0; });
-  if (events.error)
-    std::rethrow_exception(events.error);
-}
-
-std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
-  const Impl &m = *impl_;
-  const plan::Plan &p = m.plan;
-  if (inputs.size() != p.inputInfo.size())
-    throw Error("expected " + std::to_string(p.inputInfo.size()) +
-                " inputs, got " + std::to_string(inputs.size()));
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorInfo &want = p.inputInfo[i];
-    if (inputs[i].dtype() != want.dtype || inputs[i].shape() != want.shape)
-      throw Error("input #" + std::to_string(i) + " '" + want.name +
-                  "' must be " + describe(want.dtype, want.shape) + ", got " +
-                  describe(inputs[i].dtype(), inputs[i].shape()));
-    if (!inputs[i].raw())
-      throw Error("input #" + std::to_string(i) + " '" + want.name +
-                  "' has no storage");
-  }
-  std::vector<void *> buffers(p.values.size(), nullptr);
-  std::vector<device::Buffer> storage; // device memory of this call
-  storage.reserve(p.values.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    size_t id = p.inputValues[i];
-    Device &device = m.deviceOf(id);
-    if (device.usesHostMemory()) {
-      buffers[id] = const_cast<void *>(inputs[i].raw());
-      continue;
-    }
-    storage.emplace_back(device, p.values[id].nbytes);
-    if (p.values[id].nbytes)
-      std::memcpy(storage.back().data(), inputs[i].raw(), p.values[id].nbytes);
-    buffers[id] = storage.back().data();
-  }
-  std::vector<Tensor> outputs(p.outputValues.size());
-  std::vector<bool> copyOut(p.outputValues.size(), false);
-  for (size_t i = 0; i < p.outputValues.size(); ++i) {
-    size_t id = p.outputValues[i];
-    const plan::Value &v = p.values[id];
-    outputs[i] = Tensor::empty(v.dtype, v.shape);
-    // A host temp computed straight into the output tensor, unless an
-    // earlier output already claimed it.
-    if (v.kind == ValueKind::Temp && m.deviceOf(id).usesHostMemory() &&
-        !buffers[id])
-      buffers[id] = outputs[i].raw();
-    else
-      copyOut[i] = true;
-  }
-  for (size_t id = 0; id < p.values.size(); ++id) {
-    const plan::Value &v = p.values[id];
-    if (v.kind == ValueKind::Alias) {
-      buffers[id] = buffers[v.aliasOf];
-    } else if (v.kind == ValueKind::Constant) {
-      buffers[id] = const_cast<void *>(m.constants[id]);
-    } else if (v.kind == ValueKind::Temp && !buffers[id]) {
-      storage.emplace_back(m.deviceOf(id), v.nbytes);
-      buffers[id] = storage.back().data();
-    }
-  }
-  if (m.runsInline) {
-    std::vector<void *> args;
-    for (const plan::Step &step : p.steps)
-      execute(step, p, buffers, args);
-  } else {
-    m.runOnStreams(buffers);
-  }
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (copyOut[i] && outputs[i].nbytes())
-      std::memcpy(outputs[i].raw(), buffers[p.outputValues[i]],
-                  outputs[i].nbytes());
-  return outputs;
 }
 
 } // namespace kiln

@@ -2,6 +2,7 @@
 
 #include "runtime/Plan.h"
 
+#include <cctype>
 #include <cstring>
 
 namespace kiln::plan {
@@ -133,6 +134,54 @@ void decodePorts(Plan &plan, const json &m) {
       fail("input value " + std::to_string(id) + " is no graph input");
 }
 
+/// Decodes a kernel step's "cuda" object: {"slots": K, "scratch": [bytes...],
+/// "launches": [{"entry": NAME, "threads": N}...]}.
+CudaKernel decodeCuda(const json &j, const Step &step,
+                      const std::string &what) {
+  const size_t maxBytes = size_t(1) << 48;
+  if (!j.is_object())
+    fail(what + "'s \"cuda\" must be an object, got " + show(j));
+  CudaKernel cuda;
+  cuda.slots = index(j.at("slots"), what + "'s cuda slots");
+  const json &scratch = j.at("scratch");
+  if (!scratch.is_array())
+    fail(what + "'s cuda scratch must be a list of sizes, got " +
+         show(scratch));
+  for (const json &bytes : scratch) {
+    cuda.scratch.push_back(index(bytes, what + "'s cuda scratch size"));
+    if (cuda.scratch.back() > maxBytes)
+      fail(what + "'s cuda scratch buffer of " +
+           std::to_string(cuda.scratch.back()) + " bytes is too large");
+  }
+  if (cuda.slots != step.args.size() + cuda.scratch.size())
+    fail(what + " has " + std::to_string(cuda.slots) + " cuda slots, but " +
+         std::to_string(step.args.size()) + " arguments and " +
+         std::to_string(cuda.scratch.size()) + " scratch buffers");
+  const json &launches = j.at("launches");
+  if (!launches.is_array())
+    fail(what + "'s cuda launches must be a list, got " + show(launches));
+  for (const json &l : launches) {
+    std::string launch =
+        what + "'s cuda launch " + std::to_string(cuda.launches.size());
+    if (!l.is_object())
+      fail(launch + " must be an object, got " + show(l));
+    const json &entry = l.at("entry");
+    if (!entry.is_string() || entry.get<std::string>().empty())
+      fail(launch + " must name its entry point, got " + show(entry));
+    for (char c : entry.get<std::string>())
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+            c == '$' || c == '.'))
+        fail(launch + " has a bad entry point name " + show(entry));
+    const json &threads = l.at("threads");
+    if (!threads.is_number_unsigned())
+      fail(launch + "'s threads must be a non-negative integer, got " +
+           show(threads));
+    cuda.launches.push_back(
+        {entry.get<std::string>(), threads.get<uint64_t>()});
+  }
+  return cuda;
+}
+
 /// Decodes the steps, checking that data flows forward and stays on its role.
 void decodeSteps(Plan &plan, const json &steps,
                  const std::function<KernelFn(const std::string &)> &lookup) {
@@ -198,6 +247,12 @@ void decodeSteps(Plan &plan, const json &steps,
         reads(step.args[i]);
       for (size_t i = step.numInputs; i < step.args.size(); ++i)
         writes(step.args[i]);
+      if (s.contains("cuda")) {
+        if (plan.roles[step.role].kind != device::Kind::Cuda)
+          fail(what + " has a \"cuda\" launch description but runs on " +
+               plan.describeRole(step.role) + ", which is no cuda role");
+        step.cuda = decodeCuda(s.at("cuda"), step, what);
+      }
     } else {
       what += " (copy)";
       const json &ends = s.at("copy");
@@ -232,6 +287,11 @@ void decodeSteps(Plan &plan, const json &steps,
            std::to_string(plan.outputValues[i]) + ") is never computed");
 }
 } // namespace
+
+std::string Step::describe(size_t index) const {
+  return "step " + std::to_string(index) +
+         (isCopy ? " (copy)" : " (kernel '" + kernel + "')");
+}
 
 bool Plan::hasCopies() const {
   for (const Step &step : steps)

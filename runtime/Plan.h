@@ -6,9 +6,10 @@
 // and the steps in order: kernel calls on one role and copies between roles.
 //
 // decode() trusts nothing in the manifest: every index is range checked,
-// every kernel argument lies on its step's role, a copy keeps dtype and shape
-// and changes the role, aliases stay on their source's role, every step
-// writes only fresh temps and reads only values computed before it. A plan
+// every kernel argument lies on its step's role, a "cuda" launch description
+// only on a cuda role's kernel step with consistent slots, a copy keeps dtype
+// and shape and changes the role, aliases stay on their source's role, every
+// step writes only fresh temps and reads only values computed before it. A plan
 // that passes can be run by any schedule that respects its data flow.
 //
 //===----------------------------------------------------------------------===//
@@ -46,6 +47,19 @@ struct Value {
   size_t root = 0;    // the value owning the memory (itself unless an alias)
 };
 
+/// How a kernel step on a cuda role runs on a GPU (docs/devices.md): its
+/// slots are its args then one device buffer per scratch size; each launch
+/// runs entry point `entry` of the ptx section over `threads` threads.
+struct CudaKernel {
+  struct Launch {
+    std::string entry;
+    uint64_t threads = 0;
+  };
+  size_t slots = 0;
+  std::vector<size_t> scratch; // bytes
+  std::vector<Launch> launches;
+};
+
 struct Step {
   bool isCopy = false;
   std::string kernel; // kernel steps: the symbol
@@ -53,6 +67,11 @@ struct Step {
   std::vector<size_t> args; // kernels: inputs then outputs; copies: src, dst
   size_t numInputs = 0;     // 1 for copies
   size_t role = 0;          // where it runs: a copy runs on its destination
+  /// Kernel steps on a cuda role: the GPU launches (needed only when the
+  /// role is bound to a cuda device; checked at load).
+  std::optional<CudaKernel> cuda;
+  /// "step 3 (kernel 'kiln_k3')", for messages.
+  std::string describe(size_t index) const;
 };
 
 struct Plan {

@@ -8,8 +8,9 @@
 // (.npy or ONNX TensorProto .pb; positional in graph-input order, or
 // NAME=FILE), runs the model once, prints a summary line per output and
 // optionally saves the outputs as DIR/output_<i>.npy. --bench N then times N
-// more runs (after 3 warm-up runs) and prints the median and minimum latency,
-// and for a plan on several roles the peak memory of each device.
+// more runs (after 3 warm-up runs) and prints the median and minimum latency
+// (host wall time: a run returns once its outputs are on the host), and for a
+// plan on several roles or on a GPU the peak memory of each device.
 //
 // Depends only on the runtime (no LLVM); arguments are parsed by hand. Every
 // failure prints "kiln-run: error: <message>" to stderr and exits with 1.
@@ -52,19 +53,23 @@ const char kUsage[] =
     "                      (DIR is created if missing)\n"
     "  --bench N           after 3 warm-up runs, time N runs and print the\n"
     "                      median and minimum latency (and, for a plan on\n"
-    "                      several device roles, each device's peak memory)\n"
-    "  --device D          run every device role of the plan on D: cpu or\n"
-    "                      sim:N (a host-memory test device); cuda:N needs\n"
-    "                      the CUDA backend, which this build lacks (by\n"
+    "                      several device roles or a GPU, each device's peak\n"
+    "                      memory)\n"
+    "  --device D          run every device role of the plan on D: cpu,\n"
+    "                      sim:N (a host-memory test device), cuda:N or\n"
+    "                      cuda:auto (the GPU with the most free memory); by\n"
     "                      default, each role runs on the device it was\n"
-    "                      compiled for)\n"
+    "                      compiled for, and a cuda role of a plan with a cpu\n"
+    "                      role falls back to cpu when CUDA is unavailable\n"
     "  --bind ROLE=DEVICE  run one role on DEVICE; ROLE is the role's index\n"
     "                      or the device it was compiled for (e.g. 1=sim:0,\n"
-    "                      sim:0=cpu); repeatable, applied after --device\n"
+    "                      cuda:0=cpu runs a GPU role's CPU code); "
+    "repeatable,\n"
+    "                      applied after --device\n"
     "  --device-memory DEVICE=BYTES\n"
     "                      cap the memory kiln may hold on DEVICE (e.g.\n"
-    "                      sim:0=64M); suffixes K, M, G (or KiB, MiB, GiB)\n"
-    "                      are powers of 1024; repeatable\n"
+    "                      sim:0=64M, cuda:0=8G); suffixes K, M, G (or KiB,\n"
+    "                      MiB, GiB) are powers of 1024; repeatable\n"
     "  --help, -h          print this help\n"
     "\n"
     "For every output, one line goes to stdout:\n"
@@ -184,7 +189,8 @@ Options parseArguments(int argc, char **argv) {
       options.bench = parseBenchCount(value);
     } else if (flag == "--device") {
       if (value.empty())
-        throw UsageError("--device needs a device name such as cpu or sim:0");
+        throw UsageError(
+            "--device needs a device name such as cpu, sim:0 or cuda:0");
       options.load.device = value;
     } else if (flag == "--bind") {
       auto [role, device] = splitPair(flag, value, "ROLE=DEVICE");
@@ -404,9 +410,12 @@ void benchmark(const kiln::Module &module,
       millis.size() % 2 ? millis[mid] : (millis[mid - 1] + millis[mid]) / 2;
   std::printf("latency over %ld runs: median %.3f ms, min %.3f ms\n", runs,
               median, millis.front());
-  // Per device (roles may share one), for plans on several roles.
+  // Per device (roles may share one), for plans on several roles or a GPU.
   std::vector<kiln::DeviceInfo> roles = module.devices();
-  if (roles.size() < 2)
+  bool onGpu = std::any_of(roles.begin(), roles.end(), [](const auto &role) {
+    return role.boundName.rfind("cuda:", 0) == 0;
+  });
+  if (roles.size() < 2 && !onGpu)
     return;
   std::vector<size_t> peaks = module.peakBytes();
   std::vector<std::string> seen;

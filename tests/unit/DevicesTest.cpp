@@ -409,10 +409,10 @@ TEST_F(DevicesTest, BadBindingsAreClearErrors) {
                   "0 'cpu', 1 'sim:0'");
   expectBindError({{"sim:5", "cpu"}}, "", "cannot bind 'sim:5'");
   expectBindError({}, "cuda:0",
-                  "device 'cuda:0' needs the CUDA backend, which this runtime "
-                  "does not have yet");
+                  "cannot bind role 0 'cpu' to 'cuda:0': its kernels run on "
+                  "cpu or sim:N");
   expectBindError({{"1", "cuda:auto"}}, "",
-                  "device 'cuda:auto' needs the CUDA backend");
+                  "cannot bind role 1 'sim:0' to 'cuda:auto'");
   expectBindError({}, "tpu:1",
                   "unknown device 'tpu:1' (expected cpu, sim:N, cuda:N or "
                   "cuda:auto)");
@@ -422,17 +422,31 @@ TEST_F(DevicesTest, BadBindingsAreClearErrors) {
   capacity.memoryCapacity["gpu0"] = 1;
   expectLoadError(path, capacity, "memory capacity for unknown device 'gpu0'");
 
-  // A role compiled for cuda: refused by default, and not runnable on host.
+  // A role compiled for cuda: without a CUDA driver (and without a cpu role
+  // to fall back on) refused by default; bound to a host device it runs the
+  // CPU code (tests/unit/CudaTest.cpp covers the rest).
   PlanBuilder b;
   size_t gpu = b.role("cuda:0", "cuda");
   b.output("y", b.kernel("k_scale", {b.input("x", gpu)}, gpu));
   std::string cudaPath = write(b, "cuda.kiln");
+  const char *driver = std::getenv("KILN_CUDA_DRIVER");
+  std::string saved = driver ? driver : "";
+  setenv("KILN_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
   expectLoadError(cudaPath, {},
-                  "device 'cuda:0' needs the CUDA backend, which this runtime "
-                  "does not have yet");
+                  "role 0 'cuda:0': no CUDA driver (/nonexistent/libcuda.so.1: "
+                  "cannot open shared object file");
+  if (driver)
+    setenv("KILN_CUDA_DRIVER", saved.c_str(), 1);
+  else
+    unsetenv("KILN_CUDA_DRIVER");
   kiln::LoadOptions toCpu;
   toCpu.device = "cpu";
-  expectLoadError(cudaPath, toCpu, "cannot bind role 0 'cuda:0' to 'cpu'");
+  kiln::Module onCpu = kiln::Module::load(cudaPath, toCpu);
+  EXPECT_EQ(onCpu.devices()[0].boundName, "cpu");
+  kiln::Tensor x = inputs(0)[0];
+  std::vector<kiln::Tensor> y = onCpu.run({x});
+  for (int i = 0; i < N; ++i)
+    EXPECT_EQ(y[0].data<float>()[i], x.data<float>()[i] * 3.0f);
 }
 
 TEST_F(DevicesTest, MalformedManifestsAreErrors) {

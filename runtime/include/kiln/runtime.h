@@ -84,19 +84,21 @@ struct TensorInfo {
   std::vector<int64_t> shape;
 };
 
-/// How to bind a plan's roles to concrete devices ("cpu", "sim:N"; "cuda:N"
-/// and "cuda:auto" need a CUDA backend this runtime does not have yet).
-/// Roles of kind cpu or sim may bind to cpu or any sim:N.
+/// How to bind a plan's roles to concrete devices ("cpu", "sim:N", "cuda:N",
+/// "cuda:auto"; docs/devices.md). Roles of kind cpu or sim may bind to cpu or
+/// any sim:N; cuda roles to cuda:N, cuda:auto, or a host device (running
+/// their C++ code).
 struct LoadOptions {
   /// Role index ("1") or the name a role was compiled for ("sim:0") ->
   /// device. Applied after `device`; a key naming no role is an error.
   std::map<std::string, std::string> bind;
   /// If non-empty, every role binds to this device.
   std::string device;
-  /// Concrete device name ("sim:0", "cpu") -> the most bytes the runtime may
-  /// hold on it at once (constants uploaded to a sim device at load, per-run
-  /// buffers); running out is a kiln::Error. Unlimited by default; a device
-  /// no role binds to is ignored, a name that is no device is an error.
+  /// Concrete device name ("sim:0", "cpu", "cuda:0"; "cuda:auto" applies to
+  /// whichever GPU cuda:auto picks) -> the most bytes the runtime may hold on
+  /// it at once (constants uploaded to a device at load, per-run buffers);
+  /// running out is a kiln::Error. Unlimited by default; a device no role
+  /// binds to is ignored, a name that is no device is an error.
   std::map<std::string, size_t> memoryCapacity;
 };
 

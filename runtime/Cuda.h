@@ -1,0 +1,188 @@
+//===- Cuda.h - the CUDA driver API, loaded lazily with dlopen ----*- C++
+//-*-===//
+//
+// The CUDA backend of the runtime (docs/devices.md). No CUDA header and no
+// CUDA library at build time: the few driver API types and entry points
+// kiln needs are declared here, with the signatures and values of cuda.h,
+// and resolved with dlsym from libcuda.so.1 (or $KILN_CUDA_DRIVER) the first
+// time a role is bound to a cuda device. Where cuda.h #defines a name to a
+// versioned symbol (cuMemAlloc -> cuMemAlloc_v2), the versioned one is used.
+//
+//   Driver   the loaded library: function pointers, cuInit done, the number
+//            of devices, and CUresult -> "CUDA_ERROR_X (text)".
+//   Context  one bound cuda device of a loaded module: its retained primary
+//            context, a pool of non-blocking streams, a caching allocator,
+//            the module's PTX loaded once and its entry points.
+//
+// Every Context method makes its context current on the calling thread
+// first, so any thread may call it. Every CUresult is checked; failures are
+// kiln::Error naming the device, what was being done, and the CUDA error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_H
+#define KILN_RUNTIME_CUDA_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kiln::cuda {
+
+// Types of cuda.h.
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st *;
+using CUstream = struct CUstream_st *;
+using CUmodule = struct CUmod_st *;
+using CUfunction = struct CUfunc_st *;
+
+inline constexpr CUresult kSuccess = 0;
+inline constexpr CUresult kErrorOutOfMemory = 2;
+inline constexpr CUresult kErrorNotFound = 500;
+
+/// The launch geometry of docs/devices.md: blocks of 256 threads, a grid of
+/// ceil(threads / 256) blocks, at least 1 and at most 1 << 20 (the kernels
+/// use grid-stride loops).
+inline constexpr unsigned kBlockSize = 256;
+unsigned gridSize(uint64_t threads);
+
+struct Driver {
+  std::string path; // what was dlopen'ed
+  int version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0
+  int deviceCount = 0;
+
+  CUresult (*cuGetErrorName)(CUresult, const char **) = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char **) = nullptr;
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuDriverGetVersion)(int *) = nullptr;
+  CUresult (*cuDeviceGetCount)(int *) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice *, int) = nullptr;
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceTotalMem)(size_t *, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice) = nullptr;
+  CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*cuMemGetInfo)(size_t *, size_t *) = nullptr;
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
+  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t,
+                                CUstream) = nullptr;
+  CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t,
+                                CUstream) = nullptr;
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t,
+                                CUstream) = nullptr;
+  CUresult (*cuMemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext,
+                                size_t, CUstream) = nullptr;
+  CUresult (*cuStreamCreate)(CUstream *, unsigned) = nullptr;
+  CUresult (*cuStreamDestroy)(CUstream) = nullptr;
+  CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
+  CUresult (*cuModuleLoadDataEx)(CUmodule *, const void *, unsigned, int *,
+                                 void **) = nullptr;
+  CUresult (*cuModuleUnload)(CUmodule) = nullptr;
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule,
+                                  const char *) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, CUstream, void **,
+                             void **) = nullptr;
+
+  /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
+  std::string describe(CUresult result) const;
+  /// Throws kiln::Error "WHAT: CALL failed: CUDA_ERROR_X (text)" unless
+  /// `result` is CUDA_SUCCESS.
+  void check(CUresult result, const char *call, const std::string &what) const;
+};
+
+/// The driver of this process: the library $KILN_CUDA_DRIVER names, else
+/// libcuda.so.1, loaded and cuInit'ed on the first call (per library path;
+/// later calls return the same answer). nullptr when CUDA is unavailable,
+/// with `reason` set: no driver library, not a CUDA driver, cuInit failed,
+/// or no device.
+const Driver *load(std::string &reason);
+
+/// The ordinal of the device with the most free memory, ties to the lowest.
+int deviceWithMostFreeMemory(const Driver &driver);
+
+/// "NVIDIA H200, 139.8 GiB, 139.2 GiB free": for listings.
+std::string describeDevice(const Driver &driver, int ordinal);
+
+/// One bound cuda device.
+class Context {
+public:
+  /// Retains the primary context of device `ordinal`; `name` ("cuda:0")
+  /// prefixes every error.
+  Context(const Driver &driver, int ordinal, std::string name);
+  ~Context();
+  Context(const Context &) = delete;
+  Context &operator=(const Context &) = delete;
+
+  const std::string &name() const { return name_; }
+  const Driver &driver() const { return driver_; }
+  /// Makes this context current on the calling thread.
+  void makeCurrent() const;
+
+  /// Device memory of at least `bytes` (sizes rounded up to 512 bytes; a
+  /// freed block of the same rounded size is reused). On out of memory the
+  /// cached blocks are freed and the allocation retried once; returns 0 when
+  /// that fails too. Other errors throw.
+  CUdeviceptr allocate(size_t bytes);
+  /// Gives a block back to the cache. The caller has synchronised the
+  /// streams that used it.
+  void release(CUdeviceptr pointer, size_t bytes);
+  /// Frees every cached block.
+  void emptyCache();
+  /// Bytes held in the cache (freed by kiln, not by the driver).
+  size_t cachedBytes() const;
+  /// cuMemGetInfo: free bytes on the device.
+  size_t freeMemory() const;
+
+  /// A stream from the pool (created when the pool is empty).
+  CUstream acquireStream();
+  /// Returns a stream to the pool; the caller has synchronised it.
+  void releaseStream(CUstream stream);
+  /// Waits for `stream`; throws "NAME: WHAT: cuStreamSynchronize failed:
+  /// ...".
+  void synchronize(CUstream stream, const std::string &what) const;
+
+  // Asynchronous copies on `stream`, a stream of this context.
+  void toDevice(CUdeviceptr dst, const void *src, size_t bytes,
+                CUstream stream) const;
+  void toHost(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) const;
+  void withinDevice(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                    CUstream stream) const;
+  /// From `src` on `from` to `dst` here, on `stream` (one of this context).
+  void fromPeer(CUdeviceptr dst, const Context &from, CUdeviceptr src,
+                size_t bytes, CUstream stream) const;
+
+  /// Loads a PTX module (`size` bytes, no NUL inside) with the JIT error
+  /// log; `arch` ("sm_80") is for messages. Once per context.
+  void loadModule(const char *ptx, size_t size, const std::string &arch);
+  /// The entry point `entry` of the loaded module; `what` names the step.
+  CUfunction function(const std::string &entry, const std::string &what);
+  /// Launches `fn(KilnSlots{slots})` over `threads` threads on `stream`.
+  void launch(CUfunction fn, uint64_t threads, std::vector<CUdeviceptr> &slots,
+              CUstream stream, const std::string &what) const;
+
+private:
+  void check(CUresult result, const char *call, const std::string &what) const;
+
+  const Driver &driver_;
+  int ordinal_;
+  std::string name_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUmodule module_ = nullptr;
+
+  mutable std::mutex mutex_; // the cache and the stream pool
+  std::multimap<size_t, CUdeviceptr> cache_;
+  size_t cached_ = 0;
+  std::vector<CUstream> streams_, idle_;
+};
+
+} // namespace kiln::cuda
+
+#endif // KILN_RUNTIME_CUDA_H

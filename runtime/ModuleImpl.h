@@ -1,0 +1,89 @@
+//===- ModuleImpl.h - a loaded module, shared by load and run -----*- C++
+//-*-===//
+//
+// Module.cpp loads (file, code, plan, binding, constants, PTX); Run.cpp runs
+// (buffers, inline or on streams, transfers, launches). See both for the
+// story.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_MODULEIMPL_H
+#define KILN_RUNTIME_MODULEIMPL_H
+
+#include "kiln/runtime.h"
+#include "runtime/Artifact.h"
+#include "runtime/Cuda.h"
+#include "runtime/Device.h"
+#include "runtime/Plan.h"
+#include "runtime/Transfer.h"
+
+#include <condition_variable>
+#include <dlfcn.h>
+#include <exception>
+#include <mutex>
+
+namespace kiln {
+
+using device::Device;
+using plan::ValueKind;
+
+/// The events of one run on streams: which values are ready, how many of its
+/// steps have not finished, and the first error.
+struct RunEvents {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<char> ready; // per value
+  size_t pending = 0;
+  std::exception_ptr error;
+};
+
+struct Module::Impl {
+  std::string path;
+  Tensor file; // the whole artifact, 64-byte aligned
+  void *library = nullptr;
+  plan::Plan plan;
+  std::vector<std::unique_ptr<Device>> devices; // the distinct bound ones
+  std::vector<Device *> roleDevice;             // per role
+  std::vector<device::Buffer> uploads;          // constants on devices
+  std::vector<const void *> constants;          // per value
+  /// Per step on a cuda device: the entry point of each launch.
+  std::vector<std::vector<cuda::CUfunction>> functions;
+  /// Roles all on one device and no copies: run on the calling thread.
+  bool runsInline = true;
+  /// Per step (stream plans): its stream and the values it waits for.
+  struct Scheduled {
+    device::Stream *stream = nullptr;
+    std::vector<size_t> waits;
+  };
+  std::vector<Scheduled> schedule;
+  mutable std::mutex enqueueMutex;
+
+  ~Impl() {
+    uploads.clear();
+    devices.clear(); // joins the streams before the code goes away
+    if (library)
+      dlclose(library);
+  }
+  Error fail(const std::string &message) const {
+    return Error(path + ": " + message);
+  }
+  Device &deviceOf(size_t value) const {
+    return *roleDevice[plan.values[value].role];
+  }
+  void loadCode(const artifact::Parsed::Span &code);
+  void prepare(const artifact::Parsed &parsed);
+  void loadKernels(const artifact::Parsed &parsed);
+  /// Runs (on a cuda device: enqueues) step `index` on the buffers of a run;
+  /// `args` is space for the kernel arguments; `scratch` receives the
+  /// step's scratch buffers, to be released once `streams` are synchronised.
+  void execute(size_t index, const std::vector<void *> &buffers,
+               std::vector<void *> &args, transfer::Streams &streams,
+               std::vector<device::Buffer> &scratch) const;
+  void runOnStreams(const std::vector<void *> &buffers) const;
+  void runStep(size_t index, const std::vector<void *> &buffers,
+               RunEvents &events) const;
+};
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_MODULEIMPL_H

@@ -1,0 +1,196 @@
+//===- Run.cpp - run a loaded plan ----------------------------------------===//
+//
+// See Module.cpp for the whole story: every run gets its own buffers (inputs
+// staged onto their devices), then runs inline on the calling thread (one
+// device, no copies) or on the devices' worker streams; outputs are read
+// back to host tensors. On a cuda device work is enqueued on CUDA streams
+// and synchronised once per inline run, or once per step on a worker.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/ModuleImpl.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+void Module::Impl::execute(size_t index, const std::vector<void *> &buffers,
+                           std::vector<void *> &args,
+                           transfer::Streams &streams,
+                           std::vector<device::Buffer> &scratch) const {
+  const plan::Step &step = plan.steps[index];
+  if (step.isCopy) {
+    size_t src = step.args[0], dst = step.args[1];
+    transfer::copy(buffers[dst], &deviceOf(dst), buffers[src], &deviceOf(src),
+                   plan.values[src].nbytes, streams);
+    return;
+  }
+  Device &device = *roleDevice[step.role];
+  cuda::Context *context = device.cuda();
+  if (!context) {
+    args.clear();
+    for (size_t id : step.args)
+      args.push_back(buffers[id]);
+    step.fn(args.data());
+    return;
+  }
+  std::vector<cuda::CUdeviceptr> slots;
+  for (size_t id : step.args)
+    slots.push_back(transfer::devicePointer(buffers[id]));
+  for (size_t bytes : step.cuda->scratch) {
+    if (!bytes) {
+      slots.push_back(0);
+      continue;
+    }
+    scratch.emplace_back(device, bytes);
+    slots.push_back(transfer::devicePointer(scratch.back().data()));
+  }
+  cuda::CUstream stream = streams.of(device);
+  const std::vector<cuda::CUfunction> &fns = functions[index];
+  for (size_t l = 0; l < fns.size(); ++l)
+    context->launch(fns[l], step.cuda->launches[l].threads, slots, stream,
+                    step.describe(index) + ": launching '" +
+                        step.cuda->launches[l].entry + "'");
+}
+
+void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
+                           RunEvents &events) const {
+  const plan::Step &step = plan.steps[index];
+  const std::vector<size_t> &waits = schedule[index].waits;
+  bool skip;
+  {
+    std::unique_lock<std::mutex> lock(events.mutex);
+    events.changed.wait(lock, [&] {
+      return std::all_of(waits.begin(), waits.end(),
+                         [&](size_t id) { return events.ready[id] != 0; });
+    });
+    skip = events.error != nullptr; // the run failed: signal, do not run
+  }
+  std::exception_ptr error;
+  if (!skip) {
+    try {
+      std::vector<void *> args;
+      std::vector<device::Buffer> scratch;
+      transfer::Streams streams; // destroyed first: waits for the GPU
+      execute(index, buffers, args, streams, scratch);
+      streams.synchronize(step.describe(index));
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  // Notified under the lock: once `pending` reaches 0 the caller may destroy
+  // `events`, and this thread touches it no more after unlocking.
+  std::lock_guard<std::mutex> lock(events.mutex);
+  if (error && !events.error)
+    events.error = error;
+  for (size_t i = step.numInputs; i < step.args.size(); ++i)
+    events.ready[step.args[i]] = 1;
+  --events.pending;
+  events.changed.notify_all();
+}
+
+void Module::Impl::runOnStreams(const std::vector<void *> &buffers) const {
+  RunEvents events;
+  events.ready.assign(plan.values.size(), 0);
+  events.pending = plan.steps.size();
+  size_t queued = 0;
+  try {
+    std::lock_guard<std::mutex> lock(enqueueMutex);
+    for (; queued < plan.steps.size(); ++queued)
+      schedule[queued].stream->enqueue([this, &buffers, &events, queued] {
+        runStep(queued, buffers, events);
+      });
+  } catch (...) {
+    // Let what was queued finish at once: it skips its work and waits on
+    // nothing that will never come.
+    std::lock_guard<std::mutex> lock(events.mutex);
+    if (!events.error)
+      events.error = std::current_exception();
+    events.pending -= plan.steps.size() - queued;
+    std::fill(events.ready.begin(), events.ready.end(), 1);
+    events.changed.notify_all();
+  }
+  std::unique_lock<std::mutex> lock(events.mutex);
+  events.changed.wait(lock, [&] { return events.pending == 0; });
+  if (events.error)
+    std::rethrow_exception(events.error);
+}
+
+std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
+  const Impl &m = *impl_;
+  const plan::Plan &p = m.plan;
+  if (inputs.size() != p.inputInfo.size())
+    throw Error("expected " + std::to_string(p.inputInfo.size()) +
+                " inputs, got " + std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorInfo &want = p.inputInfo[i];
+    if (inputs[i].dtype() != want.dtype || inputs[i].shape() != want.shape)
+      throw Error("input #" + std::to_string(i) + " '" + want.name +
+                  "' must be " + describe(want.dtype, want.shape) + ", got " +
+                  describe(inputs[i].dtype(), inputs[i].shape()));
+    if (!inputs[i].raw())
+      throw Error("input #" + std::to_string(i) + " '" + want.name +
+                  "' has no storage");
+  }
+  std::vector<void *> buffers(p.values.size(), nullptr);
+  std::vector<device::Buffer> storage, scratch; // device memory of this call
+  storage.reserve(p.values.size());
+  std::vector<Tensor> outputs(p.outputValues.size());
+  std::vector<bool> copyOut(p.outputValues.size(), false);
+  for (size_t i = 0; i < p.outputValues.size(); ++i) {
+    size_t id = p.outputValues[i];
+    const plan::Value &v = p.values[id];
+    outputs[i] = Tensor::empty(v.dtype, v.shape);
+    // A host temp computed straight into the output tensor, unless an
+    // earlier output already claimed it.
+    if (v.kind == ValueKind::Temp && m.deviceOf(id).usesHostMemory() &&
+        !buffers[id])
+      buffers[id] = outputs[i].raw();
+    else
+      copyOut[i] = true;
+  }
+  // Declared after the memory it uses (device buffers, output tensors): if
+  // anything throws, it waits for the GPU before the memory goes back.
+  transfer::Streams streams;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    size_t id = p.inputValues[i];
+    Device &device = m.deviceOf(id);
+    if (device.usesHostMemory()) {
+      buffers[id] = const_cast<void *>(inputs[i].raw());
+      continue;
+    }
+    storage.emplace_back(device, p.values[id].nbytes);
+    transfer::copy(storage.back().data(), &device, inputs[i].raw(), nullptr,
+                   p.values[id].nbytes, streams);
+    buffers[id] = storage.back().data();
+  }
+  for (size_t id = 0; id < p.values.size(); ++id) {
+    const plan::Value &v = p.values[id];
+    if (v.kind == ValueKind::Alias) {
+      buffers[id] = buffers[v.aliasOf];
+    } else if (v.kind == ValueKind::Constant) {
+      buffers[id] = const_cast<void *>(m.constants[id]);
+    } else if (v.kind == ValueKind::Temp && !buffers[id]) {
+      storage.emplace_back(m.deviceOf(id), v.nbytes);
+      buffers[id] = storage.back().data();
+    }
+  }
+  if (m.runsInline) {
+    std::vector<void *> args;
+    for (size_t i = 0; i < p.steps.size(); ++i)
+      m.execute(i, buffers, args, streams, scratch);
+  } else {
+    streams.synchronize("staging the inputs");
+    m.runOnStreams(buffers);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (copyOut[i])
+      transfer::copy(outputs[i].raw(), nullptr, buffers[p.outputValues[i]],
+                     &m.deviceOf(p.outputValues[i]), outputs[i].nbytes(),
+                     streams);
+  streams.synchronize("running the plan (kernels run asynchronously: with "
+                      "CUDA_LAUNCH_BLOCKING=1 the failing one reports itself)");
+  return outputs;
+}
+
+} // namespace kiln

@@ -1,0 +1,62 @@
+//===- Transfer.cpp - moving bytes between host and devices ---------------===//
+
+#include "runtime/Transfer.h"
+
+#include "kiln/runtime.h"
+
+#include <cstring>
+
+namespace kiln::transfer {
+
+using device::Device;
+
+Streams::~Streams() {
+  for (auto &[context, stream] : held_) {
+    try {
+      context->synchronize(stream, "releasing a stream");
+      context->releaseStream(stream);
+    } catch (const Error &) {
+      // A failed stream is not reused; its context reports the error to
+      // whoever synchronises next.
+    }
+  }
+}
+
+cuda::CUstream Streams::of(Device &device) {
+  cuda::Context *context = device.cuda();
+  if (!context)
+    throw Error(device.name() + ": not a cuda device");
+  for (const auto &[c, stream] : held_)
+    if (c == context)
+      return stream;
+  held_.emplace_back(context, context->acquireStream());
+  return held_.back().second;
+}
+
+void Streams::synchronize(const std::string &what) {
+  for (const auto &[context, stream] : held_)
+    context->synchronize(stream, what);
+}
+
+void copy(void *dst, Device *to, const void *src, Device *from, size_t bytes,
+          Streams &streams) {
+  if (!bytes)
+    return;
+  cuda::Context *target = to ? to->cuda() : nullptr;
+  cuda::Context *source = from ? from->cuda() : nullptr;
+  if (!target && !source) {
+    std::memcpy(dst, src, bytes);
+  } else if (!source) {
+    target->toDevice(devicePointer(dst), src, bytes, streams.of(*to));
+  } else if (!target) {
+    source->toHost(dst, devicePointer(src), bytes, streams.of(*from));
+  } else if (target == source) {
+    target->withinDevice(devicePointer(dst), devicePointer(src), bytes,
+                         streams.of(*to));
+  } else {
+    target->fromPeer(devicePointer(dst), *source, devicePointer(src), bytes,
+                     streams.of(*to));
+  }
+}
+
+} // namespace kiln::transfer

@@ -1,0 +1,57 @@
+//===- Transfer.h - moving bytes between host and devices ---------*- C++
+//-*-===//
+//
+// Every byte the runtime moves (inputs staged onto devices, constants
+// uploaded at load, copy steps, outputs read back) goes through transfer():
+// host to host is a memcpy; anything touching a cuda device is an
+// asynchronous CUDA copy on a stream of a Streams set, which the caller
+// synchronises before it uses the bytes or releases the memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_TRANSFER_H
+#define KILN_RUNTIME_TRANSFER_H
+
+#include "runtime/Cuda.h"
+#include "runtime/Device.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::transfer {
+
+/// The CUDA streams that work of one thread uses: one per cuda device, taken
+/// from the device's pool on first use. The destructor waits for them
+/// (ignoring errors: it runs while unwinding) and returns them to the pool,
+/// so declare it after the buffers its work uses.
+class Streams {
+public:
+  Streams() = default;
+  ~Streams();
+  Streams(const Streams &) = delete;
+  Streams &operator=(const Streams &) = delete;
+
+  /// The stream of `device`, a cuda device.
+  cuda::CUstream of(device::Device &device);
+  /// Waits for every stream; throws the first error, `what` saying what
+  /// was running ("running the plan").
+  void synchronize(const std::string &what);
+
+private:
+  std::vector<std::pair<cuda::Context *, cuda::CUstream>> held_;
+};
+
+/// Copies `bytes` from `src` to `dst`. `from` and `to` are the devices the
+/// memory is on, nullptr for plain host memory (the caller's tensors, the
+/// mapped file).
+void copy(void *dst, device::Device *to, const void *src, device::Device *from,
+          size_t bytes, Streams &streams);
+
+inline cuda::CUdeviceptr devicePointer(const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer);
+}
+
+} // namespace kiln::transfer
+
+#endif // KILN_RUNTIME_TRANSFER_H
