@@ -15,6 +15,7 @@
 #include "codegen/CEmitter.h"
 
 #include "llvm/ADT/SmallBitVector.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -34,6 +35,13 @@ typedef long long int64_t;
 template <typename T> __device__ inline T kiln_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
 template <typename T> __device__ inline T kiln_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
 )";
+
+struct Combiner;
+
+/// Warp reductions pay off from this many reduction iterations per output,
+/// and only while outputs are too few to fill the GPU one thread each.
+constexpr int64_t kWarpMinTrips = 32;
+constexpr int64_t kWarpMaxOutputs = 32768;
 
 class CudaEmitter : public CEmitter {
 public:
@@ -73,7 +81,13 @@ private:
         << llvm::formatv("    {0}[i] = {1}[i];\n", to, from);
   }
   LogicalResult emitGenericLoops(linalg::GenericOp op) override;
+  LogicalResult emitWarpReduction(linalg::GenericOp op,
+                                  const struct Combiner &combiner);
 
+public:
+  bool warpReductions = true;
+
+private:
   size_t numArgs = 0;
   std::vector<int64_t> scratch;
   std::vector<Phase> phases;
@@ -101,16 +115,129 @@ bool oneThreadPerOutput(linalg::GenericOp op) {
   return true;
 }
 
+/// A reduction whose body folds each iteration into the accumulator with one
+/// associative op can be split over the lanes of a warp: how to combine two
+/// partial results (`{a}`, `{b}`) and the op's identity, in CUDA C.
+struct Combiner {
+  std::string expr;
+  std::string identity;
+};
+
+std::optional<Combiner> warpCombiner(linalg::GenericOp op) {
+  Block &body = op.getRegion().front();
+  BlockArgument acc = body.getArguments().back();
+  Type t = acc.getType();
+  if (!acc.hasOneUse() ||
+      !(t.isF32() || t.isF64() || t.isInteger(32) || t.isInteger(64)))
+    return std::nullopt;
+  Operation *fold = *acc.getUsers().begin();
+  if (fold->getNumOperands() != 2 || fold->getNumResults() != 1 ||
+      body.getTerminator()->getOperand(0) != fold->getResult(0))
+    return std::nullopt;
+  bool isFloat = isa<FloatType>(t);
+  std::string lowest =
+      isFloat ? "-INFINITY"
+              : (t.isInteger(32) ? "(-2147483647 - 1)"
+                                 : "(-INT64_C(9223372036854775807) - 1)");
+  std::string highest =
+      isFloat
+          ? "INFINITY"
+          : (t.isInteger(32) ? "2147483647" : "INT64_C(9223372036854775807)");
+  return llvm::TypeSwitch<Operation *, std::optional<Combiner>>(fold)
+      .Case<arith::AddFOp, arith::AddIOp>([](auto) {
+        return Combiner{"{a} + {b}", "0"};
+      })
+      .Case<arith::MulFOp, arith::MulIOp>([](auto) {
+        return Combiner{"{a} * {b}", "1"};
+      })
+      .Case<arith::MaximumFOp, arith::MaxSIOp>([&](auto) {
+        return Combiner{"kiln_maximum({a}, {b})", lowest};
+      })
+      .Case<arith::MinimumFOp, arith::MinSIOp>([&](auto) {
+        return Combiner{"kiln_minimum({a}, {b})", highest};
+      })
+      // fmax/fmin ignore a NaN operand: NaN is their identity.
+      .Case<arith::MaxNumFOp>([](auto) {
+        return Combiner{"fmax({a}, {b})", "NAN"};
+      })
+      .Case<arith::MinNumFOp>([](auto) {
+        return Combiner{"fmin({a}, {b})", "NAN"};
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+std::string combine(const Combiner &c, const std::string &a,
+                    const std::string &b) {
+  std::string e = c.expr;
+  e.replace(e.find("{a}"), 3, a);
+  e.replace(e.find("{b}"), 3, b);
+  return e;
+}
+
+LogicalResult CudaEmitter::emitWarpReduction(linalg::GenericOp op,
+                                             const Combiner &combiner) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto iterators = op.getIteratorTypesArray();
+  int64_t outputs = 1, trips = 1;
+  for (auto [d, it] : llvm::enumerate(iterators))
+    (it == utils::IteratorType::parallel ? outputs : trips) *= ranges[d];
+  raw_ostream &os = beginPhase(outputs * 32);
+  os << "    // linalg.generic: "
+     << llvm::join(llvm::map_range(iterators,
+                                   [](utils::IteratorType t) {
+                                     return stringifyIteratorType(t).str();
+                                   }),
+                   ", ")
+     << " (one warp per output)\n";
+  os << "    const int lane = (int)(i & 31);\n    int64_t r = i >> 5;\n";
+  for (int64_t d = ranges.size() - 1; d >= 0; --d)
+    if (iterators[d] == utils::IteratorType::parallel)
+      os << llvm::formatv("    const int64_t d{0} = r % {1};\n"
+                          "    r /= {1};\n",
+                          d, ranges[d]);
+  Value result = op.getResult(0);
+  std::string type = typeName(getElementTypeOrSelf(result.getType()));
+  std::string acc = fresh("acc");
+  os << llvm::formatv("    {0} {1} = {2};\n", type, acc, combiner.identity);
+  os << llvm::formatv("    for (int64_t q = lane; q < {0}; q += 32) {{\n",
+                      trips);
+  os << "      int64_t rq = q;\n";
+  for (int64_t d = ranges.size() - 1; d >= 0; --d)
+    if (iterators[d] == utils::IteratorType::reduction)
+      os << llvm::formatv("      const int64_t d{0} = rq % {1};\n"
+                          "      rq /= {1};\n",
+                          d, ranges[d]);
+  if (failed(emitGenericBody(op, "      ", acc)))
+    return failure();
+  os << "    }\n";
+  os << "    for (int offset = 16; offset > 0; offset >>= 1)\n";
+  os << "      " << acc << " = "
+     << combine(combiner, acc,
+                "__shfl_down_sync(0xffffffffu, " + acc + ", offset)")
+     << ";\n";
+  std::string out = bufferFor(result) + "[" +
+                    index(result, op.getIndexingMapsArray().back()) + "]";
+  os << "    if (lane == 0)\n      " << out << " = "
+     << combine(combiner, out, acc) << ";\n";
+  return success();
+}
+
 LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
   declareOperands(op);
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   auto iterators = op.getIteratorTypesArray();
   bool parallel = oneThreadPerOutput(op);
-  int64_t threads = 1;
-  if (parallel)
-    for (auto [d, it] : llvm::enumerate(iterators))
-      if (it == utils::IteratorType::parallel)
-        threads *= ranges[d];
+  int64_t threads = 1, trips = 1;
+  for (auto [d, it] : llvm::enumerate(iterators))
+    (it == utils::IteratorType::parallel ? threads : trips) *= ranges[d];
+  // Few outputs with long reductions leave most of the GPU idle: give each
+  // output a warp instead of a thread.
+  if (parallel && warpReductions && trips >= kWarpMinTrips &&
+      threads <= kWarpMaxOutputs)
+    if (std::optional<Combiner> combiner = warpCombiner(op))
+      return emitWarpReduction(op, *combiner);
+  if (!parallel)
+    threads = 1;
   raw_ostream &os = beginPhase(threads);
   os << "    // linalg.generic: "
      << llvm::join(llvm::map_range(iterators,
@@ -214,8 +341,11 @@ std::string kiln::cudaPrelude(bool half) {
   return std::string(half ? "#include <cuda_fp16.h>\n" : "") + kPrelude;
 }
 
-FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol) {
+FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol,
+                                           bool warpReductions) {
   if (failed(checkElementTypes(kernel, kCudaStyle, "CUDA")))
     return failure();
-  return CudaEmitter(kernel).emit(symbol);
+  CudaEmitter emitter(kernel);
+  emitter.warpReductions = warpReductions;
+  return emitter.emit(symbol);
 }

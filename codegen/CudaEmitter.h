@@ -40,9 +40,12 @@ struct CudaKernel {
 std::string cudaPrelude(bool half);
 
 /// The CUDA source of `kernel`; fails with a diagnostic at the op that
-/// cannot be emitted.
+/// cannot be emitted. `warpReductions`: a reduction with few outputs and a
+/// long, associative fold gets a warp per output (shuffles combine the
+/// lanes) instead of a thread.
 mlir::FailureOr<CudaKernel> emitKernelCuda(KernelOp kernel,
-                                           llvm::StringRef symbol);
+                                           llvm::StringRef symbol,
+                                           bool warpReductions = true);
 
 /// The threads per block every launch uses (the entries' launch bounds).
 inline constexpr int kCudaBlockSize = 256;

@@ -20,6 +20,9 @@ struct CudaOptions {
   /// The GPU generation the PTX targets ("sm_80"); it JIT-compiles forward
   /// to newer GPUs.
   std::string arch = "sm_80";
+  /// Give a reduction with few outputs a warp per output (see
+  /// emitKernelCuda).
+  bool warpReductions = true;
   /// Where compiled PTX is cached (see codeCacheDirectory); "none": off.
   std::string cacheDir;
 };

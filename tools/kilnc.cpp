@@ -116,6 +116,11 @@ static cl::opt<std::string>
              cl::desc("GPU generation the PTX of cuda kernels targets; it "
                       "JIT-compiles forward to newer GPUs (default sm_80)"),
              cl::init("sm_80"), cl::value_desc("sm_NN"), cl::cat(category));
+static cl::opt<bool> cudaWarpReductions(
+    "cuda-warp-reductions",
+    cl::desc("give each output of a long reduction with few outputs a warp "
+             "on cuda devices (default true; false: one thread per output)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<std::string> keepTemps("keep-temps",
                                       cl::desc("keep generated C++ and objects "
                                                "in this folder"),
@@ -171,6 +176,7 @@ int main(int argc, char **argv) {
   options.progress = isatty(2) && options.output != "-";
   options.cxx.optLevel = optLevel;
   options.cuda.arch = cudaArch;
+  options.cuda.warpReductions = cudaWarpReductions;
   options.cxx.targetCpu = targetCpu;
   options.cxx.keepDir = keepTemps;
   return mlir::succeeded(kiln::compileModel(options)) ? 0 : 1;

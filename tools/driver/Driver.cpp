@@ -301,7 +301,8 @@ LogicalResult compileModel(const CompileOptions &options) {
                             : DeviceAttr();
     if (!device || device.getKind() != "cuda")
       continue;
-    FailureOr<CudaKernel> cuda = emitKernelCuda(kernel, symbol);
+    FailureOr<CudaKernel> cuda =
+        emitKernelCuda(kernel, symbol, options.cuda.warpReductions);
     if (failed(cuda))
       return failure();
     half |= cuda->usesHalf;

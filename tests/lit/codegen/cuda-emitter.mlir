@@ -133,3 +133,40 @@ func.func @half(%x: tensor<8xf16, #kiln.device<cuda:0>>) -> tensor<8xf16, #kiln.
   }
   return %0 : tensor<8xf16, #kiln.device<cuda:0>>
 }
+
+// A long reduction with few outputs: a warp per output. Each lane folds a
+// strided share from the identity, shuffles combine the lanes, and lane 0
+// folds the result into the output (here the fill's -inf).
+// CHECK-LABEL: // kiln kernel kiln_k4
+// CHECK: kiln_k4_p1(kiln_k4_slots s) {
+// CHECK:   i < 128;
+// CHECK:     // linalg.generic: parallel, reduction (one warp per output)
+// CHECK:     const int lane = (int)(i & 31);
+// CHECK:     int64_t r = i >> 5;
+// CHECK:     const int64_t d0 = r % 4;
+// CHECK:     float [[ACC:acc[0-9]+]] = -INFINITY;
+// CHECK:     for (int64_t q = lane; q < 64; q += 32) {
+// CHECK:       const int64_t d1 = rq % 64;
+// CHECK:       const float [[X:a[0-9]+]] = in0[d0 * 64 + d1];
+// CHECK:       const float [[M:v[0-9]+]] = kiln_maximum([[ACC]], [[X]]);
+// CHECK:       [[ACC]] = [[M]];
+// CHECK:     for (int offset = 16; offset > 0; offset >>= 1)
+// CHECK:       [[ACC]] = kiln_maximum([[ACC]], __shfl_down_sync(0xffffffffu, [[ACC]], offset));
+// CHECK:     if (lane == 0)
+// CHECK:       out0[d0] = kiln_maximum(out0[d0], [[ACC]]);
+// CHECK: // slots 2, scratch [], launches: kiln_k4_p0(4) kiln_k4_p1(128)
+func.func @row_max(%x: tensor<4x64xf32, #kiln.device<cuda:0>>) -> tensor<4xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x : tensor<4x64xf32, #kiln.device<cuda:0>>) -> (tensor<4xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<4x64xf32>):
+    %ninf = arith.constant 0xFF800000 : f32
+    %e = tensor.empty() : tensor<4xf32>
+    %f = linalg.fill ins(%ninf : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+    %m = linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "reduction"]} ins(%a0 : tensor<4x64xf32>) outs(%f : tensor<4xf32>) {
+    ^bb0(%in: f32, %acc: f32):
+      %r = arith.maximumf %acc, %in : f32
+      linalg.yield %r : f32
+    } -> tensor<4xf32>
+    kiln.yield %m : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32, #kiln.device<cuda:0>>
+}
