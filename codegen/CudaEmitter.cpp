@@ -89,6 +89,9 @@ public:
 
 private:
   size_t numArgs = 0;
+  /// The type of loop indices: 32-bit (cheaper division on GPUs) when every
+  /// tensor of the kernel and every launch fits, else 64-bit.
+  const char *idx = "int64_t";
   std::vector<int64_t> scratch;
   std::vector<Phase> phases;
   std::string declText;
@@ -97,12 +100,15 @@ private:
   raw_ostream *phaseOs = nullptr;
 };
 
-/// Whether the output map names every parallel dim once and nothing else.
+/// Whether the output map names every parallel dim once and otherwise holds
+/// only constants.
 bool oneThreadPerOutput(linalg::GenericOp op) {
   AffineMap out = op.getIndexingMapsArray().back();
   auto iterators = op.getIteratorTypesArray();
   llvm::SmallBitVector seen(iterators.size());
   for (AffineExpr e : out.getResults()) {
+    if (isa<AffineConstantExpr>(e))
+      continue; // a fixed index (a kept size-1 dim) is one-to-one too
     auto dim = dyn_cast<AffineDimExpr>(e);
     if (!dim || seen.test(dim.getPosition()) ||
         iterators[dim.getPosition()] != utils::IteratorType::parallel)
@@ -189,24 +195,24 @@ LogicalResult CudaEmitter::emitWarpReduction(linalg::GenericOp op,
                                    }),
                    ", ")
      << " (one warp per output)\n";
-  os << "    const int lane = (int)(i & 31);\n    int64_t r = i >> 5;\n";
+  os << "    const int lane = (int)(i & 31);\n    " << idx << " r = i >> 5;\n";
   for (int64_t d = ranges.size() - 1; d >= 0; --d)
     if (iterators[d] == utils::IteratorType::parallel)
-      os << llvm::formatv("    const int64_t d{0} = r % {1};\n"
+      os << llvm::formatv("    const {2} d{0} = r % {1};\n"
                           "    r /= {1};\n",
-                          d, ranges[d]);
+                          d, ranges[d], idx);
   Value result = op.getResult(0);
   std::string type = typeName(getElementTypeOrSelf(result.getType()));
   std::string acc = fresh("acc");
   os << llvm::formatv("    {0} {1} = {2};\n", type, acc, combiner.identity);
-  os << llvm::formatv("    for (int64_t q = lane; q < {0}; q += 32) {{\n",
-                      trips);
-  os << "      int64_t rq = q;\n";
+  os << llvm::formatv("    for ({1} q = lane; q < {0}; q += 32) {{\n", trips,
+                      idx);
+  os << "      " << idx << " rq = q;\n";
   for (int64_t d = ranges.size() - 1; d >= 0; --d)
     if (iterators[d] == utils::IteratorType::reduction)
-      os << llvm::formatv("      const int64_t d{0} = rq % {1};\n"
+      os << llvm::formatv("      const {2} d{0} = rq % {1};\n"
                           "      rq /= {1};\n",
-                          d, ranges[d]);
+                          d, ranges[d], idx);
   if (failed(emitGenericBody(op, "      ", acc)))
     return failure();
   os << "    }\n";
@@ -248,12 +254,12 @@ LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
      << (parallel ? "" : " (serial: the output map is not one-to-one)") << "\n";
   std::string indent = "    ";
   if (parallel) {
-    os << "    int64_t r = i;\n";
+    os << "    " << idx << " r = i;\n";
     for (int64_t d = ranges.size() - 1; d >= 0; --d)
       if (iterators[d] == utils::IteratorType::parallel)
-        os << llvm::formatv("    const int64_t d{0} = r % {1};\n"
+        os << llvm::formatv("    const {2} d{0} = r % {1};\n"
                             "    r /= {1};\n",
-                            d, ranges[d]);
+                            d, ranges[d], idx);
     os << "    (void)r;\n";
   }
   bool reduces = !parallel || llvm::any_of(iterators, [](auto it) {
@@ -274,8 +280,8 @@ LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
     if (parallel && it == utils::IteratorType::parallel)
       continue;
     os << indent
-       << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0}) {{\n", d,
-                        ranges[d]);
+       << llvm::formatv("for ({2} d{0} = 0; d{0} < {1}; ++d{0}) {{\n", d,
+                        ranges[d], idx);
     indent += "  ";
     ++loops;
   }
@@ -292,6 +298,20 @@ LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
 
 FailureOr<CudaKernel> CudaEmitter::emit(StringRef symbol) {
   Block &block = kernel.getBody().front();
+  // Launches are at most 32x a tensor's elements (a warp per output).
+  constexpr int64_t kInt32Limit = (int64_t(1) << 31) / 64;
+  bool small = true;
+  auto fits = [&](Type t) {
+    if (auto tensor = dyn_cast<RankedTensorType>(t))
+      small &= tensor.getNumElements() < kInt32Limit;
+  };
+  kernel.walk([&](Operation *op) {
+    llvm::for_each(op->getOperandTypes(), fits);
+    llvm::for_each(op->getResultTypes(), fits);
+  });
+  for (Type t : block.getArgumentTypes())
+    small &= cast<RankedTensorType>(t).getNumElements() < kInt32Limit;
+  idx = small ? "int" : "int64_t";
   SmallVector<std::string> inputs, outputs;
   for (BlockArgument arg : block.getArguments()) {
     std::string name = "in" + std::to_string(arg.getArgNumber());

@@ -16,8 +16,8 @@
 // CHECK:   const float *__restrict__ in1 = (const float *)s.p[1];
 // CHECK:   float *__restrict__ out0 = (float *)s.p[2];
 // CHECK:   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < 12; i += (int64_t)gridDim.x * blockDim.x) {
-// CHECK:     const int64_t d1 = r % 4;
-// CHECK:     const int64_t d0 = r % 3;
+// CHECK:     const int d1 = r % 4;
+// CHECK:     const int d0 = r % 3;
 // CHECK:     const float [[A:a[0-9]+]] = in0[d0 * 4 + d1];
 // CHECK:     const float [[B:a[0-9]+]] = in1[d1];
 // CHECK:     const float [[S:v[0-9]+]] = [[A]] + [[B]];
@@ -58,9 +58,9 @@ func.func @elementwise(%x: tensor<3x4xf32, #kiln.device<cuda:0>>, %b: tensor<4xf
 // CHECK: kiln_k1_p1(kiln_k1_slots s) {
 // CHECK:   i < 3;
 // CHECK:     // linalg.generic: parallel, reduction
-// CHECK:     const int64_t d0 = r % 3;
+// CHECK:     const int d0 = r % 3;
 // CHECK:     float [[ACC:acc[0-9]+]] = [[T]][d0];
-// CHECK:     for (int64_t d1 = 0; d1 < 5; ++d1) {
+// CHECK:     for (int d1 = 0; d1 < 5; ++d1) {
 // CHECK:       const float [[X:a[0-9]+]] = in0[d0 * 5 + d1];
 // CHECK:       const float [[SUM:v[0-9]+]] = [[ACC]] + [[X]];
 // CHECK:       [[ACC]] = [[SUM]];
@@ -97,8 +97,8 @@ func.func @normalize(%x: tensor<3x5xf32, #kiln.device<cuda:0>>) -> tensor<3x5xf3
 // CHECK-LABEL: // kiln kernel kiln_k2
 // CHECK:   i < 1;
 // CHECK:     // linalg.generic: parallel, parallel (serial: the output map is not one-to-one)
-// CHECK:     for (int64_t d0 = 0; d0 < 2; ++d0) {
-// CHECK:       for (int64_t d1 = 0; d1 < 3; ++d1) {
+// CHECK:     for (int d0 = 0; d0 < 2; ++d0) {
+// CHECK:       for (int d1 = 0; d1 < 3; ++d1) {
 // CHECK:         out0[d0] =
 // CHECK: // slots 2, scratch [], launches: kiln_k2_p0(1)
 func.func @last_column(%x: tensor<2x3xf32, #kiln.device<cuda:0>>) -> tensor<2xf32, #kiln.device<cuda:0>> {
@@ -142,11 +142,11 @@ func.func @half(%x: tensor<8xf16, #kiln.device<cuda:0>>) -> tensor<8xf16, #kiln.
 // CHECK:   i < 128;
 // CHECK:     // linalg.generic: parallel, reduction (one warp per output)
 // CHECK:     const int lane = (int)(i & 31);
-// CHECK:     int64_t r = i >> 5;
-// CHECK:     const int64_t d0 = r % 4;
+// CHECK:     int r = i >> 5;
+// CHECK:     const int d0 = r % 4;
 // CHECK:     float [[ACC:acc[0-9]+]] = -INFINITY;
-// CHECK:     for (int64_t q = lane; q < 64; q += 32) {
-// CHECK:       const int64_t d1 = rq % 64;
+// CHECK:     for (int q = lane; q < 64; q += 32) {
+// CHECK:       const int d1 = rq % 64;
 // CHECK:       const float [[X:a[0-9]+]] = in0[d0 * 64 + d1];
 // CHECK:       const float [[M:v[0-9]+]] = kiln_maximum([[ACC]], [[X]]);
 // CHECK:       [[ACC]] = [[M]];
