@@ -14,9 +14,13 @@
 #include "codegen/CudaEmitter.h"
 #include "codegen/CEmitter.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+#include <optional>
 
 using namespace mlir;
 using namespace kiln;
@@ -52,6 +56,7 @@ private:
   struct Phase {
     int64_t threads;
     std::string text;
+    nlohmann::json gemm; // null unless the phase is a cuBLAS GEMM
   };
   raw_ostream &decls() override { return declOs; }
   raw_ostream &body() override { return *phaseOs; }
@@ -63,9 +68,10 @@ private:
     scratch.push_back(type.getNumElements() * bytes);
     declOs << llvm::formatv("  {0} *__restrict__ {1} = ({0} *)s.p[{2}];\n",
                             typeName(type.getElementType()), name, slot);
+    slotOf[name] = slot;
   }
   raw_ostream &beginPhase(int64_t threads) {
-    phases.push_back({threads, ""});
+    phases.push_back({threads, "", nullptr});
     phaseStream =
         std::make_unique<llvm::raw_string_ostream>(phases.back().text);
     phaseOs = phaseStream.get();
@@ -86,9 +92,11 @@ private:
 
 public:
   bool warpReductions = true;
+  bool gemmLibrary = true;
 
 private:
   size_t numArgs = 0;
+  std::map<std::string, size_t> slotOf; // buffer name -> slot
   /// The type of loop indices: 32-bit (cheaper division on GPUs) when every
   /// tensor of the kernel and every launch fits, else 64-bit.
   const char *idx = "int64_t";
@@ -228,8 +236,102 @@ LogicalResult CudaEmitter::emitWarpReduction(linalg::GenericOp op,
   return success();
 }
 
+/// A contraction cuBLAS can run: C[b..., m, n] (+)= sum_k A[b..., m, k] *
+/// B[b..., k, n] on f32/f64, with A and B optionally transposed and each
+/// either batched like C or shared by every batch. Fills everything but the
+/// slots.
+std::optional<nlohmann::json> matchGemm(linalg::GenericOp op) {
+  Type t = getElementTypeOrSelf(op.getResult(0).getType());
+  if (!(t.isF32() || t.isF64()) || op.getNumDpsInputs() != 2)
+    return std::nullopt;
+  auto iterators = op.getIteratorTypesArray();
+  if (llvm::count(iterators, utils::IteratorType::reduction) != 1)
+    return std::nullopt;
+  unsigned k =
+      llvm::find(iterators, utils::IteratorType::reduction) - iterators.begin();
+  // The body: acc + a * b, in either order.
+  Block &body = op.getRegion().front();
+  if (body.getOperations().size() != 3)
+    return std::nullopt;
+  auto mul = dyn_cast<arith::MulFOp>(&body.front());
+  auto add = dyn_cast<arith::AddFOp>(mul ? mul->getNextNode() : nullptr);
+  Value a = body.getArgument(0), b = body.getArgument(1),
+        acc = body.getArgument(2);
+  if (!mul || !add || body.getTerminator()->getOperand(0) != add ||
+      !((mul.getLhs() == a && mul.getRhs() == b) ||
+        (mul.getLhs() == b && mul.getRhs() == a)) ||
+      !((add.getLhs() == acc && add.getRhs() == mul) ||
+        (add.getLhs() == mul && add.getRhs() == acc)))
+    return std::nullopt;
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto dims = [](AffineMap map) -> std::optional<SmallVector<unsigned>> {
+    SmallVector<unsigned> out;
+    for (AffineExpr e : map.getResults()) {
+      auto d = dyn_cast<AffineDimExpr>(e);
+      if (!d)
+        return std::nullopt;
+      out.push_back(d.getPosition());
+    }
+    return out;
+  };
+  auto c = dims(maps[2]), x = dims(maps[0]), y = dims(maps[1]);
+  if (!c || !x || !y || c->size() < 2 || llvm::is_contained(*c, k))
+    return std::nullopt;
+  unsigned m = (*c)[c->size() - 2], n = (*c)[c->size() - 1];
+  ArrayRef<unsigned> batch = ArrayRef<unsigned>(*c).drop_back(2);
+  // An operand's dims: all of C's batch dims or none, then its two matrix
+  // dims in either order.
+  auto operand = [&](ArrayRef<unsigned> ds, unsigned row,
+                     unsigned col) -> std::optional<bool> {
+    if (ds.size() < 2)
+      return std::nullopt;
+    ArrayRef<unsigned> lead = ds.drop_back(2);
+    if (!lead.empty() && lead != batch)
+      return std::nullopt;
+    if (ds[ds.size() - 2] == row && ds.back() == col)
+      return false;
+    if (ds[ds.size() - 2] == col && ds.back() == row)
+      return true;
+    return std::nullopt;
+  };
+  std::optional<bool> transA = operand(*x, m, k), transB = operand(*y, k, n);
+  if (!transA || !transB)
+    return std::nullopt;
+  int64_t batches = 1;
+  for (unsigned d : batch)
+    batches *= ranges[d];
+  int64_t M = ranges[m], N = ranges[n], K = ranges[k];
+  const int64_t limit = int64_t(1) << 31;
+  if (batches >= limit || M >= limit || N >= limit || K >= limit)
+    return std::nullopt;
+  bool emptyInit =
+      op.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>() != nullptr;
+  return nlohmann::json{{"dtype", t.isF64() ? "f64" : "f32"},
+                        {"batch", batches},
+                        {"m", M},
+                        {"n", N},
+                        {"k", K},
+                        {"trans_a", *transA},
+                        {"trans_b", *transB},
+                        {"stride_a", x->size() > 2 ? M * K : 0},
+                        {"stride_b", y->size() > 2 ? K * N : 0},
+                        {"stride_c", M * N},
+                        {"beta", emptyInit ? 0 : 1}};
+}
+
 LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
   declareOperands(op);
+  if (gemmLibrary) {
+    if (std::optional<nlohmann::json> gemm = matchGemm(op)) {
+      auto slot = [&](Value v) { return slotOf.at(bufferFor(v)); };
+      (*gemm)["a"] = slot(op.getDpsInputs()[0]);
+      (*gemm)["b"] = slot(op.getDpsInputs()[1]);
+      (*gemm)["c"] = slot(op.getResult(0));
+      phases.push_back({0, "", *gemm});
+      return success();
+    }
+  }
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   auto iterators = op.getIteratorTypesArray();
   bool parallel = oneThreadPerOutput(op);
@@ -318,15 +420,16 @@ FailureOr<CudaKernel> CudaEmitter::emit(StringRef symbol) {
     declOs << llvm::formatv(
         "  const {0} *__restrict__ {1} = (const {0} *)s.p[{2}];\n",
         typeName(cast<RankedTensorType>(arg.getType()).getElementType()), name,
-        numArgs++);
+        numArgs);
+    slotOf[name] = numArgs++;
     inputs.push_back(name);
   }
   for (auto [j, type] : llvm::enumerate(kernel.getResultTypes())) {
     std::string name = "out" + std::to_string(j);
     declOs << llvm::formatv(
         "  {0} *__restrict__ {1} = ({0} *)s.p[{2}];\n",
-        typeName(cast<RankedTensorType>(type).getElementType()), name,
-        numArgs++);
+        typeName(cast<RankedTensorType>(type).getElementType()), name, numArgs);
+    slotOf[name] = numArgs++;
     outputs.push_back(name);
   }
   if (failed(emitOps(inputs, outputs)))
@@ -341,6 +444,10 @@ FailureOr<CudaKernel> CudaEmitter::emit(StringRef symbol) {
   os << llvm::formatv("struct {0}_slots {{ void *p[{1}]; };\n", symbol,
                       std::max<size_t>(result.slots, 1));
   for (auto [p, phase] : llvm::enumerate(phases)) {
+    if (!phase.gemm.is_null()) {
+      result.launches.push_back({{"gemm", phase.gemm}});
+      continue;
+    }
     std::string entry = (symbol + "_p" + Twine(p)).str();
     os << llvm::formatv("extern \"C\" __global__ void __launch_bounds__({0}) "
                         "{1}({2}_slots s) {{\n",
@@ -350,7 +457,7 @@ FailureOr<CudaKernel> CudaEmitter::emit(StringRef symbol) {
           "i < "
        << phase.threads << "; i += (int64_t)gridDim.x * blockDim.x) {\n";
     os << phase.text << "  }\n}\n";
-    result.launches.emplace_back(entry, phase.threads);
+    result.launches.push_back({{"entry", entry}, {"threads", phase.threads}});
   }
   result.usesHalf = text.find("__half") != std::string::npos;
   return result;
@@ -362,10 +469,12 @@ std::string kiln::cudaPrelude(bool half) {
 }
 
 FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol,
-                                           bool warpReductions) {
+                                           bool warpReductions,
+                                           bool gemmLibrary) {
   if (failed(checkElementTypes(kernel, kCudaStyle, "CUDA")))
     return failure();
   CudaEmitter emitter(kernel);
   emitter.warpReductions = warpReductions;
+  emitter.gemmLibrary = gemmLibrary;
   return emitter.emit(symbol);
 }

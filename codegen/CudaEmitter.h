@@ -18,6 +18,8 @@
 
 #include "ir/KilnDialect.h"
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,8 +32,9 @@ struct CudaKernel {
   size_t slots = 0;
   /// Bytes of each scratch slot.
   std::vector<int64_t> scratch;
-  /// Entry points in launch order with their parallel iterations.
-  std::vector<std::pair<std::string, int64_t>> launches;
+  /// In launch order: {"entry", "threads"} (an entry point over that many
+  /// threads) or {"gemm": {...}} (cuBLAS; docs/devices.md).
+  std::vector<nlohmann::json> launches;
   /// Whether the source needs cuda_fp16.h.
   bool usesHalf = false;
 };
@@ -42,10 +45,12 @@ std::string cudaPrelude(bool half);
 /// The CUDA source of `kernel`; fails with a diagnostic at the op that
 /// cannot be emitted. `warpReductions`: a reduction with few outputs and a
 /// long, associative fold gets a warp per output (shuffles combine the
-/// lanes) instead of a thread.
+/// lanes) instead of a thread. `gemmLibrary`: contractions cuBLAS can do
+/// become GEMM launches.
 mlir::FailureOr<CudaKernel> emitKernelCuda(KernelOp kernel,
                                            llvm::StringRef symbol,
-                                           bool warpReductions = true);
+                                           bool warpReductions = true,
+                                           bool gemmLibrary = true);
 
 /// The threads per block every launch uses (the entries' launch bounds).
 inline constexpr int kCudaBlockSize = 256;

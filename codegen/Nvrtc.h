@@ -23,6 +23,8 @@ struct CudaOptions {
   /// Give a reduction with few outputs a warp per output (see
   /// emitKernelCuda).
   bool warpReductions = true;
+  /// Run contractions through cuBLAS (GEMM launches).
+  bool gemmLibrary = true;
   /// Where compiled PTX is cached (see codeCacheDirectory); "none": off.
   std::string cacheDir;
 };

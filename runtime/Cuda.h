@@ -23,6 +23,8 @@
 #ifndef KILN_RUNTIME_CUDA_H
 #define KILN_RUNTIME_CUDA_H
 
+#include "runtime/Plan.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -110,6 +112,29 @@ int deviceWithMostFreeMemory(const Driver &driver);
 /// "NVIDIA H200, 139.8 GiB, 139.2 GiB free": for listings.
 std::string describeDevice(const Driver &driver, int ordinal);
 
+/// cuBLAS, dlopen'ed on the first GEMM: $KILN_CUBLAS, else libcublas from
+/// $KILN_CUDA_HOME/lib64 (default /usr/local/cuda), else the library path.
+struct Blas {
+  using Handle = struct cublasContext *;
+  std::string path;
+  int (*create)(Handle *) = nullptr;
+  int (*destroy)(Handle) = nullptr;
+  int (*setStream)(Handle, CUstream) = nullptr;
+  int (*sgemm)(Handle, int, int, int, int, int, const float *, const float *,
+               int, long long, const float *, int, long long, const float *,
+               float *, int, long long, int) = nullptr;
+  int (*dgemm)(Handle, int, int, int, int, int, const double *, const double *,
+               int, long long, const double *, int, long long, const double *,
+               double *, int, long long, int) = nullptr;
+  const char *(*statusString)(int) = nullptr; // optional
+  /// "CUBLAS_STATUS_X" or the number.
+  std::string describe(int status) const;
+};
+
+/// The cuBLAS of this process, loaded on the first call; throws kiln::Error
+/// saying why when it cannot be loaded.
+const Blas &loadBlas();
+
 /// One bound cuda device.
 class Context {
 public:
@@ -167,6 +192,12 @@ public:
   void launch(CUfunction fn, uint64_t threads, std::vector<CUdeviceptr> &slots,
               CUstream stream, const std::string &what) const;
 
+  /// One GEMM launch (plan::CudaKernel::Gemm) on `stream` with the step's
+  /// slots; cuBLAS and this context's handle are set up on first use.
+  void gemm(const plan::CudaKernel::Gemm &g,
+            const std::vector<CUdeviceptr> &slots, CUstream stream,
+            const std::string &what);
+
 private:
   void check(CUresult result, const char *call, const std::string &what) const;
 
@@ -181,6 +212,10 @@ private:
   std::multimap<size_t, CUdeviceptr> cache_;
   size_t cached_ = 0;
   std::vector<CUstream> streams_, idle_;
+
+  std::mutex blasMutex_; // the handle follows one stream at a time
+  const Blas *blasLibrary_ = nullptr;
+  Blas::Handle blas_ = nullptr;
 };
 
 } // namespace kiln::cuda

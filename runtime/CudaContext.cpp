@@ -51,6 +51,8 @@ Context::~Context() {
   // Errors are ignored here: at process exit the driver may be shutting
   // down already.
   if (driver_.cuCtxSetCurrent(context_) == kSuccess) {
+    if (blas_)
+      blasLibrary_->destroy(blas_);
     for (const auto &[bytes, pointer] : cache_)
       driver_.cuMemFree(pointer);
     if (module_)

@@ -113,7 +113,8 @@ void Module::Impl::loadKernels(const artifact::Parsed &parsed) {
         loaded = true;
       }
       for (const plan::CudaKernel::Launch &launch : step.cuda->launches)
-        functions[i].push_back(context->function(launch.entry, what));
+        functions[i].push_back(
+            launch.gemm ? nullptr : context->function(launch.entry, what));
     }
   }
 }

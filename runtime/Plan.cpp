@@ -134,9 +134,65 @@ void decodePorts(Plan &plan, const json &m) {
       fail("input value " + std::to_string(id) + " is no graph input");
 }
 
+/// Decodes a "gemm" launch (docs/devices.md) and checks that every matrix
+/// it touches lies inside its slot's buffer (`slotBytes`).
+CudaKernel::Gemm decodeGemm(const json &j, const std::vector<size_t> &slotBytes,
+                            const std::string &what) {
+  if (!j.is_object())
+    fail(what + "'s gemm must be an object, got " + show(j));
+  CudaKernel::Gemm g;
+  const json &dtype = j.at("dtype");
+  if (dtype != "f32" && dtype != "f64")
+    fail(what + "'s gemm dtype must be f32 or f64, got " + show(dtype));
+  g.f64 = dtype == "f64";
+  auto count = [&](const char *key) {
+    const json &v = j.at(key);
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > (uint64_t(1) << 31))
+      fail(what + "'s gemm " + key + " must be an integer in [0, 2^31], got " +
+           show(v));
+    return v.get<uint64_t>();
+  };
+  g.batch = count("batch");
+  g.m = count("m");
+  g.n = count("n");
+  g.k = count("k");
+  g.strideA = count("stride_a");
+  g.strideB = count("stride_b");
+  g.strideC = count("stride_c");
+  g.transA = j.at("trans_a").get<bool>();
+  g.transB = j.at("trans_b").get<bool>();
+  const json &beta = j.at("beta");
+  if (beta != 0 && beta != 1)
+    fail(what + "'s gemm beta must be 0 or 1, got " + show(beta));
+  g.beta = beta.get<double>();
+  size_t elem = g.f64 ? 8 : 4;
+  auto slot = [&](const char *key, uint64_t rows, uint64_t cols,
+                  uint64_t stride) {
+    size_t s = index(j.at(key), what + "'s gemm slot " + key);
+    if (s >= slotBytes.size())
+      fail(what + "'s gemm slot " + key + " is " + std::to_string(s) +
+           ", but the kernel has " + std::to_string(slotBytes.size()) +
+           " slots");
+    long double last = g.batch ? (long double)(g.batch - 1) * stride : 0;
+    long double need = (last + (long double)rows * cols) * elem;
+    if (g.batch && rows && cols && need > (long double)slotBytes[s])
+      fail(what + "'s gemm reads or writes past slot " + std::to_string(s) +
+           " (" + std::to_string(slotBytes[s]) + " bytes)");
+    return s;
+  };
+  g.a = slot("a", g.m, g.k, g.strideA);
+  g.b = slot("b", g.k, g.n, g.strideB);
+  g.c = slot("c", g.m, g.n, g.strideC);
+  if (g.strideC < g.m * g.n && g.batch > 1)
+    fail(what + "'s gemm output matrices overlap (stride_c " +
+         std::to_string(g.strideC) + " < m*n)");
+  return g;
+}
+
 /// Decodes a kernel step's "cuda" object: {"slots": K, "scratch": [bytes...],
 /// "launches": [{"entry": NAME, "threads": N}...]}.
 CudaKernel decodeCuda(const json &j, const Step &step,
+                      const std::vector<Value> &values,
                       const std::string &what) {
   const size_t maxBytes = size_t(1) << 48;
   if (!j.is_object())
@@ -157,6 +213,10 @@ CudaKernel decodeCuda(const json &j, const Step &step,
     fail(what + " has " + std::to_string(cuda.slots) + " cuda slots, but " +
          std::to_string(step.args.size()) + " arguments and " +
          std::to_string(cuda.scratch.size()) + " scratch buffers");
+  std::vector<size_t> slotBytes;
+  for (size_t id : step.args)
+    slotBytes.push_back(values[id].nbytes);
+  slotBytes.insert(slotBytes.end(), cuda.scratch.begin(), cuda.scratch.end());
   const json &launches = j.at("launches");
   if (!launches.is_array())
     fail(what + "'s cuda launches must be a list, got " + show(launches));
@@ -165,6 +225,11 @@ CudaKernel decodeCuda(const json &j, const Step &step,
         what + "'s cuda launch " + std::to_string(cuda.launches.size());
     if (!l.is_object())
       fail(launch + " must be an object, got " + show(l));
+    if (l.contains("gemm")) {
+      cuda.launches.push_back(
+          {"", 0, decodeGemm(l.at("gemm"), slotBytes, launch)});
+      continue;
+    }
     const json &entry = l.at("entry");
     if (!entry.is_string() || entry.get<std::string>().empty())
       fail(launch + " must name its entry point, got " + show(entry));
@@ -177,7 +242,7 @@ CudaKernel decodeCuda(const json &j, const Step &step,
       fail(launch + "'s threads must be a non-negative integer, got " +
            show(threads));
     cuda.launches.push_back(
-        {entry.get<std::string>(), threads.get<uint64_t>()});
+        {entry.get<std::string>(), threads.get<uint64_t>(), std::nullopt});
   }
   return cuda;
 }
@@ -251,7 +316,7 @@ void decodeSteps(Plan &plan, const json &steps,
         if (plan.roles[step.role].kind != device::Kind::Cuda)
           fail(what + " has a \"cuda\" launch description but runs on " +
                plan.describeRole(step.role) + ", which is no cuda role");
-        step.cuda = decodeCuda(s.at("cuda"), step, what);
+        step.cuda = decodeCuda(s.at("cuda"), step, plan.values, what);
       }
     } else {
       what += " (copy)";

@@ -49,11 +49,26 @@ struct Value {
 
 /// How a kernel step on a cuda role runs on a GPU (docs/devices.md): its
 /// slots are its args then one device buffer per scratch size; each launch
-/// runs entry point `entry` of the ptx section over `threads` threads.
+/// runs entry point `entry` of the ptx section over `threads` threads, or a
+/// GEMM through cuBLAS.
 struct CudaKernel {
+  /// C = A·B + beta·C for each of `batch` matrices through cuBLAS: row-major
+  /// A (M×K, or K×M with transA), B (K×N, or N×K with transB) and C (M×N) in
+  /// slots a, b, c, consecutive matrices `stride*` elements apart (0: the
+  /// same matrix for every batch).
+  struct Gemm {
+    bool f64 = false;
+    uint64_t batch = 1, m = 0, n = 0, k = 0;
+    size_t a = 0, b = 0, c = 0;
+    bool transA = false, transB = false;
+    uint64_t strideA = 0, strideB = 0, strideC = 0;
+    double beta = 0;
+  };
+  /// An entry point of the ptx section over `threads` threads, or a GEMM.
   struct Launch {
     std::string entry;
     uint64_t threads = 0;
+    std::optional<Gemm> gemm;
   };
   size_t slots = 0;
   std::vector<size_t> scratch; // bytes

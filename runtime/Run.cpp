@@ -47,10 +47,16 @@ void Module::Impl::execute(size_t index, const std::vector<void *> &buffers,
   }
   cuda::CUstream stream = streams.of(device);
   const std::vector<cuda::CUfunction> &fns = functions[index];
-  for (size_t l = 0; l < fns.size(); ++l)
-    context->launch(fns[l], step.cuda->launches[l].threads, slots, stream,
-                    step.describe(index) + ": launching '" +
-                        step.cuda->launches[l].entry + "'");
+  for (size_t l = 0; l < fns.size(); ++l) {
+    const plan::CudaKernel::Launch &launch = step.cuda->launches[l];
+    if (launch.gemm)
+      context->gemm(*launch.gemm, slots, stream,
+                    step.describe(index) + ": launch " + std::to_string(l));
+    else
+      context->launch(fns[l], launch.threads, slots, stream,
+                      step.describe(index) + ": launching '" + launch.entry +
+                          "'");
+  }
 }
 
 void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,

@@ -59,8 +59,12 @@ int main(int argc, char **argv) {
           for (auto [i, bytes] : llvm::enumerate(cuda->scratch))
             os << (i ? ", " : "") << bytes;
           os << "], launches:";
-          for (auto &[entry, threads] : cuda->launches)
-            os << " " << entry << "(" << threads << ")";
+          for (const nlohmann::json &l : cuda->launches)
+            os << " "
+               << (l.contains("gemm")
+                       ? "gemm" + l["gemm"].dump()
+                       : l["entry"].get<std::string>() + "(" +
+                             std::to_string(l["threads"].get<int64_t>()) + ")");
           os << "\n";
           return success();
         });

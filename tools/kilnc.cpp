@@ -121,6 +121,11 @@ static cl::opt<bool> cudaWarpReductions(
     cl::desc("give each output of a long reduction with few outputs a warp "
              "on cuda devices (default true; false: one thread per output)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool> cudaGemmLibrary(
+    "cuda-cublas",
+    cl::desc("run matrix products on cuda devices through cuBLAS (default "
+             "true; false: generated kernels)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<std::string> keepTemps("keep-temps",
                                       cl::desc("keep generated C++ and objects "
                                                "in this folder"),
@@ -177,6 +182,7 @@ int main(int argc, char **argv) {
   options.cxx.optLevel = optLevel;
   options.cuda.arch = cudaArch;
   options.cuda.warpReductions = cudaWarpReductions;
+  options.cuda.gemmLibrary = cudaGemmLibrary;
   options.cxx.targetCpu = targetCpu;
   options.cxx.keepDir = keepTemps;
   return mlir::succeeded(kiln::compileModel(options)) ? 0 : 1;

@@ -79,6 +79,7 @@ protected:
       unsetenv("KILN_CUDA_DRIVER");
     unsetenv("FAKE_CUDA_DEVICES");
     unsetenv("FAKE_CUDA_MEMORY");
+    unsetenv("KILN_CUBLAS");
     for (const std::string &path : written)
       std::remove(path.c_str());
   }
@@ -352,6 +353,64 @@ TEST_F(CudaTest, FakeSingleDeviceRunsInlineAndLeaksNothing) {
   for (const char *what :
        {"allocations", "bytes", "contexts", "streams", "modules"})
     EXPECT_EQ(fakeCount(fake, what), 0) << what << " leaked";
+}
+
+/// A plan of one GEMM launch (k_gemm) on `device`, with a constant w.
+PlanBuilder gemmPlan(const std::string &device) {
+  PlanBuilder b;
+  size_t role = b.role(device);
+  size_t x = b.input("x", role);
+  std::vector<float> w(N);
+  for (size_t i = 0; i < N; ++i)
+    w[i] = float(int(i % 13) - 6) / 8.0f;
+  size_t y = b.kernel("k_gemm", {x, b.constant(role, w)}, role);
+  b.output("y", y);
+  return b;
+}
+
+TEST_F(CudaTest, FakeGemmLaunchesRunThroughCublas) {
+  std::string fake = useFake(1);
+  setenv("KILN_CUBLAS", fake.c_str(), 1);
+  std::string path = write(gemmPlan("cuda:0"), "gemm.kiln");
+  kiln::Tensor x = input(2.0f);
+  kiln::LoadOptions onCpu;
+  onCpu.device = "cpu"; // the CPU twin: the reference
+  std::vector<kiln::Tensor> want = kiln::Module::load(path, onCpu).run({x});
+  {
+    kiln::Module m = kiln::Module::load(path);
+    for (int run = 0; run < 2; ++run) {
+      std::vector<kiln::Tensor> got = m.run({x});
+      const float *g = got[0].data<float>(), *r = want[0].data<float>();
+      for (size_t i = 0; i < 500; ++i) // y[2x10x25]; the rest is untouched
+        ASSERT_NEAR(g[i], r[i], 1e-4f * (1 + std::abs(r[i]))) << "at " << i;
+    }
+    EXPECT_EQ(fakeCount(fake, "gemms"), 2);
+    EXPECT_EQ(fakeCount(fake, "blas"), 1);
+    EXPECT_EQ(fakeCount(fake, "launches"), 0);
+  }
+  EXPECT_EQ(fakeCount(fake, "blas"), 0) << "the cuBLAS handle leaked";
+}
+
+TEST_F(CudaTest, GemmLaunchesAreValidated) {
+  setenv("KILN_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
+  struct Case {
+    const char *key;
+    json value;
+    const char *error;
+  } cases[] = {
+      {"dtype", "f16", "gemm dtype must be f32 or f64"},
+      {"c", 3, "gemm slot c is 3, but the kernel has 3 slots"},
+      {"stride_a", 900, "reads or writes past slot 0"},
+      {"m", 40, "reads or writes past slot"},
+      {"beta", 2, "gemm beta must be 0 or 1"},
+      {"stride_c", 100, "output matrices overlap"},
+      {"k", -1, "gemm k must be an integer"},
+  };
+  for (const Case &c : cases) {
+    PlanBuilder b = gemmPlan("cuda:0");
+    b.steps[0]["cuda"]["launches"][0]["gemm"][c.key] = c.value;
+    expectLoadError(write(b, "bad-gemm.kiln"), {}, c.error);
+  }
 }
 
 TEST_F(CudaTest, FakeConcurrentRunsUseStreamsOfTheirOwn) {

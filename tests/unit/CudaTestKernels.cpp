@@ -32,3 +32,21 @@ extern "C" void k_twice_plus_one(void **b) {
 }
 
 extern "C" void k_fault(void **) {}
+
+// k_gemm {x, w, y}: two batches of x[10x20] times w[25x20] transposed (one
+// shared), into y[2x10x25]; the rest of y is zero.
+extern "C" void k_gemm(void **b) {
+  const float *x = static_cast<const float *>(b[0]);
+  const float *w = static_cast<const float *>(b[1]);
+  float *y = static_cast<float *>(b[2]);
+  for (int i = 0; i < 1000; ++i)
+    y[i] = 0;
+  for (int batch = 0; batch < 2; ++batch)
+    for (int i = 0; i < 10; ++i)
+      for (int j = 0; j < 25; ++j) {
+        float sum = 0;
+        for (int l = 0; l < 20; ++l)
+          sum += x[batch * 200 + i * 20 + l] * w[j * 20 + l];
+        y[batch * 250 + i * 25 + j] = sum;
+      }
+}

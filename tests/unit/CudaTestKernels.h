@@ -193,6 +193,25 @@ inline json cudaFor(const std::string &kernel) {
         {"slots", 3},
         {"scratch", {kBytes}},
         {"launches", {launch("kiln_twice", 300), launch("kiln_plus_one", N)}}};
+  if (kernel == "k_gemm") // see CudaTestKernels.cpp
+    return {{"slots", 3},
+            {"scratch", json::array()},
+            {"launches",
+             {{{"gemm",
+                {{"dtype", "f32"},
+                 {"batch", 2},
+                 {"m", 10},
+                 {"n", 25},
+                 {"k", 20},
+                 {"a", 0},
+                 {"b", 1},
+                 {"c", 2},
+                 {"trans_a", false},
+                 {"trans_b", true},
+                 {"stride_a", 200},
+                 {"stride_b", 0},
+                 {"stride_c", 250},
+                 {"beta", 0}}}}}}};
   return {{"slots", 2}, // k_fault {x, y}
           {"scratch", json::array()},
           {"launches", {launch("kiln_fault", N)}}};

@@ -301,15 +301,13 @@ LogicalResult compileModel(const CompileOptions &options) {
                             : DeviceAttr();
     if (!device || device.getKind() != "cuda")
       continue;
-    FailureOr<CudaKernel> cuda =
-        emitKernelCuda(kernel, symbol, options.cuda.warpReductions);
+    FailureOr<CudaKernel> cuda = emitKernelCuda(
+        kernel, symbol, options.cuda.warpReductions, options.cuda.gemmLibrary);
     if (failed(cuda))
       return failure();
     half |= cuda->usesHalf;
     cudaSource += "\n" + cuda->source;
-    nlohmann::json launches = nlohmann::json::array();
-    for (auto &[entry, threads] : cuda->launches)
-      launches.push_back({{"entry", entry}, {"threads", threads}});
+    nlohmann::json launches = cuda->launches;
     cudaSteps[symbol] = {{"slots", cuda->slots},
                          {"scratch", cuda->scratch},
                          {"launches", launches}};

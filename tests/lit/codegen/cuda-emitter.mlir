@@ -170,3 +170,27 @@ func.func @row_max(%x: tensor<4x64xf32, #kiln.device<cuda:0>>) -> tensor<4xf32, 
   }
   return %0 : tensor<4xf32, #kiln.device<cuda:0>>
 }
+
+// A contraction cuBLAS can do: no entry point, a GEMM launch on the slots.
+// Here B is shared by both batches and used transposed (stored n x k); the
+// init is a fill, so the GEMM accumulates onto it (beta 1).
+// CHECK-LABEL: // kiln kernel kiln_k5
+// CHECK: kiln_k5_p0(kiln_k5_slots s) {
+// CHECK-NOT: kiln_k5_p1
+// CHECK: // slots 3, scratch [], launches: kiln_k5_p0(60) gemm{"a":0,"b":1,"batch":2,"beta":1,"c":2,"dtype":"f32","k":4,"m":3,"n":10,"stride_a":12,"stride_b":0,"stride_c":30,"trans_a":false,"trans_b":true}
+func.func @batched_matmul(%a: tensor<2x3x4xf32, #kiln.device<cuda:0>>, %b: tensor<10x4xf32, #kiln.device<cuda:0>>) -> tensor<2x3x10xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%a, %b : tensor<2x3x4xf32, #kiln.device<cuda:0>>, tensor<10x4xf32, #kiln.device<cuda:0>>) -> (tensor<2x3x10xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<2x3x4xf32>, %a1: tensor<10x4xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<2x3x10xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x3x10xf32>) -> tensor<2x3x10xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(b, m, k, n) -> (b, m, k)>, affine_map<(b, m, k, n) -> (n, k)>, affine_map<(b, m, k, n) -> (b, m, n)>], iterator_types = ["parallel", "parallel", "reduction", "parallel"]} ins(%a0, %a1 : tensor<2x3x4xf32>, tensor<10x4xf32>) outs(%f : tensor<2x3x10xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<2x3x10xf32>
+    kiln.yield %r : tensor<2x3x10xf32>
+  }
+  return %0 : tensor<2x3x10xf32, #kiln.device<cuda:0>>
+}

@@ -1,0 +1,139 @@
+//===- CudaBlas.cpp - GEMM launches through a dlopen'ed cuBLAS ------------===//
+//
+// kiln's matrices are row-major, cuBLAS's column-major: a row-major M×N
+// matrix is a column-major N×M one with the same bytes. So C = A·B becomes
+// Cᵀ = Bᵀ·Aᵀ in cuBLAS's terms: gemm(opB, opA, n, m, k, B, A, C), each
+// leading dimension the row length of the row-major matrix as stored.
+// cuBLAS works on the current (primary) context, the one kiln retained;
+// each Context creates its handle on first use and points it at the run's
+// stream under a mutex, since concurrent runs use streams of their own.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Cuda.h"
+
+#include "kiln/runtime.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <map>
+#include <memory>
+
+namespace kiln::cuda {
+
+namespace {
+constexpr int kOpN = 0, kOpT = 1;
+
+std::string cudaHomeLib() {
+  const char *home = std::getenv("KILN_CUDA_HOME");
+  return std::string(home && *home ? home : "/usr/local/cuda") + "/lib64/";
+}
+} // namespace
+
+std::string Blas::describe(int status) const {
+  const char *text = statusString ? statusString(status) : nullptr;
+  return text ? std::string(text) : "cuBLAS status " + std::to_string(status);
+}
+
+const Blas &loadBlas() {
+  // Per $KILN_CUBLAS, so tests may point at different libraries.
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<Blas>> loaded;
+  static std::map<std::string, std::string> errors;
+  const char *override = std::getenv("KILN_CUBLAS");
+  std::string key = override ? override : "";
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = loaded.find(key); it != loaded.end())
+    return *it->second;
+  if (auto it = errors.find(key); it != errors.end())
+    throw Error(it->second);
+  std::string &error = errors[key];
+  std::vector<std::string> candidates;
+  if (!key.empty())
+    candidates = {key};
+  else
+    candidates = {cudaHomeLib() + "libcublas.so.13",
+                  cudaHomeLib() + "libcublas.so.12",
+                  cudaHomeLib() + "libcublas.so",
+                  "libcublas.so.13",
+                  "libcublas.so.12",
+                  "libcublas.so"};
+  void *library = nullptr;
+  std::string tried;
+  for (const std::string &path : candidates) {
+    if ((library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))) {
+      tried = path;
+      break;
+    }
+    tried += (tried.empty() ? "" : ", ") + path;
+  }
+  if (!library) {
+    error = "cannot load cuBLAS for GEMM launches (tried " + tried +
+            "; set KILN_CUBLAS or KILN_CUDA_HOME)";
+    throw Error(error);
+  }
+  auto b = std::make_unique<Blas>();
+  b->path = tried;
+  auto sym = [&](auto &fn, const char *name, bool required = true) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+        dlsym(library, name));
+    if (!fn && required && error.empty())
+      error = b->path + " is no cuBLAS: it lacks " + name;
+  };
+  sym(b->create, "cublasCreate_v2");
+  sym(b->destroy, "cublasDestroy_v2");
+  sym(b->setStream, "cublasSetStream_v2");
+  sym(b->sgemm, "cublasSgemmStridedBatched");
+  sym(b->dgemm, "cublasDgemmStridedBatched");
+  sym(b->statusString, "cublasGetStatusString", /*required=*/false);
+  if (!error.empty())
+    throw Error(error);
+  errors.erase(key);
+  return *(loaded[key] = std::move(b));
+}
+
+void Context::gemm(const plan::CudaKernel::Gemm &g,
+                   const std::vector<CUdeviceptr> &slots, CUstream stream,
+                   const std::string &what) {
+  if (!g.batch || !g.m || !g.n)
+    return;
+  std::lock_guard<std::mutex> lock(blasMutex_);
+  if (!blasLibrary_)
+    blasLibrary_ = &loadBlas();
+  const Blas &blas = *blasLibrary_;
+  makeCurrent();
+  auto check = [&](int status, const char *call) {
+    if (status != 0)
+      throw Error(name_ + ": " + what + ": " + call +
+                  " failed: " + blas.describe(status));
+  };
+  if (!blas_)
+    check(blas.create(&blas_), "cublasCreate");
+  check(blas.setStream(blas_, stream), "cublasSetStream");
+  int m = int(g.m), n = int(g.n), k = int(g.k);
+  int opA = g.transA ? kOpT : kOpN, opB = g.transB ? kOpT : kOpN;
+  int lda = g.transA ? m : k, ldb = g.transB ? k : n;
+  if (g.f64) {
+    double one = 1, beta = g.beta;
+    check(blas.dgemm(blas_, opB, opA, n, m, k, &one,
+                     reinterpret_cast<const double *>(slots[g.b]), ldb,
+                     (long long)g.strideB,
+                     reinterpret_cast<const double *>(slots[g.a]), lda,
+                     (long long)g.strideA, &beta,
+                     reinterpret_cast<double *>(slots[g.c]), n,
+                     (long long)g.strideC, int(g.batch)),
+          "cublasDgemmStridedBatched");
+  } else {
+    float one = 1, beta = float(g.beta);
+    check(blas.sgemm(blas_, opB, opA, n, m, k, &one,
+                     reinterpret_cast<const float *>(slots[g.b]), ldb,
+                     (long long)g.strideB,
+                     reinterpret_cast<const float *>(slots[g.a]), lda,
+                     (long long)g.strideA, &beta,
+                     reinterpret_cast<float *>(slots[g.c]), n,
+                     (long long)g.strideC, int(g.batch)),
+          "cublasSgemmStridedBatched");
+  }
+}
+
+} // namespace kiln::cuda
