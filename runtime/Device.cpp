@@ -249,6 +249,8 @@ Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
   if (!options.device.empty())
     parseBindable(options.device); // refused even without roles
   std::vector<std::string> targets(roles.size(), options.device);
+  // Roles the caller named a device for: never silently moved elsewhere.
+  std::vector<bool> requested(roles.size(), !options.device.empty());
   for (size_t r = 0; r < roles.size(); ++r)
     if (targets[r].empty())
       targets[r] = roles[r].name;
@@ -257,6 +259,7 @@ Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
     for (size_t r = 0; r < roles.size(); ++r)
       if (key == std::to_string(r) || key == roles[r].name) {
         targets[r] = target;
+        requested[r] = true;
         found = true;
       }
     if (found)
@@ -304,6 +307,9 @@ Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
       loaded = true;
     }
     if (!driver) {
+      if (requested[r])
+        throw Error(describe(r) + ": " + name.text + " was asked for, but " +
+                    reason);
       if (!hasCpuRole)
         throw Error(describe(r) + ": " + reason +
                     "; bind it to a host device with --bind " +

@@ -193,7 +193,18 @@ TEST_F(CudaTest, NoDriverWithoutACpuRoleIsAnError) {
   expectLoadError(path, {}, "; bind it to a host device with --bind 0=cpu");
   kiln::LoadOptions autoGpu;
   autoGpu.device = "cuda:auto";
-  expectLoadError(path, autoGpu, "role 0 'cuda:0': no CUDA driver");
+  expectLoadError(path, autoGpu,
+                  "role 0 'cuda:0': cuda:auto was asked for, but no CUDA "
+                  "driver");
+}
+
+TEST_F(CudaTest, AnExplicitlyRequestedGpuNeverFallsBack) {
+  setenv("KILN_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
+  std::string path = write(multiPlan(), "multi.kiln"); // has a cpu role
+  kiln::LoadOptions options;
+  options.bind["1"] = "cuda:0";
+  expectLoadError(path, options,
+                  "role 1 'cuda:0': cuda:0 was asked for, but no CUDA driver");
 }
 
 TEST_F(CudaTest, ABogusDriverLibraryIsAnError) {
