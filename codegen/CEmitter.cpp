@@ -183,6 +183,26 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
     return std::string(style.mathPrefix) + name + "(";
   };
   auto v = [&](unsigned i) { return scalars.lookup(op->getOperand(i)); };
+  // Operand i read as the unsigned C type of its width (bool stays bool):
+  // the kernel level is signless, the unsigned arith ops say how to read it.
+  auto u = [&](unsigned i) {
+    Type t = op->getOperand(i).getType();
+    if (t.isInteger(1))
+      return v(i);
+    return "static_cast<uint" + std::to_string(t.getIntOrFloatBitWidth()) +
+           "_t>(" + v(i) + ")";
+  };
+  // A shift by the bit width or more is poison in arith: give 0, not UB.
+  auto shiftLeft = [&]() {
+    unsigned bits = op->getOperand(0).getType().getIntOrFloatBitWidth();
+    return "(" + u(1) + " < " + std::to_string(bits) +
+           "u ? static_cast<uint64_t>(" + u(0) + ") << " + u(1) + " : 0)";
+  };
+  auto shiftRight = [&](const std::string &value) {
+    unsigned bits = op->getOperand(0).getType().getIntOrFloatBitWidth();
+    return "(" + u(1) + " < " + std::to_string(bits) + "u ? " + value + " >> " +
+           u(1) + " : 0)";
+  };
   // Arguments of <cmath> functions: halves are widened to float (what numpy
   // does for float16 too), the result rounds back on assignment.
   auto m = [&](unsigned i) {
@@ -203,6 +223,11 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
           .Case<arith::DivFOp, arith::DivSIOp>(
               [&](auto) { return v(0) + " / " + v(1); })
           .Case<arith::RemSIOp>([&](auto) { return v(0) + " % " + v(1); })
+          .Case<arith::DivUIOp>([&](auto) { return u(0) + " / " + u(1); })
+          .Case<arith::RemUIOp>([&](auto) { return u(0) + " % " + u(1); })
+          .Case<arith::ShLIOp>([&](auto) { return shiftLeft(); })
+          .Case<arith::ShRUIOp>([&](auto) { return shiftRight(u(0)); })
+          .Case<arith::ShRSIOp>([&](auto) { return shiftRight(v(0)); })
           .Case<arith::AndIOp>([&](auto) { return v(0) + " & " + v(1); })
           .Case<arith::OrIOp>([&](auto) { return v(0) + " | " + v(1); })
           .Case<arith::XOrIOp>([&](auto) { return v(0) + " ^ " + v(1); })
@@ -228,6 +253,14 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
             case P::sge:
               cmp = ">=";
               break;
+            case P::ult:
+              return u(0) + " < " + u(1);
+            case P::ule:
+              return u(0) + " <= " + u(1);
+            case P::ugt:
+              return u(0) + " > " + u(1);
+            case P::uge:
+              return u(0) + " >= " + u(1);
             default:
               return "";
             }
@@ -256,6 +289,10 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
               [&](auto) { return "kiln_maximum(" + v(0) + ", " + v(1) + ")"; })
           .Case<arith::MinimumFOp, arith::MinSIOp>(
               [&](auto) { return "kiln_minimum(" + v(0) + ", " + v(1) + ")"; })
+          .Case<arith::MaxUIOp>(
+              [&](auto) { return "kiln_maximum(" + u(0) + ", " + u(1) + ")"; })
+          .Case<arith::MinUIOp>(
+              [&](auto) { return "kiln_minimum(" + u(0) + ", " + u(1) + ")"; })
           .Case<arith::MaxNumFOp>(
               [&](auto) { return math("fmax") + m(0) + ", " + m(1) + ")"; })
           .Case<arith::MinNumFOp>(
@@ -295,6 +332,15 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
                 return "static_cast<" + typeName(c->getResult(0).getType()) +
                        ">(" + v(0) + ")";
               })
+          .Case<arith::ExtUIOp, arith::UIToFPOp>([&](Operation *c) {
+            return "static_cast<" + typeName(c->getResult(0).getType()) + ">(" +
+                   u(0) + ")";
+          })
+          .Case<arith::FPToUIOp>([&](arith::FPToUIOp c) {
+            return "static_cast<uint" +
+                   std::to_string(c.getType().getIntOrFloatBitWidth()) +
+                   "_t>(" + v(0) + ")";
+          })
           .Case<math::ErfOp>([&](auto) { return math("erf") + m(0) + ")"; })
           .Case<math::ExpOp>([&](auto) { return math("exp") + m(0) + ")"; })
           .Case<math::LogOp>([&](auto) { return math("log") + m(0) + ")"; })

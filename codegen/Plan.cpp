@@ -18,7 +18,7 @@ std::string kiln::dtypeName(Type t) {
     return "bool";
   for (unsigned w : {8, 16, 32, 64})
     if (t.isInteger(w))
-      return "i" + std::to_string(w);
+      return (t.isUnsignedInteger() ? "u" : "i") + std::to_string(w);
   return "";
 }
 

@@ -32,7 +32,9 @@ std::optional<IntTensor> readInts(Value v) {
     return std::nullopt;
   auto type = constant.getType();
   Type element = type.getElementType();
-  if (!element.isInteger(64) && !element.isInteger(32) && !element.isInteger(1))
+  // Signless only: folding uses signed int64 arithmetic.
+  if (!element.isSignlessInteger(64) && !element.isSignlessInteger(32) &&
+      !element.isSignlessInteger(1))
     return std::nullopt;
   if (type.getNumElements() > kMaxElements)
     return std::nullopt;

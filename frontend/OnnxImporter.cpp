@@ -44,6 +44,16 @@ Type kiln::onnx_import::elementType(MLIRContext *ctx, int dataType) {
     return b.getI8Type();
   case onnx::TensorProto::BOOL:
     return b.getI1Type();
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::UINT16:
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64: {
+    unsigned bits = dataType == onnx::TensorProto::UINT8    ? 8
+                    : dataType == onnx::TensorProto::UINT16 ? 16
+                    : dataType == onnx::TensorProto::UINT32 ? 32
+                                                            : 64;
+    return b.getIntegerType(bits, /*isSigned=*/false);
+  }
   default:
     return {};
   }
@@ -400,6 +410,18 @@ kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
     case onnx::TensorProto::INT8:
     case onnx::TensorProto::BOOL:
       bytes = packed<int8_t>(tensor.int32_data());
+      break;
+    case onnx::TensorProto::UINT8:
+      bytes = packed<uint8_t>(tensor.int32_data());
+      break;
+    case onnx::TensorProto::UINT16:
+      bytes = packed<uint16_t>(tensor.int32_data());
+      break;
+    case onnx::TensorProto::UINT32:
+      bytes = packed<uint32_t>(tensor.uint64_data());
+      break;
+    case onnx::TensorProto::UINT64:
+      bytes = packed<uint64_t>(tensor.uint64_data());
       break;
     }
   }

@@ -893,6 +893,22 @@ FailureOr<Values> modNode(NodeContext &c) {
                    "fmod", c.builder.getBoolAttr(c.getInt("fmod", 0) != 0))}));
 }
 
+// BitShift: kiln.shift_left or kiln.shift_right (arithmetic when signed).
+FailureOr<Values> bitShift(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  std::string direction = c.getString("direction", "");
+  if (direction != "LEFT" && direction != "RIGHT")
+    return c.error("BitShift direction must be LEFT or RIGHT, got '" +
+                   direction + "'");
+  Type element = typeOf(c.inputs[0]).getElementType();
+  if (!isa<IntegerType>(element) || element.isInteger(1))
+    return c.error("BitShift needs integer operands");
+  return single(c.create(direction == "LEFT" ? ShiftLeftOp::getOperationName()
+                                             : ShiftRightOp::getOperationName(),
+                         c.inputs));
+}
+
 // IsNaN: not(x == x). IsInf: x == +inf or x == -inf (as the attributes ask).
 FailureOr<Values> isSpecial(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
@@ -1236,6 +1252,11 @@ const llvm::StringMap<Converter> &table() {
       {"And", binary<AndOp>},
       {"Or", binary<OrOp>},
       {"Xor", binary<XorOp>},
+      {"BitwiseNot", unary<NotOp>},
+      {"BitwiseAnd", binary<AndOp>},
+      {"BitwiseOr", binary<OrOp>},
+      {"BitwiseXor", binary<XorOp>},
+      {"BitShift", bitShift},
       {"Equal", binary<EqualOp>},
       {"Less", binary<LessOp>},
       {"LessOrEqual", binary<LessEqualOp>},

@@ -128,6 +128,23 @@ uint64_t kiln::tensorBytes(Value value) {
   return type.getNumElements() * ((bits + 7) / 8);
 }
 
+bool kiln::isUnsignedInteger(Type type) {
+  if (auto shaped = dyn_cast<ShapedType>(type))
+    type = shaped.getElementType();
+  return type.isUnsignedInteger();
+}
+
+Type kiln::toSignless(Type type) {
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    return RankedTensorType::get(tensor.getShape(),
+                                 toSignless(tensor.getElementType()),
+                                 tensor.getEncoding());
+  if (auto integer = dyn_cast<IntegerType>(type))
+    if (!integer.isSignless())
+      return IntegerType::get(type.getContext(), integer.getWidth());
+  return type;
+}
+
 RankedTensorType kiln::withDevice(Type type, Attribute device) {
   auto tensor = cast<RankedTensorType>(type);
   return RankedTensorType::get(tensor.getShape(), tensor.getElementType(),
@@ -235,10 +252,11 @@ void KernelOp::build(OpBuilder &builder, OperationState &state,
     block->addArgument(input.getType(), state.location);
 }
 
+// Kernel bodies are signless once lowered: ui8 outside mirrors i8 inside.
 static bool sameModuloEncoding(Type a, Type b) {
   auto ta = dyn_cast<RankedTensorType>(a), tb = dyn_cast<RankedTensorType>(b);
   return ta && tb && ta.getShape() == tb.getShape() &&
-         ta.getElementType() == tb.getElementType();
+         toSignless(ta.getElementType()) == toSignless(tb.getElementType());
 }
 
 LogicalResult KernelOp::verify() {

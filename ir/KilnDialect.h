@@ -62,6 +62,14 @@ class Elementwise : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {
 
 bool isElementwise(mlir::Operation *op);
 
+/// Whether `type` (a scalar or the element of a shaped type) is an unsigned
+/// integer (ONNX's uint8..uint64: `ui8`..`ui64`).
+bool isUnsignedInteger(mlir::Type type);
+/// `type` with every signed or unsigned integer (scalar, or the element of a
+/// ranked tensor) replaced by its signless twin: the kernel level is signless
+/// like arith, signedness lives in the choice of ops (docs/architecture.md).
+mlir::Type toSignless(mlir::Type type);
+
 } // namespace kiln
 
 #define GET_OP_CLASSES

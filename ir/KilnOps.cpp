@@ -161,6 +161,8 @@ KILN_BINARY(AndOp)
 KILN_BINARY(OrOp)
 KILN_BINARY(XorOp)
 KILN_BINARY(ModOp)
+KILN_BINARY(ShiftLeftOp)
+KILN_BINARY(ShiftRightOp)
 
 #define KILN_COMPARE(OP)                                                       \
   KILN_INFER(OP) {                                                             \

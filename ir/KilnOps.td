@@ -62,7 +62,10 @@ def Kiln_DeviceAttr : AttrDef<Kiln_Dialect, "Device"> {
 // Types and traits
 //===----------------------------------------------------------------------===//
 
-def Kiln_Tensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
+// Integers are signless (ONNX's signed types and bool) or unsigned (ui8..ui64:
+// ONNX's uint types); kernel lowering makes them signless (docs/architecture.md).
+def Kiln_Tensor : RankedTensorOf<[AnyFloat, AnySignlessInteger,
+                                  AnyUnsignedInteger]>;
 
 // All tensor operands and results carry a #kiln.device encoding, the same one.
 def Kiln_SameDevice : NativeOpTrait<"SameDevice"> {
@@ -153,7 +156,7 @@ def Kiln_FloorOp : Kiln_UnaryOp<"floor", "round down">;
 def Kiln_CeilOp : Kiln_UnaryOp<"ceil", "round up">;
 def Kiln_SinOp : Kiln_UnaryOp<"sin", "sine">;
 def Kiln_CosOp : Kiln_UnaryOp<"cos", "cosine">;
-def Kiln_NotOp : Kiln_UnaryOp<"not", "logical not of i1">;
+def Kiln_NotOp : Kiln_UnaryOp<"not", "logical not of i1, bitwise not of other integers">;
 def Kiln_SignOp : Kiln_UnaryOp<"sign", "-1, 0 or 1 (NaN stays NaN)">;
 def Kiln_RoundOp : Kiln_UnaryOp<"round", "round half to even">;
 def Kiln_TanOp : Kiln_UnaryOp<"tan", "tangent">;
@@ -168,9 +171,12 @@ def Kiln_AtanhOp : Kiln_UnaryOp<"atanh", "inverse hyperbolic tangent">;
 
 def Kiln_MaxOp : Kiln_BinaryOp<"max", "elementwise maximum (NaN wins)">;
 def Kiln_MinOp : Kiln_BinaryOp<"min", "elementwise minimum (NaN wins)">;
-def Kiln_AndOp : Kiln_BinaryOp<"and", "logical and of i1">;
-def Kiln_OrOp : Kiln_BinaryOp<"or", "logical or of i1">;
-def Kiln_XorOp : Kiln_BinaryOp<"xor", "logical xor of i1">;
+def Kiln_AndOp : Kiln_BinaryOp<"and", "logical (i1) or bitwise and">;
+def Kiln_OrOp : Kiln_BinaryOp<"or", "logical (i1) or bitwise or">;
+def Kiln_XorOp : Kiln_BinaryOp<"xor", "logical (i1) or bitwise xor">;
+def Kiln_ShiftLeftOp : Kiln_BinaryOp<"shift_left", "a << b, 0 when b is negative or at least the bit width">;
+def Kiln_ShiftRightOp : Kiln_BinaryOp<"shift_right",
+    "a >> b (arithmetic when signed), saturating when b is out of range">;
 
 // Comparisons: numpy broadcasting, an i1 result.
 class Kiln_CompareOp<string mnemonic, string desc>

@@ -3,7 +3,10 @@
 // Algorithm: for each kiln.kernel, strip the device encoding from its block
 // arguments, rebuild each graph op of the body with the lowering of its op
 // family (passes/lowering/), point the yield at the new values and erase the
-// graph ops. Then fuse the elementwise linalg.generic ops of each kernel
+// graph ops. Lowerings build on the graph's element types, so a scalar body
+// sees `ui8` and picks the unsigned arith op (divui, cmpi ult, extui, ...);
+// then every unsigned type and constant in the kernel is made signless, as
+// arith requires. Then fuse the elementwise linalg.generic ops of each kernel
 // into their consumers (upstream linalg elementwise fusion, which also folds
 // splat constants into the loop body), so one kernel is one loop nest where
 // it can be.
@@ -52,6 +55,36 @@ constexpr Family kFamilies[] = {
     {lowering::isMovementFamily, lowering::lowerMovement},
 };
 
+// Unsigned integer types (and constants of them) to their signless twins,
+// in every value and nested block of `body`.
+void makeSignless(Block &body) {
+  auto convert = [](Value v) {
+    Type type = toSignless(v.getType());
+    if (type != v.getType())
+      v.setType(type);
+  };
+  for (BlockArgument arg : body.getArguments())
+    convert(arg);
+  body.walk([&](Operation *op) {
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument arg : block.getArguments())
+          convert(arg);
+    for (Value result : op->getResults())
+      convert(result);
+    auto constant = dyn_cast<arith::ConstantOp>(op);
+    if (!constant || !isUnsignedInteger(constant.getValue().getType()))
+      return;
+    Attribute value = constant.getValue();
+    Type type = toSignless(cast<TypedAttr>(value).getType());
+    if (auto integer = dyn_cast<IntegerAttr>(value))
+      constant.setValueAttr(IntegerAttr::get(type, integer.getValue()));
+    else if (auto dense = dyn_cast<DenseIntElementsAttr>(value))
+      constant.setValueAttr(
+          dense.bitcast(cast<ShapedType>(type).getElementType()));
+  });
+}
+
 FailureOr<Value> lowerOp(OpBuilder &b, Operation *op, ValueRange operands) {
   for (const Family &family : kFamilies)
     if (family.matches(op))
@@ -86,6 +119,7 @@ LogicalResult lowerKernel(KernelOp kernel) {
     operand.set(mapping.lookupOrDefault(operand.get()));
   for (Operation *op : llvm::reverse(graphOps))
     op->erase();
+  makeSignless(body);
   return success();
 }
 

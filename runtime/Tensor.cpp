@@ -17,6 +17,7 @@ constexpr DTypeEntry kDTypes[] = {
     {DType::F32, "f32", 4}, {DType::F64, "f64", 8}, {DType::F16, "f16", 2},
     {DType::I8, "i8", 1},   {DType::I16, "i16", 2}, {DType::I32, "i32", 4},
     {DType::I64, "i64", 8}, {DType::U8, "u8", 1},   {DType::Bool, "bool", 1},
+    {DType::U16, "u16", 2}, {DType::U32, "u32", 4}, {DType::U64, "u64", 8},
 };
 } // namespace
 

@@ -122,7 +122,8 @@ uint64_t loadLE64(const uint8_t *p) {
 
 const char kNpyMagic[] = "\x93NUMPY";
 const size_t kNpyMagicSize = 6;
-const char kNpySupported[] = "<f4, <f8, <f2, |i1, <i2, <i4, <i8, |u1, |b1";
+const char kNpySupported[] =
+    "<f4, <f8, <f2, |i1, <i2, <i4, <i8, |u1, <u2, <u4, <u8, |b1";
 
 struct NpyHeader {
   std::string descr;
@@ -309,7 +310,8 @@ DType npyDType(const std::string &path, const std::string &descr) {
   static const Entry entries[] = {
       {"f4", DType::F32, 4}, {"f8", DType::F64, 8}, {"f2", DType::F16, 2},
       {"i1", DType::I8, 1},  {"i2", DType::I16, 2}, {"i4", DType::I32, 4},
-      {"i8", DType::I64, 8}, {"u1", DType::U8, 1},  {"b1", DType::Bool, 1},
+      {"i8", DType::I64, 8}, {"u1", DType::U8, 1},  {"u2", DType::U16, 2},
+      {"u4", DType::U32, 4}, {"u8", DType::U64, 8}, {"b1", DType::Bool, 1},
       {"?", DType::Bool, 1}};
   for (const Entry &entry : entries) {
     if (code != entry.code)
@@ -345,6 +347,12 @@ const char *npyDescr(DType dtype) {
     return "<i8";
   case DType::U8:
     return "|u1";
+  case DType::U16:
+    return "<u2";
+  case DType::U32:
+    return "<u4";
+  case DType::U64:
+    return "<u8";
   case DType::Bool:
     return "|b1";
   }
@@ -492,7 +500,7 @@ const OnnxType kOnnxTypes[] = {
     {1, "FLOAT", true, DType::F32},
     {2, "UINT8", true, DType::U8},
     {3, "INT8", true, DType::I8},
-    {4, "UINT16", false, DType::F32},
+    {4, "UINT16", true, DType::U16},
     {5, "INT16", true, DType::I16},
     {6, "INT32", true, DType::I32},
     {7, "INT64", true, DType::I64},
@@ -500,8 +508,8 @@ const OnnxType kOnnxTypes[] = {
     {9, "BOOL", true, DType::Bool},
     {10, "FLOAT16", true, DType::F16},
     {11, "DOUBLE", true, DType::F64},
-    {12, "UINT32", false, DType::F32},
-    {13, "UINT64", false, DType::F32},
+    {12, "UINT32", true, DType::U32},
+    {13, "UINT64", true, DType::U64},
     {14, "COMPLEX64", false, DType::F32},
     {15, "COMPLEX128", false, DType::F32},
     {16, "BFLOAT16", false, DType::F32},
@@ -524,7 +532,7 @@ const OnnxType &onnxType(const std::string &path, bool seen, uint64_t code) {
       fail(path, "unsupported data_type " + std::to_string(code) + " (" +
                      type.name +
                      "); supported: FLOAT, DOUBLE, FLOAT16, INT8, INT16, "
-                     "INT32, INT64, UINT8, BOOL");
+                     "INT32, INT64, UINT8, UINT16, UINT32, UINT64, BOOL");
     return type;
   }
   fail(path, "unknown data_type " + std::to_string(code));
@@ -557,6 +565,11 @@ void storeInt32Data(const std::string &path, Tensor &tensor,
       if (v < 0 || v > 255)
         outOfRange(i, "UINT8");
       tensor.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+      break;
+    case DType::U16:
+      if (v < 0 || v > 65535)
+        outOfRange(i, "UINT16");
+      tensor.data<uint16_t>()[i] = static_cast<uint16_t>(v);
       break;
     case DType::Bool:
       tensor.data<uint8_t>()[i] = v != 0;
@@ -697,6 +710,7 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
   std::vector<int32_t> int32Data;
   std::vector<int64_t> int64Data;
   std::vector<double> doubleData;
+  std::vector<uint64_t> uint64Data;
 
   while (!reader.atEnd()) {
     uint64_t tag = reader.varint("a field tag");
@@ -766,6 +780,11 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
                      doubleData.push_back(value);
                    });
       break;
+    case 11: // uint64_data: repeated uint64 (UINT32, UINT64)
+      readRepeated(reader, wire, Varint, 0, "uint64_data", [&](ProtoReader &r) {
+        uint64Data.push_back(r.varint("uint64_data"));
+      });
+      break;
     case 13: // external_data
       fail(path, "external data is not supported (the tensor's data lives "
                  "in a separate file); re-save it with the data embedded");
@@ -775,7 +794,7 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
         fail(path, "external data is not supported (data_location is "
                    "EXTERNAL); re-save it with the data embedded");
       break;
-    default: // doc_string, string_data, uint64_data, metadata_props, ...
+    default: // doc_string, string_data, metadata_props, ...
       reader.skip(wire, field);
       break;
     }
@@ -793,13 +812,15 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
     size_t size;
     bool matches;
   };
-  bool usesInt32 =
-      dtype != DType::F32 && dtype != DType::F64 && dtype != DType::I64;
+  bool usesUint64 = dtype == DType::U32 || dtype == DType::U64;
+  bool usesInt32 = dtype != DType::F32 && dtype != DType::F64 &&
+                   dtype != DType::I64 && !usesUint64;
   const TypedField fields[] = {
       {"float_data", floatData.size(), dtype == DType::F32},
       {"int32_data", int32Data.size(), usesInt32},
       {"int64_data", int64Data.size(), dtype == DType::I64},
       {"double_data", doubleData.size(), dtype == DType::F64},
+      {"uint64_data", uint64Data.size(), usesUint64},
   };
   const TypedField *typed = nullptr;
   for (const TypedField &f : fields) {
@@ -843,6 +864,18 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
       break;
     case DType::I64:
       std::memcpy(tensor.raw(), int64Data.data(), count * sizeof(int64_t));
+      break;
+    case DType::U64:
+      std::memcpy(tensor.raw(), uint64Data.data(), count * sizeof(uint64_t));
+      break;
+    case DType::U32:
+      for (size_t i = 0; i < count; ++i) {
+        if (uint64Data[i] > UINT32_MAX)
+          fail(path, "uint64_data[" + std::to_string(i) +
+                         "] = " + std::to_string(uint64Data[i]) +
+                         " is out of range for UINT32");
+        tensor.data<uint32_t>()[i] = static_cast<uint32_t>(uint64Data[i]);
+      }
       break;
     default:
       storeInt32Data(path, tensor, int32Data);

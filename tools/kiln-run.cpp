@@ -346,6 +346,18 @@ std::string formatElement(const kiln::Tensor &tensor, int64_t i) {
     std::snprintf(buffer, sizeof(buffer), "%" PRId64,
                   tensor.data<int64_t>()[i]);
     break;
+  case kiln::DType::U16:
+    std::snprintf(buffer, sizeof(buffer), "%u",
+                  static_cast<unsigned>(tensor.data<uint16_t>()[i]));
+    break;
+  case kiln::DType::U32:
+    std::snprintf(buffer, sizeof(buffer), "%" PRIu32,
+                  tensor.data<uint32_t>()[i]);
+    break;
+  case kiln::DType::U64:
+    std::snprintf(buffer, sizeof(buffer), "%" PRIu64,
+                  tensor.data<uint64_t>()[i]);
+    break;
   case kiln::DType::U8:
   case kiln::DType::Bool:
     std::snprintf(buffer, sizeof(buffer), "%u",

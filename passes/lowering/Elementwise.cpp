@@ -69,6 +69,9 @@ bool lowering::isElementwiseFamily(Operation *op) {
 
 namespace {
 bool isFloat(Value v) { return isa<FloatType>(v.getType()); }
+// Bodies are built on the graph's element types: ui8..ui64 pick the unsigned
+// arith ops here, and LowerKernels makes the types signless afterwards.
+bool isUnsigned(Value v) { return v.getType().isUnsignedInteger(); }
 
 template <typename FOp, typename IOp>
 Value arithBinary(OpBuilder &b, Location loc, ValueRange a) {
@@ -77,16 +80,63 @@ Value arithBinary(OpBuilder &b, Location loc, ValueRange a) {
   return b.create<IOp>(loc, a[0], a[1]);
 }
 
+// Like arithBinary, with UOp for unsigned integers.
+template <typename FOp, typename SOp, typename UOp>
+Value signedBinary(OpBuilder &b, Location loc, ValueRange a) {
+  if (isUnsigned(a[0]))
+    return b.create<UOp>(loc, a[0], a[1]);
+  return arithBinary<FOp, SOp>(b, loc, a);
+}
+
+arith::CmpIPredicate unsignedPredicate(arith::CmpIPredicate p) {
+  using P = arith::CmpIPredicate;
+  switch (p) {
+  case P::slt:
+    return P::ult;
+  case P::sle:
+    return P::ule;
+  case P::sgt:
+    return P::ugt;
+  case P::sge:
+    return P::uge;
+  default:
+    return p;
+  }
+}
+
 template <typename MathOp>
 Value unaryMath(OpBuilder &b, Location loc, ValueRange a) {
   return b.create<MathOp>(loc, a[0]);
 }
 
+// Signed integer predicates I become their unsigned twins on unsigned types.
 template <arith::CmpFPredicate F, arith::CmpIPredicate I>
 Value compare(OpBuilder &b, Location loc, ValueRange a) {
   if (isFloat(a[0]))
     return b.create<arith::CmpFOp>(loc, F, a[0], a[1]);
-  return b.create<arith::CmpIOp>(loc, I, a[0], a[1]);
+  return b.create<arith::CmpIOp>(
+      loc, isUnsigned(a[0]) ? unsignedPredicate(I) : I, a[0], a[1]);
+}
+
+// ONNX BitShift, as numpy does it: a shift count that is negative or at
+// least the bit width (out of range: arith would give poison) shifts every
+// bit out, giving 0, or -1 for an arithmetic right shift of a negative value.
+Value shift(OpBuilder &b, Location loc, ValueRange a, bool left) {
+  Type t = a[0].getType();
+  unsigned bits = t.getIntOrFloatBitWidth();
+  // Unsigned compare: a negative count is out of range too.
+  Value outOfRange = b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::uge, a[1], lowering::scalar(b, loc, t, bits));
+  Value zero = lowering::scalar(b, loc, t, 0);
+  if (left)
+    return b.create<arith::SelectOp>(loc, outOfRange, zero,
+                                     b.create<arith::ShLIOp>(loc, a[0], a[1]));
+  if (isUnsigned(a[0]))
+    return b.create<arith::SelectOp>(loc, outOfRange, zero,
+                                     b.create<arith::ShRUIOp>(loc, a[0], a[1]));
+  Value count = b.create<arith::SelectOp>(
+      loc, outOfRange, lowering::scalar(b, loc, t, bits - 1), a[1]);
+  return b.create<arith::ShRSIOp>(loc, a[0], count);
 }
 
 // x * Phi(x): exact with erf, or the tanh approximation.
@@ -145,8 +195,9 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Case([](AddOp) { return arithBinary<arith::AddFOp, arith::AddIOp>; })
           .Case([](SubOp) { return arithBinary<arith::SubFOp, arith::SubIOp>; })
           .Case([](MulOp) { return arithBinary<arith::MulFOp, arith::MulIOp>; })
-          .Case(
-              [](DivOp) { return arithBinary<arith::DivFOp, arith::DivSIOp>; })
+          .Case([](DivOp) {
+            return signedBinary<arith::DivFOp, arith::DivSIOp, arith::DivUIOp>;
+          })
           .Case([&](ExpandOp) -> Body {
             return [](OpBuilder &, Location, ValueRange a) -> Value {
               return a[0];
@@ -165,13 +216,24 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
                 return from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth()
                            ? nb.create<arith::ExtFOp>(l, to, x).getResult()
                            : nb.create<arith::TruncFOp>(l, to, x).getResult();
+              bool fromUnsigned = from.isUnsignedInteger();
               if (!fromFloat && toFloat)
-                return nb.create<arith::SIToFPOp>(l, to, x);
+                return fromUnsigned
+                           ? nb.create<arith::UIToFPOp>(l, to, x).getResult()
+                           : nb.create<arith::SIToFPOp>(l, to, x).getResult();
               if (fromFloat)
-                return nb.create<arith::FPToSIOp>(l, to, x);
-              return from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth()
-                         ? nb.create<arith::ExtSIOp>(l, to, x).getResult()
-                         : nb.create<arith::TruncIOp>(l, to, x).getResult();
+                return to.isUnsignedInteger()
+                           ? nb.create<arith::FPToUIOp>(l, to, x).getResult()
+                           : nb.create<arith::FPToSIOp>(l, to, x).getResult();
+              unsigned fromBits = from.getIntOrFloatBitWidth(),
+                       toBits = to.getIntOrFloatBitWidth();
+              if (fromBits == toBits) // e.g. i32 <-> ui32: the same bits
+                return x;
+              if (fromBits > toBits)
+                return nb.create<arith::TruncIOp>(l, to, x);
+              return fromUnsigned
+                         ? nb.create<arith::ExtUIOp>(l, to, x).getResult()
+                         : nb.create<arith::ExtSIOp>(l, to, x).getResult();
             };
           })
           .Case([&](LogOp) { return unaryMath<math::LogOp>; })
@@ -192,20 +254,35 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
             return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
               if (isFloat(a[0]))
                 return nb.create<math::AbsFOp>(l, a[0]);
+              if (isUnsigned(a[0]))
+                return a[0];
               return nb.create<math::AbsIOp>(l, a[0]);
             };
           })
           .Case([&](NotOp) -> Body {
             return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-              return nb.create<arith::XOrIOp>(l, a[0],
-                                              scalar(nb, l, a[0].getType(), 1));
+              // All ones: logical not of i1, bitwise not of other integers.
+              return nb.create<arith::XOrIOp>(
+                  l, a[0], scalar(nb, l, a[0].getType(), -1));
             };
           })
           .Case([](MaxOp) {
-            return arithBinary<arith::MaximumFOp, arith::MaxSIOp>;
+            return signedBinary<arith::MaximumFOp, arith::MaxSIOp,
+                                arith::MaxUIOp>;
           })
           .Case([](MinOp) {
-            return arithBinary<arith::MinimumFOp, arith::MinSIOp>;
+            return signedBinary<arith::MinimumFOp, arith::MinSIOp,
+                                arith::MinUIOp>;
+          })
+          .Case([&](ShiftLeftOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return shift(nb, l, a, /*left=*/true);
+            };
+          })
+          .Case([&](ShiftRightOp) -> Body {
+            return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              return shift(nb, l, a, /*left=*/false);
+            };
           })
           .Case([](AndOp) { return arithBinary<arith::AndIOp, arith::AndIOp>; })
           .Case([](OrOp) { return arithBinary<arith::OrIOp, arith::OrIOp>; })
@@ -249,6 +326,8 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Case([&](ModOp mop) -> Body {
             bool fmod = mop.getFmod();
             return [fmod](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              if (isUnsigned(a[0])) // both conventions agree
+                return nb.create<arith::RemUIOp>(l, a[0], a[1]);
               Value r =
                   isFloat(a[0])
                       ? nb.create<arith::RemFOp>(l, a[0], a[1]).getResult()
@@ -288,6 +367,8 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           })
           .Case([&](ReluOp) -> Body {
             return [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              if (isUnsigned(a[0])) // never negative
+                return a[0];
               Value zero = scalar(nb, l, a[0].getType(), 0);
               if (isFloat(a[0]))
                 return nb.create<arith::MaximumFOp>(l, a[0], zero);
@@ -357,10 +438,10 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Default([](Operation *) { return Body(); });
   if (!body)
     return op->emitOpError() << "has no elementwise lowering";
-  bool integerOk =
-      isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp, AbsOp, NotOp,
-          MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp,
-          GreaterOp, GreaterEqualOp, WhereOp, ExpandOp, SignOp, ModOp>(op);
+  bool integerOk = isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp, AbsOp,
+                       NotOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp, LessOp,
+                       LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp,
+                       ExpandOp, SignOp, ModOp, ShiftLeftOp, ShiftRightOp>(op);
   if (!integerOk && failed(needFloat()))
     return failure();
   return buildElementwise(b, loc, plain, operands, body);

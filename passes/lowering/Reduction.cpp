@@ -31,11 +31,15 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
   unsigned bits = floating ? 0 : element.getIntOrFloatBitWidth();
   Value init;
   if (!floating && (kind == "max" || kind == "min")) {
-    // The smallest or largest value of the (signed) integer type.
+    // The smallest or largest value of the integer type.
     // (bool: max is "any", from false; min is "all", from true).
-    APInt extreme = bits == 1       ? APInt(1, kind == "min")
-                    : kind == "max" ? APInt::getSignedMinValue(bits)
-                                    : APInt::getSignedMaxValue(bits);
+    bool isUnsigned = element.isUnsignedInteger();
+    APInt extreme = bits == 1 ? APInt(1, kind == "min")
+                    : kind == "max"
+                        ? (isUnsigned ? APInt::getMinValue(bits)
+                                      : APInt::getSignedMinValue(bits))
+                        : (isUnsigned ? APInt::getMaxValue(bits)
+                                      : APInt::getSignedMaxValue(bits));
     Value empty = b.create<tensor::EmptyOp>(loc, outType.getShape(), element);
     Value v =
         b.create<arith::ConstantOp>(loc, b.getIntegerAttr(element, extreme));
@@ -74,6 +78,7 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
            iterators,
            [&](OpBuilder &nb, Location l, ValueRange a) {
              Value v;
+             bool isUnsigned = element.isUnsignedInteger();
              if (bits == 1 && kind == "max")
                v = nb.create<arith::OrIOp>(l, a[1], a[0]);
              else if (bits == 1 && kind == "min")
@@ -81,11 +86,15 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
              else if (kind == "max")
                v = floating
                        ? nb.create<arith::MaximumFOp>(l, a[1], a[0]).getResult()
-                       : nb.create<arith::MaxSIOp>(l, a[1], a[0]);
+                   : isUnsigned
+                       ? nb.create<arith::MaxUIOp>(l, a[1], a[0]).getResult()
+                       : nb.create<arith::MaxSIOp>(l, a[1], a[0]).getResult();
              else if (kind == "min")
                v = floating
                        ? nb.create<arith::MinimumFOp>(l, a[1], a[0]).getResult()
-                       : nb.create<arith::MinSIOp>(l, a[1], a[0]);
+                   : isUnsigned
+                       ? nb.create<arith::MinUIOp>(l, a[1], a[0]).getResult()
+                       : nb.create<arith::MinSIOp>(l, a[1], a[0]).getResult();
              else if (kind == "prod")
                v = floating
                        ? nb.create<arith::MulFOp>(l, a[1], a[0]).getResult()

@@ -12,6 +12,7 @@
 
 #include "passes/lowering/Lowering.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -142,16 +143,27 @@ Value poolWindows(OpBuilder &b, Location loc, RankedTensorType outType,
           ValueRange{lowering::filled(b, loc, outType, identity)}, maps,
           iterators,
           [&](OpBuilder &nb, Location l, ValueRange a) {
+            Type t = a[0].getType();
             Value v =
-                max ? nb.create<arith::MaximumFOp>(l, a[2], a[0]).getResult()
-                    : nb.create<arith::AddFOp>(l, a[2], a[0]).getResult();
+                !max ? nb.create<arith::AddFOp>(l, a[2], a[0]).getResult()
+                : isa<FloatType>(t)
+                    ? nb.create<arith::MaximumFOp>(l, a[2], a[0]).getResult()
+                : t.isUnsignedInteger()
+                    ? nb.create<arith::MaxUIOp>(l, a[2], a[0]).getResult()
+                    : nb.create<arith::MaxSIOp>(l, a[2], a[0]).getResult();
             nb.create<linalg::YieldOp>(l, v);
           })
       .getResult(0);
 }
 
 Value lowerMaxPool(OpBuilder &b, MaxPoolOp op, Value in) {
-  double lowest = -std::numeric_limits<double>::infinity();
+  // The type's lowest value (exact in a double for every integer type).
+  Type element = cast<RankedTensorType>(in.getType()).getElementType();
+  double lowest = isa<FloatType>(element)
+                      ? -std::numeric_limits<double>::infinity()
+                  : element.isUnsignedInteger()
+                      ? 0.0
+                      : -std::ldexp(1.0, element.getIntOrFloatBitWidth() - 1);
   return poolWindows(b, op.getLoc(), lowering::plainResultType(op), in,
                      op.getKernelShape(), op.getStrides(), op.getPads(),
                      op.getDilations(), lowest, lowest, /*max=*/true);
@@ -190,7 +202,11 @@ Value lowerAvgPool(OpBuilder &b, AvgPoolOp op, Value in) {
 
 FailureOr<Value> lowering::lowerWindow(OpBuilder &b, Operation *op,
                                        ValueRange operands) {
-  if (!isa<FloatType>(plainResultType(op).getElementType()))
+  Type element = plainResultType(op).getElementType();
+  if (auto pool = dyn_cast<MaxPoolOp>(op);
+      pool && isa<IntegerType>(element) && !element.isInteger(1))
+    return lowerMaxPool(b, pool, operands[0]);
+  if (!isa<FloatType>(element))
     return op->emitOpError() << "needs a floating-point element type";
   if (auto conv = dyn_cast<ConvOp>(op))
     return lowerConv(b, conv, operands);

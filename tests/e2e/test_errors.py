@@ -103,10 +103,28 @@ class UnsupportedModelTest(kt.KilnTestCase):
     def test_unsupported_element_type(self):
         from onnx import TensorProto, helper as h
         model = onnx_model([h.make_node("Add", ["x", "x"], ["y"])],
+                           [tensor("x", [3], TensorProto.BFLOAT16)],
+                           [tensor("y", [3], TensorProto.BFLOAT16)])
+        self.compile_fails(model, "bfloat16_input", "bfloat16", "element type",
+                           case_sensitive=False)
+
+    def test_float_only_op_on_unsigned(self):
+        # Unsigned integers are supported, but Sqrt is not defined on them.
+        from onnx import TensorProto, helper as h
+        model = onnx_model([h.make_node("Sqrt", ["x"], ["y"])],
+                           [tensor("x", [3], TensorProto.UINT16)],
+                           [tensor("y", [3], TensorProto.UINT16)])
+        self.compile_fails(model, "sqrt_uint16", "kiln.sqrt", "floating-point",
+                           "ui16")
+
+    def test_bitshift_bad_direction(self):
+        from onnx import TensorProto, helper as h
+        model = onnx_model([h.make_node("BitShift", ["x", "x"], ["y"],
+                                        direction="UP")],
                            [tensor("x", [3], TensorProto.UINT8)],
                            [tensor("y", [3], TensorProto.UINT8)])
-        self.compile_fails(model, "uint8_input", ("uint8", "u8"), "element type",
-                           case_sensitive=False)
+        self.compile_fails(model, "bitshift_up", "BitShift", "LEFT or RIGHT",
+                           "'UP'")
 
     def test_sequence_input(self):
         from onnx import TensorProto, helper as h

@@ -162,6 +162,7 @@ enum : int {
   Name = 8,
   RawData = 9,
   DoubleData = 10,
+  Uint64Data = 11,
   DocString = 12,
   DataLocation = 14,
 };
@@ -173,7 +174,10 @@ enum : uint64_t {
   OnnxString = 8,
   OnnxBool = 9,
   OnnxFloat16 = 10,
-  OnnxDouble = 11
+  OnnxDouble = 11,
+  OnnxUint16 = 4,
+  OnnxUint32 = 12,
+  OnnxUint64 = 13
 };
 
 //===----------------------------------------------------------------------===//
@@ -181,9 +185,9 @@ enum : uint64_t {
 //===----------------------------------------------------------------------===//
 
 TEST_F(TensorIOTest, NpyRoundTripAllDTypesAndShapes) {
-  const DType dtypes[] = {DType::F32, DType::F64, DType::F16,
-                          DType::I8,  DType::I16, DType::I32,
-                          DType::I64, DType::U8,  DType::Bool};
+  const DType dtypes[] = {DType::F32,  DType::F64, DType::F16, DType::I8,
+                          DType::I16,  DType::I32, DType::I64, DType::U8,
+                          DType::Bool, DType::U16, DType::U32, DType::U64};
   const std::vector<std::vector<int64_t>> shapes = {
       {}, {5}, {2, 3}, {0, 4}, {1, 2, 3, 4}, {64, 10}};
   int fileIndex = 0;
@@ -376,8 +380,8 @@ TEST_F(TensorIOTest, NpyUnsupportedOrMalformedHeadersThrow) {
   const Case cases[] = {
       {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
        "fortran_order"},
-      {"{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }",
-       "unsupported dtype '<u4'"},
+      {"{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }",
+       "unsupported dtype '<c8'"},
       {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
        "structured dtypes"},
       {"{'descr': '<f4', 'fortran_order': False, }", "missing key 'shape'"},
@@ -529,6 +533,44 @@ TEST_F(TensorIOTest, TensorProtoInt32DataIsNarrowed) {
                                 varintField(Int32Data, 256));
   expectError(
       overflow, [&] { readTensorProto(overflow); }, "out of range for UINT8");
+}
+
+TEST_F(TensorIOTest, TensorProtoUnsignedTypes) {
+  // UINT16 in int32_data; UINT32 and UINT64 in uint64_data.
+  std::string u16 =
+      writeFile("u16.pb", packedDims({2}) + varintField(DataType, OnnxUint16) +
+                              bytesField(Int32Data, varint(65535) + varint(7)));
+  Tensor t16 = readTensorProto(u16);
+  EXPECT_EQ(t16.dtype(), DType::U16);
+  EXPECT_EQ(t16.data<uint16_t>()[0], 65535);
+  EXPECT_EQ(t16.data<uint16_t>()[1], 7);
+
+  std::string u32 = writeFile(
+      "u32.pb", packedDims({2}) + varintField(DataType, OnnxUint32) +
+                    bytesField(Uint64Data, varint(4294967295u) + varint(1)));
+  Tensor t32 = readTensorProto(u32);
+  EXPECT_EQ(t32.dtype(), DType::U32);
+  EXPECT_EQ(t32.data<uint32_t>()[0], 4294967295u);
+  EXPECT_EQ(t32.data<uint32_t>()[1], 1u);
+
+  std::string u64 =
+      writeFile("u64.pb", packedDims({1}) + varintField(DataType, OnnxUint64) +
+                              varintField(Uint64Data, ~0ULL));
+  Tensor t64 = readTensorProto(u64);
+  EXPECT_EQ(t64.dtype(), DType::U64);
+  EXPECT_EQ(t64.data<uint64_t>()[0], ~0ULL);
+
+  std::string overflow = writeFile(
+      "u32big.pb", packedDims({1}) + varintField(DataType, OnnxUint32) +
+                       varintField(Uint64Data, 1ULL << 32));
+  expectError(
+      overflow, [&] { readTensorProto(overflow); }, "out of range for UINT32");
+  std::string wrongField = writeFile(
+      "u64int32.pb", packedDims({1}) + varintField(DataType, OnnxUint64) +
+                         varintField(Int32Data, 1));
+  expectError(
+      wrongField, [&] { readTensorProto(wrongField); },
+      "int32_data is set but the tensor is a UINT64 tensor");
 }
 
 TEST_F(TensorIOTest, TensorProtoSkipsUnknownFields) {

@@ -40,7 +40,20 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-enum class DType : uint8_t { F32, F64, F16, I8, I16, I32, I64, U8, Bool };
+enum class DType : uint8_t {
+  F32,
+  F64,
+  F16,
+  I8,
+  I16,
+  I32,
+  I64,
+  U8,
+  Bool,
+  U16,
+  U32,
+  U64
+};
 
 /// "f32", "i64", ... (the manifest's spelling).
 const char *dtypeName(DType dtype);

@@ -166,3 +166,26 @@ func.func @dynamic(%x: tensor<?x4xf32, #kiln.device<cpu>>) -> tensor<?x4xf32, #k
   }
   return %k : tensor<?x4xf32, #kiln.device<cpu>>
 }
+
+// -----
+
+// Unsigned integers: the body picks the unsigned arith ops (divui, cmpi ult,
+// shrui with a saturating select), then the kernel level is signless.
+// CHECK-LABEL: func.func @unsigned
+// CHECK: ^bb0(%{{.+}}: tensor<4xi8>, %{{.+}}: tensor<4xi8>):
+// CHECK: arith.divui
+// CHECK: arith.cmpi uge
+// CHECK: arith.shrui
+// CHECK: arith.select
+// CHECK: arith.cmpi ult
+// CHECK: kiln.yield %{{.+}}, %{{.+}} : tensor<4xi8>, tensor<4xi1>
+func.func @unsigned(%x: tensor<4xui8, #kiln.device<cpu>>, %y: tensor<4xui8, #kiln.device<cpu>>) -> (tensor<4xui8, #kiln.device<cpu>>, tensor<4xi1, #kiln.device<cpu>>) {
+  %k:2 = kiln.kernel(%x, %y : tensor<4xui8, #kiln.device<cpu>>, tensor<4xui8, #kiln.device<cpu>>) -> (tensor<4xui8, #kiln.device<cpu>>, tensor<4xi1, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<4xui8, #kiln.device<cpu>>, %b: tensor<4xui8, #kiln.device<cpu>>):
+    %d = kiln.div %a, %b : tensor<4xui8, #kiln.device<cpu>>, tensor<4xui8, #kiln.device<cpu>> -> tensor<4xui8, #kiln.device<cpu>>
+    %s = kiln.shift_right %d, %b : tensor<4xui8, #kiln.device<cpu>>, tensor<4xui8, #kiln.device<cpu>> -> tensor<4xui8, #kiln.device<cpu>>
+    %l = kiln.less %a, %b : tensor<4xui8, #kiln.device<cpu>>, tensor<4xui8, #kiln.device<cpu>> -> tensor<4xi1, #kiln.device<cpu>>
+    kiln.yield %s, %l : tensor<4xui8, #kiln.device<cpu>>, tensor<4xi1, #kiln.device<cpu>>
+  }
+  return %k#0, %k#1 : tensor<4xui8, #kiln.device<cpu>>, tensor<4xi1, #kiln.device<cpu>>
+}
