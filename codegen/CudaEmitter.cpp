@@ -42,6 +42,11 @@ typedef unsigned long long uint64_t;
 // NaN-propagating max/min, as arith.maximumf/minimumf (and torch) define them.
 template <typename T> __device__ inline T kiln_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
 template <typename T> __device__ inline T kiln_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
+// Unsigned max/min of values kept in signed types (warp reductions).
+__device__ inline int kiln_umax(int a, int b) { return (unsigned)a > (unsigned)b ? a : b; }
+__device__ inline long long kiln_umax(long long a, long long b) { return (unsigned long long)a > (unsigned long long)b ? a : b; }
+__device__ inline int kiln_umin(int a, int b) { return (unsigned)a < (unsigned)b ? a : b; }
+__device__ inline long long kiln_umin(long long a, long long b) { return (unsigned long long)a < (unsigned long long)b ? a : b; }
 )";
 
 struct Combiner;
@@ -173,6 +178,12 @@ std::optional<Combiner> warpCombiner(linalg::GenericOp op) {
       })
       .Case<arith::MinimumFOp, arith::MinSIOp>([&](auto) {
         return Combiner{"kiln_minimum({a}, {b})", highest};
+      })
+      .Case<arith::MaxUIOp>([](auto) {
+        return Combiner{"kiln_umax({a}, {b})", "0"};
+      })
+      .Case<arith::MinUIOp>([](auto) {
+        return Combiner{"kiln_umin({a}, {b})", "-1"};
       })
       // fmax/fmin ignore a NaN operand: NaN is their identity.
       .Case<arith::MaxNumFOp>([](auto) {

@@ -194,3 +194,24 @@ func.func @batched_matmul(%a: tensor<2x3x4xf32, #kiln.device<cuda:0>>, %b: tenso
   }
   return %0 : tensor<2x3x10xf32, #kiln.device<cuda:0>>
 }
+
+// An unsigned max (kept in signless i32) folds with unsigned compares from 0.
+// CHECK-LABEL: // kiln kernel kiln_k6
+// CHECK:     int32_t [[ACC:acc[0-9]+]] = 0;
+// CHECK:       [[ACC]] = kiln_umax([[ACC]], __shfl_down_sync(0xffffffffu, [[ACC]], offset));
+// CHECK:       out0[d0] = kiln_umax(out0[d0], [[ACC]]);
+func.func @row_umax(%x: tensor<2x64xi32, #kiln.device<cuda:0>>) -> tensor<2xi32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x : tensor<2x64xi32, #kiln.device<cuda:0>>) -> (tensor<2xi32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<2x64xi32>):
+    %zero = arith.constant 0 : i32
+    %e = tensor.empty() : tensor<2xi32>
+    %f = linalg.fill ins(%zero : i32) outs(%e : tensor<2xi32>) -> tensor<2xi32>
+    %m = linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "reduction"]} ins(%a0 : tensor<2x64xi32>) outs(%f : tensor<2xi32>) {
+    ^bb0(%in: i32, %acc: i32):
+      %r = arith.maxui %acc, %in : i32
+      linalg.yield %r : i32
+    } -> tensor<2xi32>
+    kiln.yield %m : tensor<2xi32>
+  }
+  return %0 : tensor<2xi32, #kiln.device<cuda:0>>
+}
