@@ -41,6 +41,14 @@ std::string kiln::cTypeName(Type t, const CStyle &style) {
   return "";
 }
 
+std::string kiln::iteratorList(linalg::GenericOp op) {
+  return llvm::join(llvm::map_range(op.getIteratorTypesArray(),
+                                    [](utils::IteratorType t) {
+                                      return stringifyIteratorType(t).str();
+                                    }),
+                    ", ");
+}
+
 namespace {
 std::string literal(Attribute attr) {
   if (auto f = dyn_cast<FloatAttr>(attr)) {

@@ -32,6 +32,9 @@ struct CStyle {
 
 extern const CStyle kCppStyle, kCudaStyle;
 
+/// "parallel, reduction, ...": a generic's iterators, for comments.
+std::string iteratorList(mlir::linalg::GenericOp op);
+
 /// The spelling of a scalar element type, or "" when unsupported.
 std::string cTypeName(mlir::Type element, const CStyle &style);
 

@@ -65,13 +65,7 @@ private:
 LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   declareOperands(op); // before the loops
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  os << "  // linalg.generic: "
-     << llvm::join(llvm::map_range(op.getIteratorTypesArray(),
-                                   [](utils::IteratorType t) {
-                                     return stringifyIteratorType(t).str();
-                                   }),
-                   ", ")
-     << "\n";
+  os << "  // linalg.generic: " << iteratorList(op) << "\n";
   std::string indent = "  ";
   for (auto [dim, size] : llvm::enumerate(ranges)) {
     os << indent

@@ -79,6 +79,18 @@ private:
                             typeName(type.getElementType()), name, slot);
     slotOf[name] = slot;
   }
+  /// Splits the flat index `var` into the generic's dims of kind `kind`,
+  /// row-major in dim order (`const idx dK = var % size; var /= size;`).
+  void splitIndex(raw_ostream &os, StringRef var, linalg::GenericOp op,
+                  utils::IteratorType kind, StringRef indent) {
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    auto iterators = op.getIteratorTypesArray();
+    for (int64_t d = ranges.size() - 1; d >= 0; --d)
+      if (iterators[d] == kind)
+        os << llvm::formatv("{3}const {2} d{0} = {4} % {1};\n"
+                            "{3}{4} /= {1};\n",
+                            d, ranges[d], idx, indent, var);
+  }
   raw_ostream &beginPhase(int64_t threads) {
     phases.push_back({threads, "", nullptr});
     phaseStream =
@@ -211,19 +223,10 @@ LogicalResult CudaEmitter::emitWarpReduction(linalg::GenericOp op,
   for (auto [d, it] : llvm::enumerate(iterators))
     (it == utils::IteratorType::parallel ? outputs : trips) *= ranges[d];
   raw_ostream &os = beginPhase(outputs * 32);
-  os << "    // linalg.generic: "
-     << llvm::join(llvm::map_range(iterators,
-                                   [](utils::IteratorType t) {
-                                     return stringifyIteratorType(t).str();
-                                   }),
-                   ", ")
+  os << "    // linalg.generic: " << iteratorList(op)
      << " (one warp per output)\n";
   os << "    const int lane = (int)(i & 31);\n    " << idx << " r = i >> 5;\n";
-  for (int64_t d = ranges.size() - 1; d >= 0; --d)
-    if (iterators[d] == utils::IteratorType::parallel)
-      os << llvm::formatv("    const {2} d{0} = r % {1};\n"
-                          "    r /= {1};\n",
-                          d, ranges[d], idx);
+  splitIndex(os, "r", op, utils::IteratorType::parallel, "    ");
   Value result = op.getResult(0);
   std::string type = typeName(getElementTypeOrSelf(result.getType()));
   std::string acc = fresh("acc");
@@ -231,11 +234,7 @@ LogicalResult CudaEmitter::emitWarpReduction(linalg::GenericOp op,
   os << llvm::formatv("    for ({1} q = lane; q < {0}; q += 32) {{\n", trips,
                       idx);
   os << "      " << idx << " rq = q;\n";
-  for (int64_t d = ranges.size() - 1; d >= 0; --d)
-    if (iterators[d] == utils::IteratorType::reduction)
-      os << llvm::formatv("      const {2} d{0} = rq % {1};\n"
-                          "      rq /= {1};\n",
-                          d, ranges[d], idx);
+  splitIndex(os, "rq", op, utils::IteratorType::reduction, "      ");
   if (failed(emitGenericBody(op, "      ", acc)))
     return failure();
   os << "    }\n";
@@ -362,21 +361,12 @@ LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
   if (!parallel)
     threads = 1;
   raw_ostream &os = beginPhase(threads);
-  os << "    // linalg.generic: "
-     << llvm::join(llvm::map_range(iterators,
-                                   [](utils::IteratorType t) {
-                                     return stringifyIteratorType(t).str();
-                                   }),
-                   ", ")
+  os << "    // linalg.generic: " << iteratorList(op)
      << (parallel ? "" : " (serial: the output map is not one-to-one)") << "\n";
   std::string indent = "    ";
   if (parallel) {
     os << "    " << idx << " r = i;\n";
-    for (int64_t d = ranges.size() - 1; d >= 0; --d)
-      if (iterators[d] == utils::IteratorType::parallel)
-        os << llvm::formatv("    const {2} d{0} = r % {1};\n"
-                            "    r /= {1};\n",
-                            d, ranges[d], idx);
+    splitIndex(os, "r", op, utils::IteratorType::parallel, "    ");
     os << "    (void)r;\n";
   }
   bool reduces = !parallel || llvm::any_of(iterators, [](auto it) {

@@ -20,7 +20,6 @@
 #include <cstdlib>
 #include <dlfcn.h>
 #include <mutex>
-#include <unistd.h>
 #include <vector>
 
 using namespace llvm;
@@ -155,18 +154,8 @@ Expected<std::string> compilePtx(const std::string &source,
   while (!ptx.empty() && ptx.back() == '\0')
     ptx.pop_back();
 
-  if (!cached.empty() && !sys::fs::create_directories(cacheDir)) {
-    // Publish atomically: write beside, then rename.
-    std::string tmp = (cached + ".tmp" + std::to_string(::getpid())).str();
-    std::error_code ec;
-    {
-      raw_fd_ostream out(tmp, ec);
-      if (!ec)
-        out << ptx;
-    }
-    if (!ec)
-      (void)sys::fs::rename(tmp, cached);
-  }
+  if (!cached.empty())
+    publishCached(cached, ptx);
   return ptx;
 }
 

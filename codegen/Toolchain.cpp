@@ -231,15 +231,23 @@ compileSharedObject(const std::string &prelude,
       return e;
   }
   auto bytes = readBytes(so);
-  if (bytes && !cached.empty()) {
-    // Publish atomically: write beside, then rename.
-    if (!sys::fs::create_directories(cacheDir)) {
-      std::string tmp = (cached + ".tmp" + std::to_string(::getpid())).str();
-      if (!sys::fs::copy_file(so, tmp))
-        (void)sys::fs::rename(tmp, cached);
-    }
-  }
+  if (bytes && !cached.empty())
+    publishCached(cached, StringRef(bytes->data(), bytes->size()));
   return bytes;
+}
+
+void publishCached(StringRef path, StringRef bytes) {
+  if (sys::fs::create_directories(sys::path::parent_path(path)))
+    return;
+  std::string tmp = (path + ".tmp" + std::to_string(::getpid())).str();
+  std::error_code ec;
+  {
+    raw_fd_ostream out(tmp, ec, sys::fs::OF_None);
+    if (!ec)
+      out << bytes;
+  }
+  if (ec || sys::fs::rename(tmp, path))
+    (void)sys::fs::remove(tmp);
 }
 
 std::vector<std::string> targetCpuFeatures(const std::string &targetCpu) {

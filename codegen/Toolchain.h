@@ -48,6 +48,10 @@ compileSharedObject(const std::string &prelude,
 /// else ~/.cache/kiln/code; "" when caching is off ("none").
 std::string codeCacheDirectory(const std::string &configured);
 
+/// Writes `bytes` to `path` in the code cache atomically (beside it, then a
+/// rename), creating its folder; a failure only means no cache entry.
+void publishCached(llvm::StringRef path, llvm::StringRef bytes);
+
 /// The CPU features code compiled for `targetCpu` may use, as the runtime
 /// checks them at load ("avx2", "avx512f", ...).
 std::vector<std::string> targetCpuFeatures(const std::string &targetCpu);
