@@ -99,6 +99,27 @@ std::string cAffine(AffineExpr e, ArrayRef<std::string> dims = {},
   }
 }
 
+// a * b for C expressions, folded when both are numbers.
+std::string mulExpr(const std::string &a, const std::string &b) {
+  int64_t x, y;
+  bool constA = !StringRef(a).getAsInteger(10, x),
+       constB = !StringRef(b).getAsInteger(10, y);
+  if (constA && constB)
+    return std::to_string(x * y);
+  if (constA && x == 1)
+    return b;
+  if (constB && y == 1)
+    return a;
+  return "(" + a + " * " + b + ")";
+}
+
+// A C string literal of `text`.
+std::string quoted(StringRef text) {
+  std::string s = "\"";
+  for (char c : text)
+    s += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return s + "\"";
+}
 } // namespace
 
 std::string CEmitter::bufferFor(Value tensor) {
@@ -106,23 +127,142 @@ std::string CEmitter::bufferFor(Value tensor) {
   if (it != buffers.end())
     return it->second;
   std::string name = fresh("t");
-  declareBuffer(cast<RankedTensorType>(tensor.getType()), name);
+  declareBuffer(cast<RankedTensorType>(tensor.getType()), name,
+                numElements(tensor));
   buffers[tensor] = name;
   return name;
 }
 
-std::string CEmitter::index(Value tensor, AffineMap map) {
-  auto shape = cast<RankedTensorType>(tensor.getType()).getShape();
-  std::string expr;
-  int64_t stride = 1;
-  for (int64_t i = shape.size() - 1; i >= 0; --i) {
-    std::string term = cAffine(map.getResult(i));
-    if (stride != 1)
-      term += " * " + std::to_string(stride);
+// The row-major offset of the element at `indices` (C expressions) in
+// `tensor`.
+static std::string rowMajor(ArrayRef<std::string> indices,
+                            llvm::function_ref<std::string(int64_t)> dimSize) {
+  std::string expr, stride = "1";
+  for (int64_t i = indices.size() - 1; i >= 0; --i) {
+    std::string term = indices[i];
+    if (stride != "1")
+      term += " * " + stride;
     expr = expr.empty() ? term : term + " + " + expr;
-    stride *= shape[i];
+    stride = mulExpr(stride, dimSize(i));
   }
   return expr.empty() ? "0" : expr;
+}
+
+std::string CEmitter::index(Value tensor, AffineMap map) {
+  SmallVector<std::string> indices;
+  for (AffineExpr e : map.getResults())
+    indices.push_back(cAffine(e));
+  return rowMajor(indices, [&](int64_t i) { return dimExpr(tensor, i); });
+}
+
+std::string CEmitter::dimExpr(Value tensor, int64_t i) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  if (!type.isDynamicDim(i))
+    return std::to_string(type.getDimSize(i));
+  Block &block = kernel.getBody().front();
+  if (auto arg = dyn_cast<BlockArgument>(tensor)) {
+    if (arg.getOwner() != &block)
+      return "";
+    int64_t offset = 0;
+    for (BlockArgument before :
+         block.getArguments().take_front(arg.getArgNumber()))
+      offset += cast<RankedTensorType>(before.getType()).getRank();
+    return "dims[" + std::to_string(offset + i) + "]";
+  }
+  Operation *def = tensor.getDefiningOp();
+  if (auto empty = dyn_cast<tensor::EmptyOp>(def))
+    return scalars.lookup(empty.getDynamicSize(i));
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(def))
+    return dimExpr(dps.getDpsInits()[cast<OpResult>(tensor).getResultNumber()],
+                   i);
+  return "";
+}
+
+std::string CEmitter::numElements(Value tensor) {
+  std::string n = "1";
+  for (int64_t i = 0; i < cast<RankedTensorType>(tensor.getType()).getRank();
+       ++i)
+    n = mulExpr(n, dimExpr(tensor, i));
+  return n;
+}
+
+std::string CEmitter::loopRange(linalg::GenericOp op, unsigned d) {
+  int64_t size = op.getStaticLoopRanges()[d];
+  if (!ShapedType::isDynamic(size))
+    return std::to_string(size);
+  for (OpOperand &operand : op->getOpOperands())
+    for (auto [pos, e] :
+         llvm::enumerate(op.getMatchingIndexingMap(&operand).getResults()))
+      if (auto dim = dyn_cast<AffineDimExpr>(e); dim && dim.getPosition() == d)
+        if (std::string s = dimExpr(operand.get(), pos); !s.empty())
+          return s;
+  return "";
+}
+
+bool CEmitter::hasDynamicDims() {
+  SmallVector<Type> types(kernel.getBody().front().getArgumentTypes());
+  llvm::append_range(types, kernel.getResultTypes());
+  return llvm::any_of(types, [](Type t) {
+    return !cast<RankedTensorType>(t).hasStaticShape();
+  });
+}
+
+LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
+  raw_ostream &os = body();
+  Block &block = kernel.getBody().front();
+  auto isIndex = [](Type t) { return t.isIndex(); };
+  for (Operation &op : block.without_terminator()) {
+    if (op.getNumResults() == 0 || !llvm::all_of(op.getResultTypes(), isIndex))
+      continue;
+    if (failed(emitScalar(&op, os, "  ")))
+      return failure();
+  }
+  // Sizes one loop reads from several operands must agree.
+  for (auto generic : block.getOps<linalg::GenericOp>()) {
+    std::string node = nodeNames(generic.getLoc());
+    if (node.empty()) {
+      llvm::raw_string_ostream where(node);
+      where << generic.getLoc();
+    }
+    for (unsigned d = 0; d < generic.getNumLoops(); ++d) {
+      SmallVector<std::string> sizes;
+      for (OpOperand &operand : generic->getOpOperands())
+        for (auto [pos, e] : llvm::enumerate(
+                 generic.getMatchingIndexingMap(&operand).getResults()))
+          if (auto dim = dyn_cast<AffineDimExpr>(e);
+              dim && dim.getPosition() == d) {
+            std::string s = dimExpr(operand.get(), pos);
+            if (s.empty())
+              return generic.emitOpError()
+                     << "has a dynamic dim the kernel emitter cannot size";
+            if (!llvm::is_contained(sizes, s))
+              sizes.push_back(s);
+          }
+      for (size_t k = 1; k < sizes.size(); ++k)
+        os << "  if (" << sizes[0] << " != " << sizes[k] << ")\n    return "
+           << quoted("sizes " + sizes[0] + " and " + sizes[k] + " of " +
+                     symbol + " (" + node + ") differ")
+           << ";\n";
+    }
+  }
+  auto yield = cast<YieldOp>(block.getTerminator());
+  int64_t offset = 0;
+  for (BlockArgument arg : block.getArguments())
+    offset += cast<RankedTensorType>(arg.getType()).getRank();
+  for (Value value : yield.getValues()) {
+    auto type = cast<RankedTensorType>(value.getType());
+    for (int64_t i = 0; i < type.getRank(); ++i, ++offset) {
+      if (!type.isDynamicDim(i))
+        continue;
+      std::string size = dimExpr(value, i);
+      if (size.empty())
+        return kernel.emitOpError()
+               << "has a dynamic output dim the kernel emitter cannot size";
+      os << "  dims[" << offset << "] = " << size << ";\n";
+    }
+  }
+  os << "  return nullptr;\n";
+  return success();
 }
 
 void CEmitter::copyInit(Value init, Value result) {
@@ -137,7 +277,8 @@ void CEmitter::copyInit(Value init, Value result) {
   }
   std::string from = bufferFor(init), to = bufferFor(result);
   if (from != to)
-    emitCopy(to, from, cast<RankedTensorType>(result.getType()));
+    emitCopy(to, from, cast<RankedTensorType>(result.getType()),
+             numElements(result));
 }
 
 void CEmitter::declareOperands(linalg::GenericOp op) {
@@ -279,18 +420,18 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
                    v(0) + ")";
           })
           .Case<tensor::ExtractOp>([&](tensor::ExtractOp e) {
-            auto shape = e.getTensor().getType().getShape();
-            std::string expr;
-            int64_t stride = 1;
-            for (int64_t i = shape.size() - 1; i >= 0; --i) {
-              std::string term = scalars.lookup(e.getIndices()[i]);
-              if (stride != 1)
-                term += " * " + std::to_string(stride);
-              expr = expr.empty() ? term : term + " + " + expr;
-              stride *= shape[i];
-            }
+            SmallVector<std::string> indices;
+            for (Value i : e.getIndices())
+              indices.push_back(scalars.lookup(i));
             return bufferFor(e.getTensor()) + "[" +
-                   (expr.empty() ? "0" : expr) + "]";
+                   rowMajor(
+                       indices,
+                       [&](int64_t i) { return dimExpr(e.getTensor(), i); }) +
+                   "]";
+          })
+          .Case<tensor::DimOp>([&](tensor::DimOp d) -> std::string {
+            std::optional<int64_t> i = d.getConstantIndex();
+            return i ? dimExpr(d.getSource(), *i) : "";
           })
           .Case<arith::NegFOp>([&](auto) { return "-" + v(0); })
           .Case<arith::MaximumFOp, arith::MaxSIOp>(
@@ -391,6 +532,13 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
           .Default([](Operation *) { return ""; });
   if (expr.empty() || op->getNumResults() != 1)
     return op->emitOpError() << "is not supported by the kernel emitter";
+  // A dim, or an index constant, is named by its expression: equal sizes
+  // then read the same, and the dims checks compare them as such.
+  if (isa<tensor::DimOp>(op) ||
+      (isa<arith::ConstantOp>(op) && op->getResult(0).getType().isIndex())) {
+    scalars[op->getResult(0)] = expr;
+    return success();
+  }
   std::string name = fresh("v");
   os << indent << "const " << typeName(op->getResult(0).getType()) << " "
      << name << " = " << expr << ";\n";
@@ -425,9 +573,9 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
             .Case<tensor::EmptyOp>([](auto) { return success(); })
             .Case<linalg::FillOp>([&](linalg::FillOp fill) {
               Value result = fill.getResult(0);
-              emitFill(
-                  cast<RankedTensorType>(result.getType()).getNumElements(),
-                  bufferFor(result), scalars.lookup(fill.getInputs()[0]));
+              emitFill(cast<RankedTensorType>(result.getType()),
+                       numElements(result), bufferFor(result),
+                       scalars.lookup(fill.getInputs()[0]));
               return success();
             })
             .Case<linalg::GenericOp>([&](linalg::GenericOp g) -> LogicalResult {
@@ -447,10 +595,17 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
               decls() << "  const " << typeName(dense.getElementType()) << " "
                       << name << " = "
                       << literal(dense.getSplatValue<Attribute>()) << ";\n";
-              emitFill(dense.getNumElements(), bufferFor(c), name);
+              emitFill(cast<RankedTensorType>(c.getType()), numElements(c),
+                       bufferFor(c), name);
               return success();
             })
-            .Default([](Operation *other) {
+            .Default([&](Operation *other) -> LogicalResult {
+              // Scalars outside the loops: sizes of dynamic dims, values
+              // the loop bodies capture.
+              if (other->getNumResults() && other->getNumRegions() == 0 &&
+                  llvm::none_of(other->getResultTypes(),
+                                [](Type t) { return isa<ShapedType>(t); }))
+                return emitScalar(other, decls(), "  ");
               return other->emitOpError()
                      << "is not supported by the kernel emitter";
             });
@@ -460,7 +615,8 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
   for (auto [j, value] : llvm::enumerate(yield.getValues())) {
     std::string from = bufferFor(value);
     if (from != outputs[j])
-      emitCopy(outputs[j], from, cast<RankedTensorType>(value.getType()));
+      emitCopy(outputs[j], from, cast<RankedTensorType>(value.getType()),
+               numElements(value));
   }
   return success();
 }

@@ -1,13 +1,16 @@
 //===- CEmitter.h - the C-style base of the CPU and CUDA emitters -*- C++
 //-*-===//
 //
-// One kiln.kernel (lowered to linalg/tensor/arith/math on static tensors)
-// becomes C-family source. Everything both backends share lives here: the
-// spelling of scalar types, literals, affine index expressions and every
-// scalar op, the buffer of each tensor (destination-passing chains write
-// straight into the output), the operand reads and the yield write of a
-// linalg.generic body. A backend says how loops run (CppEmitter.cpp: nested
-// loops in one function; CudaEmitter.cpp: grid-stride loops in one
+// One kiln.kernel (lowered to linalg/tensor/arith/math on plain tensors)
+// becomes C-family source. A dynamic dim is read at run time: a kernel input's
+// from the `dims` array (every argument's dims, inputs then outputs), any
+// other tensor's from the index value its tensor.empty was sized with.
+// Everything both backends share lives here: the spelling of scalar types,
+// literals, affine index expressions and every scalar op, the buffer of each
+// tensor (destination-passing chains write straight into the output), the
+// operand reads and the yield write of a linalg.generic body. A backend says
+// how loops run (CppEmitter.cpp: nested loops in one function; CudaEmitter.cpp:
+// grid-stride loops in one
 // __global__ function per linalg op) and how memory is named.
 //
 //===----------------------------------------------------------------------===//
@@ -51,15 +54,19 @@ protected:
                               llvm::ArrayRef<std::string> outputs);
 
   // --- What a backend provides. ---
-  /// Declares memory for `type` named `name` (in the declarations).
+  /// Declares memory for `type` named `name` (in the declarations); `count`
+  /// is its number of elements, a C expression.
   virtual void declareBuffer(mlir::RankedTensorType type,
-                             const std::string &name) = 0;
-  /// `out[i] = value` for every i < n (`value` names a scalar).
-  virtual void emitFill(int64_t n, const std::string &out,
-                        const std::string &value) = 0;
+                             const std::string &name,
+                             const std::string &count) = 0;
+  /// `out[i] = value` for every element of `type` (`value` names a scalar;
+  /// `count` as above).
+  virtual void emitFill(mlir::RankedTensorType type, const std::string &count,
+                        const std::string &out, const std::string &value) = 0;
   /// `to[i] = from[i]` for every element of `type`.
   virtual void emitCopy(const std::string &to, const std::string &from,
-                        mlir::RankedTensorType type) = 0;
+                        mlir::RankedTensorType type,
+                        const std::string &count) = 0;
   /// Loops of `op` around emitGenericBody().
   virtual mlir::LogicalResult emitGenericLoops(mlir::linalg::GenericOp op) = 0;
   /// Where declarations (buffers, scalars outside loops) go.
@@ -78,6 +85,21 @@ protected:
   std::string bufferFor(mlir::Value tensor);
   /// The row-major offset of `map`'s result in `tensor`.
   std::string index(mlir::Value tensor, mlir::AffineMap map);
+  /// The size of dim `i` of `tensor` as a C expression: a number when
+  /// static, else `dims[k]` for a kernel argument's dim or the scalar its
+  /// tensor.empty was sized with; "" when unknown.
+  std::string dimExpr(mlir::Value tensor, int64_t i);
+  /// The number of elements of `tensor`, a C expression.
+  std::string numElements(mlir::Value tensor);
+  /// The trip count of loop `d` of `op`, a C expression ("" when unknown).
+  std::string loopRange(mlir::linalg::GenericOp op, unsigned d);
+  /// Whether any argument or result of the kernel has a dynamic dim.
+  bool hasDynamicDims();
+  /// The body of the kernel's dims function: computes the dynamic dims of
+  /// the outputs into `dims` from those of the inputs, returning an error
+  /// message when the inputs' dims disagree where the kernel needs them
+  /// equal (e.g. two operands of an add), else nullptr.
+  mlir::LogicalResult emitDimsBody(const std::string &symbol);
   /// Declares the buffers the generic's body reads, before its loops.
   void declareOperands(mlir::linalg::GenericOp op);
   /// The generic's body at loop variables d0, d1, ...: operand reads, scalar

@@ -1,8 +1,11 @@
 //===- CppEmitter.cpp - kernels as C++ functions for the CPU --------------===//
 //
 // One function per kernel, `extern "C" void SYMBOL(void **buffers)`; every
-// linalg op becomes a loop nest over its static loop ranges in the
-// generic's dimension order, and local tensors live on the heap.
+// linalg op becomes a loop nest over its loop ranges in the generic's
+// dimension order, and local tensors live on the heap. A kernel with dynamic
+// dims also gets `extern "C" const char *SYMBOL_dims(int64_t *dims)`, which
+// computes its outputs' dims from its inputs' (and checks that they agree),
+// and reads all of them from `buffers[N]` (N: the number of arguments).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,27 +38,32 @@ public:
   CppEmitter(KernelOp kernel, raw_ostream &os)
       : CEmitter(kernel, kCppStyle), os(os) {}
   LogicalResult emit(StringRef symbol);
+  LogicalResult emitDims(StringRef symbol);
+  using CEmitter::hasDynamicDims;
 
 private:
   raw_ostream &decls() override { return os; }
   raw_ostream &body() override { return os; }
-  void declareBuffer(RankedTensorType type, const std::string &name) override {
+  void declareBuffer(RankedTensorType type, const std::string &name,
+                     const std::string &count) override {
+    std::string n =
+        type.hasStaticShape()
+            ? std::to_string(std::max<int64_t>(type.getNumElements(), 1))
+            : "std::max<int64_t>(" + count + ", 1)";
     os << llvm::formatv("  std::unique_ptr<{0}[]> {1}_owner(new {0}[{2}]);\n"
                         "  {0} *__restrict {1} = {1}_owner.get();\n",
-                        typeName(type.getElementType()), name,
-                        std::max<int64_t>(type.getNumElements(), 1));
+                        typeName(type.getElementType()), name, n);
   }
-  void emitFill(int64_t n, const std::string &out,
-                const std::string &value) override {
+  void emitFill(RankedTensorType, const std::string &count,
+                const std::string &out, const std::string &value) override {
     os << llvm::formatv(
-        "  for (int64_t i = 0; i < {0}; ++i)\n    {1}[i] = {2};\n", n, out,
+        "  for (int64_t i = 0; i < {0}; ++i)\n    {1}[i] = {2};\n", count, out,
         value);
   }
   void emitCopy(const std::string &to, const std::string &from,
-                RankedTensorType type) override {
+                RankedTensorType type, const std::string &count) override {
     os << llvm::formatv("  std::memcpy({0}, {1}, sizeof({2}) * {3});\n", to,
-                        from, typeName(type.getElementType()),
-                        type.getNumElements());
+                        from, typeName(type.getElementType()), count);
   }
   LogicalResult emitGenericLoops(linalg::GenericOp op) override;
 
@@ -64,7 +72,13 @@ private:
 
 LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   declareOperands(op); // before the loops
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<std::string> ranges;
+  for (unsigned d = 0; d < op.getNumLoops(); ++d) {
+    ranges.push_back(loopRange(op, d));
+    if (ranges.back().empty())
+      return op.emitOpError()
+             << "has a dynamic loop the kernel emitter cannot size";
+  }
   os << "  // linalg.generic: " << iteratorList(op) << "\n";
   std::string indent = "  ";
   for (auto [dim, size] : llvm::enumerate(ranges)) {
@@ -82,10 +96,21 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   return success();
 }
 
+LogicalResult CppEmitter::emitDims(StringRef symbol) {
+  os << "extern \"C\" const char *" << symbol << "_dims(int64_t *dims) {\n";
+  if (failed(emitDimsBody(symbol.str())))
+    return failure();
+  os << "}\n";
+  return success();
+}
+
 LogicalResult CppEmitter::emit(StringRef symbol) {
   Block &block = kernel.getBody().front();
   os << "// kiln kernel " << symbol << ", from " << kernel.getLoc() << "\n";
   os << "extern \"C\" void " << symbol << "(void **buffers) {\n";
+  if (hasDynamicDims())
+    os << "  const int64_t *dims = static_cast<const int64_t *>(buffers["
+       << block.getNumArguments() + kernel.getNumResults() << "]);\n";
   size_t slot = 0;
   SmallVector<std::string> inputs, outputs;
   for (BlockArgument arg : block.getArguments()) {
@@ -118,7 +143,12 @@ FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
     return failure();
   std::string text;
   llvm::raw_string_ostream os(text);
-  if (failed(CppEmitter(kernel, os).emit(symbol)))
+  CppEmitter emitter(kernel, os);
+  if (failed(emitter.emit(symbol)))
+    return failure();
+  // The dims function, from a fresh emitter (its own scalar names).
+  if (emitter.hasDynamicDims() &&
+      failed(CppEmitter(kernel, os).emitDims(symbol)))
     return failure();
   return text;
 }

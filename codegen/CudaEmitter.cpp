@@ -69,7 +69,8 @@ private:
   };
   raw_ostream &decls() override { return declOs; }
   raw_ostream &body() override { return *phaseOs; }
-  void declareBuffer(RankedTensorType type, const std::string &name) override {
+  void declareBuffer(RankedTensorType type, const std::string &name,
+                     const std::string &) override {
     size_t slot = numArgs + scratch.size();
     Type element = type.getElementType();
     int64_t bytes =
@@ -98,12 +99,13 @@ private:
     phaseOs = phaseStream.get();
     return *phaseOs;
   }
-  void emitFill(int64_t n, const std::string &out,
-                const std::string &value) override {
-    beginPhase(n) << llvm::formatv("    {0}[i] = {1};\n", out, value);
+  void emitFill(RankedTensorType type, const std::string &,
+                const std::string &out, const std::string &value) override {
+    beginPhase(type.getNumElements())
+        << llvm::formatv("    {0}[i] = {1};\n", out, value);
   }
   void emitCopy(const std::string &to, const std::string &from,
-                RankedTensorType type) override {
+                RankedTensorType type, const std::string &) override {
     beginPhase(type.getNumElements())
         << llvm::formatv("    {0}[i] = {1}[i];\n", to, from);
   }
@@ -478,6 +480,15 @@ FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol,
                                            bool gemmLibrary) {
   if (failed(checkElementTypes(kernel, kCudaStyle, "CUDA")))
     return failure();
+  SmallVector<Type> types(kernel->getOperandTypes());
+  llvm::append_range(types, kernel->getResultTypes());
+  for (Type type : types)
+    if (!cast<RankedTensorType>(type).hasStaticShape())
+      return kernel.emitOpError()
+             << "has the dynamic type " << type
+             << ", which the CUDA backend does not support yet; bind the "
+                "symbolic input dims at compile time (kilnc --input-shape "
+                "NAME=D0xD1...)";
   CudaEmitter emitter(kernel);
   emitter.warpReductions = warpReductions;
   emitter.gemmLibrary = gemmLibrary;

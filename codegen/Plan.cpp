@@ -61,12 +61,14 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
     auto type = cast<RankedTensorType>(v.getType());
     std::string dtype = dtypeName(type.getElementType());
     DeviceAttr device = getDevice(type);
-    if (!type.hasStaticShape() || dtype.empty() || !device)
-      return emitError(v.getLoc())
-             << "cannot plan a value of type " << type
-             << " (needs a static shape, a supported dtype and a device)";
+    if (dtype.empty() || !device)
+      return emitError(v.getLoc()) << "cannot plan a value of type " << type
+                                   << " (needs a supported dtype and a device)";
+    std::vector<int64_t> shape; // -1: dynamic
+    for (int64_t d : type.getShape())
+      shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
     values.push_back({{"dtype", dtype},
-                      {"shape", type.getShape().vec()},
+                      {"shape", shape},
                       {"device", roleOf(device)},
                       {"kind", kind}});
     ids[v] = values.size() - 1;
@@ -119,6 +121,12 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
                        {"num_inputs", kernel.getInputs().size()},
                        {"nodes", nodeNames(kernel.getLoc())},
                        {"device", roleOf(device)}});
+      auto dynamic = [](Type t) {
+        return !cast<RankedTensorType>(t).hasStaticShape();
+      };
+      if (llvm::any_of(kernel->getOperandTypes(), dynamic) ||
+          llvm::any_of(kernel->getResultTypes(), dynamic))
+        steps.back()["dims"] = symbol + "_dims"; // see CppEmitter.cpp
       plan.kernels.emplace_back(kernel, symbol);
       continue;
     }
@@ -126,8 +134,11 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
       auto id = addValue(copy.getResult(), "temp");
       if (failed(id))
         return failure();
-      steps.push_back({{"copy", {ids.lookup(copy.getInput()), *id}},
-                       {"bytes", tensorBytes(copy.getResult())}});
+      auto type = cast<RankedTensorType>(copy.getType());
+      steps.push_back(
+          {{"copy", {ids.lookup(copy.getInput()), *id}},
+           {"bytes", type.hasStaticShape() ? tensorBytes(copy.getResult())
+                                           : 0}}); // 0: known at run time
       continue;
     }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -145,6 +156,7 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
       if (failed(id))
         return failure();
       values[*id]["of"] = ids.lookup(reshape.getInput());
+      values[*id]["reshape"] = reshape.getShape().vec();
       continue;
     }
     return op.emitOpError() << "cannot be placed in a host plan (expected "

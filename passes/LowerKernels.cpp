@@ -3,7 +3,9 @@
 // Algorithm: for each kiln.kernel, strip the device encoding from its block
 // arguments, rebuild each graph op of the body with the lowering of its op
 // family (passes/lowering/), point the yield at the new values and erase the
-// graph ops. Lowerings build on the graph's element types, so a scalar body
+// graph ops. A dynamic dim is sized at run time from the kernel's input
+// dims (lowering/Dims.cpp), where the op's lowering supports it. Lowerings
+// build on the graph's element types, so a scalar body
 // sees `ui8` and picks the unsigned arith op (divui, cmpi ult, extui, ...);
 // then every unsigned type and constant in the kernel is made signless, as
 // arith requires. Then fuse the elementwise linalg.generic ops of each kernel
@@ -28,19 +30,6 @@ using namespace mlir;
 using namespace kiln;
 
 namespace {
-
-LogicalResult requireStatic(Operation *op) {
-  SmallVector<Type> types(op->getOperandTypes());
-  llvm::append_range(types, op->getResultTypes());
-  for (Type type : types)
-    if (auto tensor = dyn_cast<RankedTensorType>(type))
-      if (!tensor.hasStaticShape())
-        return op->emitOpError()
-               << "needs static shapes for code generation, but has " << tensor
-               << "; bind symbolic input dims (kilnc --input-shape "
-                  "NAME=D0xD1...)";
-  return success();
-}
 
 // The op families and their lowerings (passes/lowering/).
 struct Family {
@@ -95,7 +84,7 @@ FailureOr<Value> lowerOp(OpBuilder &b, Operation *op, ValueRange operands) {
 LogicalResult lowerKernel(KernelOp kernel) {
   Block &body = kernel.getBody().front();
   for (Operation &op : body.without_terminator())
-    if (failed(requireStatic(&op)))
+    if (failed(lowering::checkDynamicSupport(&op)))
       return failure();
   for (BlockArgument arg : body.getArguments())
     arg.setType(withDevice(arg.getType(), nullptr));

@@ -199,6 +199,12 @@ Module Module::load(const std::string &path, const LoadOptions &options) {
             return reinterpret_cast<plan::KernelFn>(
                 dlsym(library, name.c_str()));
           });
+      if (!impl->plan.dynamic) {
+        std::vector<std::vector<int64_t>> shapes;
+        for (const TensorInfo &info : impl->plan.inputInfo)
+          shapes.push_back(info.shape);
+        impl->staticShapes = plan::resolveShapes(impl->plan, shapes);
+      }
       device::Binding binding = device::bind(impl->plan.roles, options);
       impl->devices = std::move(binding.devices);
       impl->roleDevice = std::move(binding.roleDevice);

@@ -42,6 +42,8 @@ struct Module::Impl {
   Tensor file; // the whole artifact, 64-byte aligned
   void *library = nullptr;
   plan::Plan plan;
+  /// The shapes of every run when the plan has no dynamic dims.
+  plan::Shapes staticShapes;
   std::vector<std::unique_ptr<Device>> devices; // the distinct bound ones
   std::vector<Device *> roleDevice;             // per role
   std::vector<device::Buffer> uploads;          // constants on devices
@@ -77,11 +79,13 @@ struct Module::Impl {
   /// `args` is space for the kernel arguments; `scratch` receives the
   /// step's scratch buffers, to be released once `streams` are synchronised.
   void execute(size_t index, const std::vector<void *> &buffers,
-               std::vector<void *> &args, transfer::Streams &streams,
+               const plan::Shapes &shapes, std::vector<void *> &args,
+               transfer::Streams &streams,
                std::vector<device::Buffer> &scratch) const;
-  void runOnStreams(const std::vector<void *> &buffers) const;
+  void runOnStreams(const std::vector<void *> &buffers,
+                    const plan::Shapes &shapes) const;
   void runStep(size_t index, const std::vector<void *> &buffers,
-               RunEvents &events) const;
+               const plan::Shapes &shapes, RunEvents &events) const;
 };
 
 } // namespace kiln

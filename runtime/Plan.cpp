@@ -50,10 +50,14 @@ void decodeValues(Plan &plan, const json &values,
     value.dtype = parseDType(v.at("dtype").get<std::string>());
     value.nbytes = dtypeSize(value.dtype);
     for (const json &d : v.at("shape")) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      if (!d.is_number_integer() || d.get<int64_t>() < -1)
         fail(what + " has a bad dimension " + show(d));
       int64_t dim = d.get<int64_t>();
       value.shape.push_back(dim);
+      if (dim < 0) {
+        value.dynamic = plan.dynamic = true;
+        continue;
+      }
       if (dim && value.nbytes > maxBytes / static_cast<size_t>(dim))
         fail(what + " is too large (" + describe(value.dtype, value.shape) +
              "...)");
@@ -64,6 +68,8 @@ void decodeValues(Plan &plan, const json &values,
       fail(what + " is on role " + std::to_string(value.role) +
            ", but the plan has " + std::to_string(plan.roles.size()) +
            " role(s)");
+    if (value.dynamic)
+      value.nbytes = 0;
     value.root = id;
     std::string kind = v.at("kind").get<std::string>();
     if (kind == "input") {
@@ -72,6 +78,8 @@ void decodeValues(Plan &plan, const json &values,
       value.kind = ValueKind::Temp;
     } else if (kind == "constant") {
       value.kind = ValueKind::Constant;
+      if (value.dynamic)
+        fail("constant " + what + " has a dynamic shape");
       value.offset = index(v.at("offset"), what + "'s offset");
       if (!weightsSize || value.offset > *weightsSize ||
           value.nbytes > *weightsSize - value.offset)
@@ -83,7 +91,17 @@ void decodeValues(Plan &plan, const json &values,
         fail("alias " + what + " must view an earlier value, not value " +
              std::to_string(value.aliasOf));
       const Value &source = plan.values[value.aliasOf];
-      if (source.nbytes != value.nbytes)
+      if (v.contains("reshape"))
+        for (const json &d : v.at("reshape")) {
+          if (!d.is_number_integer() || d.get<int64_t>() < -1)
+            fail(what + " has a bad reshape dimension " + show(d));
+          value.reshape.push_back(d.get<int64_t>());
+        }
+      if ((value.dynamic || source.dynamic) &&
+          value.reshape.size() != value.shape.size())
+        fail("alias " + what + " of a dynamic shape needs a reshape spec of " +
+             "rank " + std::to_string(value.shape.size()));
+      if (!value.dynamic && !source.dynamic && source.nbytes != value.nbytes)
         fail("alias " + what + " (" + std::to_string(value.nbytes) +
              " bytes) views value " + std::to_string(value.aliasOf) + " (" +
              std::to_string(source.nbytes) + " bytes)");
@@ -308,11 +326,27 @@ void decodeSteps(Plan &plan, const json &steps,
           fail(what + " runs on " + plan.describeRole(step.role) +
                ", but its argument value " + std::to_string(id) + " is on " +
                plan.describeRole(plan.values[id].role));
+      bool dynamic = false;
+      for (size_t id : step.args)
+        dynamic |= plan.values[id].dynamic;
+      if (s.contains("dims")) {
+        std::string symbol = s.at("dims").get<std::string>();
+        // Through void (*)(): the lookup only knows kernel signatures.
+        step.dims = reinterpret_cast<DimsFn>(
+            reinterpret_cast<void (*)()>(lookup(symbol)));
+        if (!step.dims)
+          fail("code section lacks dims function '" + symbol + "'");
+      } else if (dynamic) {
+        fail(what + " has dynamic arguments but no dims function");
+      }
       for (size_t i = 0; i < step.numInputs; ++i)
         reads(step.args[i]);
       for (size_t i = step.numInputs; i < step.args.size(); ++i)
         writes(step.args[i]);
       if (s.contains("cuda")) {
+        if (dynamic)
+          fail(what + " has a \"cuda\" launch description but dynamic "
+                      "arguments");
         if (plan.roles[step.role].kind != device::Kind::Cuda)
           fail(what + " has a \"cuda\" launch description but runs on " +
                plan.describeRole(step.role) + ", which is no cuda role");
@@ -352,6 +386,114 @@ void decodeSteps(Plan &plan, const json &steps,
            std::to_string(plan.outputValues[i]) + ") is never computed");
 }
 } // namespace
+
+Shapes resolveShapes(const Plan &plan,
+                     const std::vector<std::vector<int64_t>> &inputShapes) {
+  Shapes s;
+  s.of.resize(plan.values.size());
+  s.nbytes.resize(plan.values.size());
+  s.stepDims.resize(plan.steps.size());
+  auto settle = [&](size_t id) {
+    size_t n = dtypeSize(plan.values[id].dtype);
+    for (int64_t d : s.of[id])
+      n *= static_cast<size_t>(d);
+    s.nbytes[id] = n;
+  };
+  for (size_t id = 0; id < plan.values.size(); ++id)
+    if (!plan.values[id].dynamic && plan.values[id].kind != ValueKind::Alias) {
+      s.of[id] = plan.values[id].shape;
+      s.nbytes[id] = plan.values[id].nbytes;
+    }
+  for (size_t i = 0; i < plan.inputValues.size(); ++i) {
+    s.of[plan.inputValues[i]] = inputShapes[i];
+    settle(plan.inputValues[i]);
+  }
+  // Aliases whose source is known, in value order (sources come first).
+  auto aliases = [&]() {
+    for (size_t id = 0; id < plan.values.size(); ++id) {
+      const Value &v = plan.values[id];
+      if (v.kind != ValueKind::Alias || !s.of[id].empty() ||
+          (s.of[v.aliasOf].empty() && !plan.values[v.aliasOf].shape.empty()))
+        continue;
+      if (v.reshape.empty() && !v.dynamic) {
+        s.of[id] = v.shape;
+        settle(id);
+        continue;
+      }
+      const std::vector<int64_t> &from = s.of[v.aliasOf];
+      int64_t total = 1, known = 1, inferred = -1;
+      for (int64_t d : from)
+        total *= d;
+      std::vector<int64_t> shape;
+      for (size_t i = 0; i < v.reshape.size(); ++i) {
+        int64_t d = v.reshape[i];
+        if (d == 0)
+          d = i < from.size() ? from[i] : 0;
+        if (d == -1)
+          inferred = static_cast<int64_t>(i);
+        else
+          known *= d;
+        shape.push_back(d);
+      }
+      if (inferred >= 0 && known != 0 && total % known == 0)
+        shape[inferred] = total / known;
+      else if (inferred >= 0 || known != total)
+        fail("value " + std::to_string(id) + " cannot view " +
+             describe(plan.values[v.aliasOf].dtype, from) + " as " +
+             describe(v.dtype, v.reshape));
+      for (size_t i = 0; i < shape.size(); ++i)
+        if (v.shape[i] >= 0 && v.shape[i] != shape[i])
+          fail("value " + std::to_string(id) + " must be " +
+               describe(v.dtype, v.shape) + " but views " +
+               describe(plan.values[v.aliasOf].dtype, from) + " as " +
+               describe(v.dtype, shape));
+      s.of[id] = shape;
+      settle(id);
+    }
+  };
+  aliases();
+  for (size_t index = 0; index < plan.steps.size(); ++index) {
+    const Step &step = plan.steps[index];
+    if (step.isCopy) {
+      s.of[step.args[1]] = s.of[step.args[0]];
+      s.nbytes[step.args[1]] = s.nbytes[step.args[0]];
+    } else if (step.dims) {
+      std::vector<int64_t> &dims = s.stepDims[index];
+      for (size_t id : step.args)
+        for (size_t d = 0; d < plan.values[id].shape.size(); ++d)
+          dims.push_back(id < s.of.size() && !s.of[id].empty()
+                             ? s.of[id][d]
+                             : plan.values[id].shape[d]);
+      if (const char *why = step.dims(dims.data())) {
+        std::string shapes;
+        for (size_t i = 0; i < step.numInputs; ++i)
+          shapes +=
+              std::string(i ? ", " : "") +
+              describe(plan.values[step.args[i]].dtype, s.of[step.args[i]]);
+        fail(step.describe(index) + " cannot run on inputs of shapes " +
+             shapes + ": " + why);
+      }
+      size_t at = 0;
+      for (size_t i = 0; i < step.args.size(); ++i) {
+        size_t id = step.args[i];
+        size_t rank = plan.values[id].shape.size();
+        if (i >= step.numInputs) {
+          s.of[id].assign(dims.begin() + at, dims.begin() + at + rank);
+          for (int64_t d : s.of[id])
+            if (d < 0)
+              fail(step.describe(index) +
+                   " computed a negative dim for "
+                   "value " +
+                   std::to_string(id));
+          settle(id);
+        }
+        at += rank;
+      }
+    }
+    aliases();
+  }
+  return s;
+}
 
 std::string Step::describe(size_t index) const {
   return "step " + std::to_string(index) +

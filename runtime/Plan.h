@@ -29,8 +29,13 @@
 
 namespace kiln::plan {
 
-/// The kernel ABI: the buffers of a kernel's inputs then its outputs.
+/// The kernel ABI: the buffers of a kernel's inputs then its outputs (then,
+/// when the kernel has dynamic dims, the dims of all of them).
 using KernelFn = void (*)(void **);
+/// A kernel's dims function: fills in its outputs' dynamic dims in `dims`
+/// (every argument's dims, inputs then outputs) from its inputs'; returns
+/// why the inputs' dims do not fit the kernel, or nullptr.
+using DimsFn = const char *(*)(int64_t *dims);
 
 using device::Role;
 
@@ -38,10 +43,14 @@ enum class ValueKind { Input, Constant, Temp, Alias };
 
 struct Value {
   DType dtype = DType::F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape; // -1: a dynamic dim, known at run time
+  bool dynamic = false;       // a dim of shape is -1
+  /// Aliases: the reshape that views the source (ONNX: 0 copies the
+  /// source's dim, -1 is inferred).
+  std::vector<int64_t> reshape;
   ValueKind kind = ValueKind::Temp;
   size_t role = 0;
-  size_t nbytes = 0;
+  size_t nbytes = 0;  // 0 when dynamic
   size_t offset = 0;  // constants: into the weights section
   size_t aliasOf = 0; // aliases: an earlier value
   size_t root = 0;    // the value owning the memory (itself unless an alias)
@@ -79,6 +88,7 @@ struct Step {
   bool isCopy = false;
   std::string kernel; // kernel steps: the symbol
   KernelFn fn = nullptr;
+  DimsFn dims = nullptr;    // kernel steps with dynamic dims
   std::vector<size_t> args; // kernels: inputs then outputs; copies: src, dst
   size_t numInputs = 0;     // 1 for copies
   size_t role = 0;          // where it runs: a copy runs on its destination
@@ -96,14 +106,32 @@ struct Plan {
   std::vector<size_t> inputValues, outputValues;
   std::vector<Step> steps;
 
+  bool dynamic = false; // some value has a dynamic dim
+
   bool hasCopies() const;
   /// "role 1 'sim:0'".
   std::string describeRole(size_t role) const;
 };
 
+/// The shapes of one run: per value, and per kernel step with dynamic dims
+/// the dims array its functions take.
+struct Shapes {
+  std::vector<std::vector<int64_t>> of; // per value
+  std::vector<size_t> nbytes;           // per value
+  std::vector<std::vector<int64_t>> stepDims;
+};
+
+/// The shapes of a run on inputs of `inputShapes` (already checked against
+/// the inputs' declared shapes): each kernel's dims function runs in plan
+/// order, copies keep shapes, aliases reshape. Throws kiln::Error when the
+/// inputs' dims do not fit together (naming the step and its input shapes).
+Shapes resolveShapes(const Plan &plan,
+                     const std::vector<std::vector<int64_t>> &inputShapes);
+
 /// Decodes and validates manifest["devices", "values", "inputs", "outputs",
 /// "steps"]. `weightsSize` is the size of the weights section (none if the
-/// artifact has none); `lookup` resolves a kernel symbol (nullptr if absent).
+/// artifact has none); `lookup` resolves a kernel or dims symbol (nullptr
+/// if absent).
 /// Throws kiln::Error (without the file name) or a nlohmann::json exception
 /// for a field of the wrong type.
 Plan decode(const nlohmann::json &manifest, std::optional<size_t> weightsSize,

@@ -15,6 +15,7 @@
 namespace kiln {
 
 void Module::Impl::execute(size_t index, const std::vector<void *> &buffers,
+                           const plan::Shapes &shapes,
                            std::vector<void *> &args,
                            transfer::Streams &streams,
                            std::vector<device::Buffer> &scratch) const {
@@ -22,7 +23,7 @@ void Module::Impl::execute(size_t index, const std::vector<void *> &buffers,
   if (step.isCopy) {
     size_t src = step.args[0], dst = step.args[1];
     transfer::copy(buffers[dst], &deviceOf(dst), buffers[src], &deviceOf(src),
-                   plan.values[src].nbytes, streams);
+                   shapes.nbytes[src], streams);
     return;
   }
   Device &device = *roleDevice[step.role];
@@ -31,6 +32,8 @@ void Module::Impl::execute(size_t index, const std::vector<void *> &buffers,
     args.clear();
     for (size_t id : step.args)
       args.push_back(buffers[id]);
+    if (step.dims) // the kernel reads its arguments' dims after them
+      args.push_back(const_cast<int64_t *>(shapes.stepDims[index].data()));
     step.fn(args.data());
     return;
   }
@@ -60,6 +63,7 @@ void Module::Impl::execute(size_t index, const std::vector<void *> &buffers,
 }
 
 void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
+                           const plan::Shapes &shapes,
                            RunEvents &events) const {
   const plan::Step &step = plan.steps[index];
   const std::vector<size_t> &waits = schedule[index].waits;
@@ -78,7 +82,7 @@ void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
       std::vector<void *> args;
       std::vector<device::Buffer> scratch;
       transfer::Streams streams; // destroyed first: waits for the GPU
-      execute(index, buffers, args, streams, scratch);
+      execute(index, buffers, shapes, args, streams, scratch);
       streams.synchronize(step.describe(index));
     } catch (...) {
       error = std::current_exception();
@@ -95,7 +99,8 @@ void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
   events.changed.notify_all();
 }
 
-void Module::Impl::runOnStreams(const std::vector<void *> &buffers) const {
+void Module::Impl::runOnStreams(const std::vector<void *> &buffers,
+                                const plan::Shapes &shapes) const {
   RunEvents events;
   events.ready.assign(plan.values.size(), 0);
   events.pending = plan.steps.size();
@@ -103,9 +108,10 @@ void Module::Impl::runOnStreams(const std::vector<void *> &buffers) const {
   try {
     std::lock_guard<std::mutex> lock(enqueueMutex);
     for (; queued < plan.steps.size(); ++queued)
-      schedule[queued].stream->enqueue([this, &buffers, &events, queued] {
-        runStep(queued, buffers, events);
-      });
+      schedule[queued].stream->enqueue(
+          [this, &buffers, &shapes, &events, queued] {
+            runStep(queued, buffers, shapes, events);
+          });
   } catch (...) {
     // Let what was queued finish at once: it skips its work and waits on
     // nothing that will never come.
@@ -128,16 +134,27 @@ std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
   if (inputs.size() != p.inputInfo.size())
     throw Error("expected " + std::to_string(p.inputInfo.size()) +
                 " inputs, got " + std::to_string(inputs.size()));
+  std::vector<std::vector<int64_t>> inputShapes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorInfo &want = p.inputInfo[i];
-    if (inputs[i].dtype() != want.dtype || inputs[i].shape() != want.shape)
+    const std::vector<int64_t> &have = inputs[i].shape();
+    bool fits =
+        inputs[i].dtype() == want.dtype && have.size() == want.shape.size();
+    for (size_t d = 0; fits && d < have.size(); ++d)
+      fits = want.shape[d] < 0 || want.shape[d] == have[d];
+    if (!fits)
       throw Error("input #" + std::to_string(i) + " '" + want.name +
                   "' must be " + describe(want.dtype, want.shape) + ", got " +
-                  describe(inputs[i].dtype(), inputs[i].shape()));
-    if (!inputs[i].raw())
+                  describe(inputs[i].dtype(), have));
+    if (!inputs[i].raw() && inputs[i].nbytes())
       throw Error("input #" + std::to_string(i) + " '" + want.name +
                   "' has no storage");
+    inputShapes.push_back(have);
   }
+  plan::Shapes resolved;
+  if (p.dynamic)
+    resolved = plan::resolveShapes(p, inputShapes);
+  const plan::Shapes &shapes = p.dynamic ? resolved : m.staticShapes;
   std::vector<void *> buffers(p.values.size(), nullptr);
   std::vector<device::Buffer> storage, scratch; // device memory of this call
   storage.reserve(p.values.size());
@@ -146,7 +163,7 @@ std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
   for (size_t i = 0; i < p.outputValues.size(); ++i) {
     size_t id = p.outputValues[i];
     const plan::Value &v = p.values[id];
-    outputs[i] = Tensor::empty(v.dtype, v.shape);
+    outputs[i] = Tensor::empty(v.dtype, shapes.of[id]);
     // A host temp computed straight into the output tensor, unless an
     // earlier output already claimed it.
     if (v.kind == ValueKind::Temp && m.deviceOf(id).usesHostMemory() &&
@@ -165,9 +182,9 @@ std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
       buffers[id] = const_cast<void *>(inputs[i].raw());
       continue;
     }
-    storage.emplace_back(device, p.values[id].nbytes);
+    storage.emplace_back(device, shapes.nbytes[id]);
     transfer::copy(storage.back().data(), &device, inputs[i].raw(), nullptr,
-                   p.values[id].nbytes, streams);
+                   shapes.nbytes[id], streams);
     buffers[id] = storage.back().data();
   }
   for (size_t id = 0; id < p.values.size(); ++id) {
@@ -177,17 +194,17 @@ std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
     } else if (v.kind == ValueKind::Constant) {
       buffers[id] = const_cast<void *>(m.constants[id]);
     } else if (v.kind == ValueKind::Temp && !buffers[id]) {
-      storage.emplace_back(m.deviceOf(id), v.nbytes);
+      storage.emplace_back(m.deviceOf(id), shapes.nbytes[id]);
       buffers[id] = storage.back().data();
     }
   }
   if (m.runsInline) {
     std::vector<void *> args;
     for (size_t i = 0; i < p.steps.size(); ++i)
-      m.execute(i, buffers, args, streams, scratch);
+      m.execute(i, buffers, shapes, args, streams, scratch);
   } else {
     streams.synchronize("staging the inputs");
-    m.runOnStreams(buffers);
+    m.runOnStreams(buffers, shapes);
   }
   for (size_t i = 0; i < outputs.size(); ++i)
     if (copyOut[i])

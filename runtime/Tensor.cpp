@@ -46,7 +46,7 @@ std::string describe(DType dtype, const std::vector<int64_t> &shape) {
   std::string s = dtypeName(dtype);
   s += "[";
   for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
+    s += (i ? "," : "") + (shape[i] < 0 ? "?" : std::to_string(shape[i]));
   return s + "]";
 }
 

@@ -43,8 +43,10 @@ Value contract(OpBuilder &b, Location loc, RankedTensorType outType, Value lhs,
   return generic.getResult(0);
 }
 
-Value zeros(OpBuilder &b, Location loc, RankedTensorType type) {
-  return lowering::filled(b, loc, type, 0);
+// The op's result, zero-filled.
+Value zeros(OpBuilder &b, Operation *op, ValueRange operands) {
+  return lowering::fill(b, op->getLoc(), lowering::emptyResult(b, op, operands),
+                        0);
 }
 
 RankedTensorType plainResult(Operation *op) {
@@ -52,6 +54,7 @@ RankedTensorType plainResult(Operation *op) {
 }
 
 Value lowerMatMul(OpBuilder &b, MatMulOp op, Value lhs, Value rhs) {
+  Value init = zeros(b, op, ValueRange{lhs, rhs});
   auto outType = plainResult(op);
   auto aType = cast<RankedTensorType>(lhs.getType());
   auto bType = cast<RankedTensorType>(rhs.getType());
@@ -97,8 +100,8 @@ Value lowerMatMul(OpBuilder &b, MatMulOp op, Value lhs, Value rhs) {
   SmallVector<utils::IteratorType> iterators(numDims,
                                              utils::IteratorType::parallel);
   iterators[k] = utils::IteratorType::reduction;
-  return contract(b, op.getLoc(), outType, lhs, rhs,
-                  zeros(b, op.getLoc(), outType), maps, iterators, 1.0);
+  return contract(b, op.getLoc(), outType, lhs, rhs, init, maps, iterators,
+                  1.0);
 }
 
 Value lowerGemm(OpBuilder &b, GemmOp op, ValueRange operands) {
@@ -114,9 +117,10 @@ Value lowerGemm(OpBuilder &b, GemmOp op, ValueRange operands) {
             return a[0];
           return nb.create<arith::MulFOp>(
               l, a[0], lowering::scalar(nb, l, a[0].getType(), beta));
-        });
+        },
+        [&](int64_t i) { return lowering::resultDim(b, op, operands, i); });
   } else {
-    init = zeros(b, loc, outType);
+    init = zeros(b, op, operands);
   }
   auto d = [&](int64_t i) { return b.getAffineDimExpr(i); };
   // Dims: m = 0, k = 1, n = 2.

@@ -21,7 +21,7 @@ Value lowering::scalar(OpBuilder &b, Location loc, Type type, double value) {
 
 Value lowering::buildElementwise(OpBuilder &b, Location loc,
                                  RankedTensorType type, ValueRange inputs,
-                                 ScalarBody body) {
+                                 ScalarBody body, SizeFn size) {
   int64_t rank = type.getRank();
   SmallVector<AffineMap> maps;
   for (Value input : inputs) {
@@ -37,8 +37,15 @@ Value lowering::buildElementwise(OpBuilder &b, Location loc,
     maps.push_back(AffineMap::get(rank, 0, exprs, b.getContext()));
   }
   maps.push_back(b.getMultiDimIdentityMap(rank));
-  Value init =
-      b.create<tensor::EmptyOp>(loc, type.getShape(), type.getElementType());
+  Value init = emptyTensor(b, loc, type, [&](int64_t i) -> Value {
+    for (Value input : inputs) {
+      auto inType = cast<RankedTensorType>(input.getType());
+      int64_t at = i - (rank - inType.getRank());
+      if (at >= 0 && inType.isDynamicDim(at))
+        return b.create<tensor::DimOp>(loc, input, at);
+    }
+    return size(i);
+  });
   SmallVector<utils::IteratorType> iterators(rank,
                                              utils::IteratorType::parallel);
   auto generic = b.create<linalg::GenericOp>(
@@ -51,10 +58,13 @@ Value lowering::buildElementwise(OpBuilder &b, Location loc,
 }
 
 Value lowering::filled(OpBuilder &b, Location loc, RankedTensorType type,
-                       double value) {
-  Value empty =
-      b.create<tensor::EmptyOp>(loc, type.getShape(), type.getElementType());
-  Value v = scalar(b, loc, type.getElementType(), value);
+                       double value, SizeFn size) {
+  return fill(b, loc, emptyTensor(b, loc, type, size), value);
+}
+
+Value lowering::fill(OpBuilder &b, Location loc, Value empty, double value) {
+  Type element = cast<RankedTensorType>(empty.getType()).getElementType();
+  Value v = scalar(b, loc, element, value);
   return b.create<linalg::FillOp>(loc, v, empty).getResult(0);
 }
 
@@ -444,5 +454,7 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
                        ExpandOp, SignOp, ModOp, ShiftLeftOp, ShiftRightOp>(op);
   if (!integerOk && failed(needFloat()))
     return failure();
-  return buildElementwise(b, loc, plain, operands, body);
+  return buildElementwise(b, loc, plain, operands, body, [&](int64_t i) {
+    return resultDim(b, op, operands, i);
+  });
 }

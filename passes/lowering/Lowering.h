@@ -2,8 +2,12 @@
 //-*-===//
 //
 // The kernel level is linalg.generic/linalg.fill/tensor.empty with arith and
-// math scalar bodies, on plain (encoding-free) static tensors. Each op family
-// has one file that lowers its ops into those; codegen never sees graph ops.
+// math scalar bodies, on plain (encoding-free) tensors. Each op family has
+// one file that lowers its ops into those; codegen never sees graph ops.
+// A dynamic (`?`) dim gets its size at run time: every tensor.empty takes the
+// size of each of its dynamic dims as an index value computed in the kernel
+// from `tensor.dim` of the kernel's inputs (Dims.cpp says how per op), so the
+// kernel's output shapes follow from its input shapes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,15 +21,45 @@ namespace kiln::lowering {
 using ScalarBody = llvm::function_ref<mlir::Value(
     mlir::OpBuilder &, mlir::Location, mlir::ValueRange)>;
 
+/// The size of dim `i` of a tensor, as an index value.
+using SizeFn = llvm::function_ref<mlir::Value(int64_t i)>;
+
+/// Dim `i` of `tensor` as an index value (a constant when static).
+mlir::Value dimOf(mlir::OpBuilder &b, mlir::Location loc, mlir::Value tensor,
+                  int64_t i);
+
+/// tensor.empty of `type`, dynamic dim i of size `size(i)`.
+mlir::Value emptyTensor(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::RankedTensorType type, SizeFn size = nullptr);
+
+/// tensor.empty of `op`'s plain result type, sized from its lowered
+/// `operands` by the op's shape rule (see resultDim).
+mlir::Value emptyResult(mlir::OpBuilder &b, mlir::Operation *op,
+                        mlir::ValueRange operands);
+
+/// The size of dim `i` of `op`'s result, from its lowered `operands`, by the
+/// op's ONNX shape rule; null when the rule for `op` does not cover a
+/// dynamic dim there.
+mlir::Value resultDim(mlir::OpBuilder &b, mlir::Operation *op,
+                      mlir::ValueRange operands, int64_t i);
+
+/// Fails at `op` when it has a dynamic dim that its lowering cannot size or
+/// index yet.
+mlir::LogicalResult checkDynamicSupport(mlir::Operation *op);
+
 /// A scalar constant of element type `type`.
 mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type,
                    double value);
 
 /// An all-parallel linalg.generic producing `type` from `inputs`, each
-/// broadcast to it by numpy rules (trailing alignment, size-1 dims repeat).
+/// broadcast to it by numpy rules (trailing alignment, size-1 dims repeat;
+/// a dynamic dim is taken to match, which the kernel checks at run time).
+/// A dynamic result dim takes its size from an input dynamic there, else
+/// from `size`.
 mlir::Value buildElementwise(mlir::OpBuilder &b, mlir::Location loc,
                              mlir::RankedTensorType type,
-                             mlir::ValueRange inputs, ScalarBody body);
+                             mlir::ValueRange inputs, ScalarBody body,
+                             SizeFn size = nullptr);
 
 /// `input` padded by `begin`/`end` elements per dim with `value` (a generic
 /// that reads the input through clamped indices); `input` itself when all
@@ -34,9 +68,14 @@ mlir::Value padTensor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value input,
                       llvm::ArrayRef<int64_t> begin,
                       llvm::ArrayRef<int64_t> end, double value);
 
-/// A tensor of `type` filled with `value`.
+/// A tensor of `type` filled with `value` (dynamic dims sized by `size`).
 mlir::Value filled(mlir::OpBuilder &b, mlir::Location loc,
-                   mlir::RankedTensorType type, double value);
+                   mlir::RankedTensorType type, double value,
+                   SizeFn size = nullptr);
+
+/// `empty` (a tensor.empty) filled with `value`.
+mlir::Value fill(mlir::OpBuilder &b, mlir::Location loc, mlir::Value empty,
+                 double value);
 
 /// The plain (encoding-free) type of `op`'s first result.
 mlir::RankedTensorType plainResultType(mlir::Operation *op);

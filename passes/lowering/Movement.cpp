@@ -40,10 +40,17 @@ Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
   auto inType = cast<RankedTensorType>(input.getType());
   SmallVector<int64_t> shape;
   for (auto [d, pb, pe] : llvm::zip(inType.getShape(), begin, end))
-    shape.push_back(d + pb + pe);
+    shape.push_back(ShapedType::isDynamic(d) ? d : d + pb + pe);
   auto outType = RankedTensorType::get(shape, inType.getElementType());
-  Value init = b.create<tensor::EmptyOp>(loc, shape, inType.getElementType());
   int64_t rank = shape.size();
+  // Input dims as index values, for the sizes and the clamps.
+  SmallVector<Value> sizes;
+  for (int64_t i = 0; i < rank; ++i)
+    sizes.push_back(dimOf(b, loc, input, i));
+  Value init = emptyTensor(b, loc, outType, [&](int64_t i) -> Value {
+    Value pads = b.create<arith::ConstantIndexOp>(loc, begin[i] + end[i]);
+    return b.create<arith::AddIOp>(loc, sizes[i], pads);
+  });
   SmallVector<utils::IteratorType> iterators(rank,
                                              utils::IteratorType::parallel);
   auto generic = b.create<linalg::GenericOp>(
@@ -58,16 +65,20 @@ Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
         for (int64_t i = 0; i < rank; ++i) {
           Value at = nb.create<linalg::IndexOp>(l, i);
           Value src = nb.create<arith::SubIOp>(l, at, index(begin[i]));
+          bool dynamic = inType.isDynamicDim(i);
           int64_t size = inType.getDimSize(i);
+          Value size0 = dynamic ? sizes[i] : index(size);
+          Value last = dynamic ? nb.create<arith::SubIOp>(l, sizes[i], index(1))
+                               : index(size - 1);
           Value ok = nb.create<arith::AndIOp>(
               l,
               nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, src,
                                        index(0)),
               nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, src,
-                                       index(size)));
+                                       size0));
           inside = inside ? nb.create<arith::AndIOp>(l, inside, ok) : ok;
           Value clamped = nb.create<arith::MaxSIOp>(
-              l, index(0), nb.create<arith::MinSIOp>(l, src, index(size - 1)));
+              l, index(0), nb.create<arith::MinSIOp>(l, src, last));
           indices.push_back(clamped);
         }
         Value read = nb.create<tensor::ExtractOp>(l, input, indices);
@@ -91,8 +102,7 @@ Value lowerTranspose(OpBuilder &b, TransposeOp op, Value input) {
   SmallVector<AffineExpr> exprs(rank);
   for (auto [i, p] : llvm::enumerate(op.getPerm()))
     exprs[p] = b.getAffineDimExpr(i);
-  Value init = b.create<tensor::EmptyOp>(op.getLoc(), outType.getShape(),
-                                         outType.getElementType());
+  Value init = lowering::emptyResult(b, op, ValueRange{input});
   return b
       .create<linalg::GenericOp>(
           op.getLoc(), TypeRange{outType}, input, init,
@@ -115,8 +125,7 @@ Value lowerGather(OpBuilder &b, GatherOp op, Value data, Value indices) {
   SmallVector<AffineExpr> idxExprs;
   for (int64_t i = 0; i < idxRank; ++i)
     idxExprs.push_back(b.getAffineDimExpr(axis + i));
-  Value init = b.create<tensor::EmptyOp>(loc, outType.getShape(),
-                                         outType.getElementType());
+  Value init = lowering::emptyResult(b, op, ValueRange{data, indices});
   return b
       .create<linalg::GenericOp>(
           loc, TypeRange{outType}, indices, init,
@@ -145,8 +154,7 @@ namespace {
 Value lowerSlice(OpBuilder &b, SliceOp op, Value input) {
   auto outType = lowering::plainResultType(op);
   int64_t rank = outType.getRank();
-  Value init = b.create<tensor::EmptyOp>(op.getLoc(), outType.getShape(),
-                                         outType.getElementType());
+  Value init = lowering::emptyResult(b, op, ValueRange{input});
   return b
       .create<linalg::GenericOp>(
           op.getLoc(), TypeRange{outType}, ValueRange{}, init,
@@ -173,8 +181,7 @@ Value lowerSlice(OpBuilder &b, SliceOp op, Value input) {
 Value lowerConcat(OpBuilder &b, ConcatOp op, ValueRange inputs) {
   auto outType = lowering::plainResultType(op);
   int64_t rank = outType.getRank(), axis = op.getAxis();
-  Value init = b.create<tensor::EmptyOp>(op.getLoc(), outType.getShape(),
-                                         outType.getElementType());
+  Value init = lowering::emptyResult(b, op, inputs);
   return b
       .create<linalg::GenericOp>(
           op.getLoc(), TypeRange{outType}, ValueRange{}, init,
@@ -227,8 +234,7 @@ Value lowerGatherElements(OpBuilder &b, GatherElementsOp op, Value data,
   auto outType = lowering::plainResultType(op);
   int64_t rank = outType.getRank(), axis = op.getAxis();
   int64_t size = cast<RankedTensorType>(data.getType()).getDimSize(axis);
-  Value init = b.create<tensor::EmptyOp>(op.getLoc(), outType.getShape(),
-                                         outType.getElementType());
+  Value init = lowering::emptyResult(b, op, ValueRange{data, indices});
   return b
       .create<linalg::GenericOp>(
           op.getLoc(), TypeRange{outType}, indices, init,

@@ -40,7 +40,7 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
                                       : APInt::getSignedMinValue(bits))
                         : (isUnsigned ? APInt::getMaxValue(bits)
                                       : APInt::getSignedMaxValue(bits));
-    Value empty = b.create<tensor::EmptyOp>(loc, outType.getShape(), element);
+    Value empty = emptyResult(b, op, operands);
     Value v =
         b.create<arith::ConstantOp>(loc, b.getIntegerAttr(element, extreme));
     init = b.create<linalg::FillOp>(loc, v, empty).getResult(0);
@@ -50,19 +50,27 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
                       : kind == "min"  ? inf
                       : kind == "prod" ? 1.0
                                        : 0.0;
-    init = filled(b, loc, outType, identity);
+    init = fill(b, loc, emptyResult(b, op, operands), identity);
   }
   int64_t rank = inType.getRank();
   ArrayRef<int64_t> axes = reduce.getAxes();
   SmallVector<AffineExpr> outExprs;
   SmallVector<utils::IteratorType> iterators;
   int64_t count = 1;
+  Value dynamicCount; // the product of the reduced dynamic dims
   for (int64_t i = 0; i < rank; ++i) {
     bool reduced = llvm::is_contained(axes, i);
     iterators.push_back(reduced ? utils::IteratorType::reduction
                                 : utils::IteratorType::parallel);
-    if (reduced) {
+    if (reduced && inType.isDynamicDim(i)) {
+      Value d = dimOf(b, loc, operands[0], i);
+      dynamicCount = dynamicCount
+                         ? Value(b.create<arith::MulIOp>(loc, dynamicCount, d))
+                         : d;
+    } else if (reduced) {
       count *= inType.getDimSize(i);
+    }
+    if (reduced) {
       if (reduce.getKeepdims())
         outExprs.push_back(b.getAffineConstantExpr(0));
     } else {
@@ -108,9 +116,15 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
           .getResult(0);
   if (kind != "mean")
     return result;
+  Value divisor = scalar(b, loc, element, count);
+  if (dynamicCount) {
+    Value n = b.create<arith::IndexCastOp>(loc, b.getI64Type(), dynamicCount);
+    divisor = b.create<arith::MulFOp>(
+        loc, divisor, b.create<arith::SIToFPOp>(loc, element, n));
+  }
   return buildElementwise(
       b, loc, outType, result,
       [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-        return nb.create<arith::DivFOp>(l, a[0], scalar(nb, l, element, count));
+        return nb.create<arith::DivFOp>(l, a[0], divisor);
       });
 }

@@ -65,8 +65,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   Value init;
   if (operands.size() == 3) {
     int64_t rank = outType.getRank();
-    Value empty = b.create<tensor::EmptyOp>(loc, outType.getShape(),
-                                            outType.getElementType());
+    Value empty = lowering::emptyResult(b, op, operands);
     init = b.create<linalg::GenericOp>(
                 loc, TypeRange{outType}, ValueRange{operands[2]},
                 ValueRange{empty},
@@ -78,7 +77,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
                 })
                .getResult(0);
   } else {
-    init = lowering::filled(b, loc, outType, 0);
+    init = lowering::fill(b, loc, lowering::emptyResult(b, op, operands), 0);
   }
   SmallVector<Iter> iterators(numDims, Iter::parallel);
   for (int64_t i = 2; i < 3 + r; ++i)
@@ -140,8 +139,10 @@ Value poolWindows(OpBuilder &b, Location loc, RankedTensorType outType,
   return b
       .create<linalg::GenericOp>(
           loc, TypeRange{outType}, ValueRange{input, window},
-          ValueRange{lowering::filled(b, loc, outType, identity)}, maps,
-          iterators,
+          ValueRange{lowering::filled(
+              b, loc, outType, identity,
+              [&](int64_t i) { return lowering::dimOf(b, loc, in, i); })},
+          maps, iterators,
           [&](OpBuilder &nb, Location l, ValueRange a) {
             Type t = a[0].getType();
             Value v =
@@ -188,7 +189,8 @@ Value lowerAvgPool(OpBuilder &b, AvgPoolOp op, Value in) {
     pads.assign(2 * r, 0);
   }
   auto ones = lowering::filled(
-      b, loc, RankedTensorType::get(onesShape, inType.getElementType()), 1);
+      b, loc, RankedTensorType::get(onesShape, inType.getElementType()), 1,
+      [&](int64_t i) { return lowering::dimOf(b, loc, in, i); });
   Value counts = poolWindows(b, loc, outType, ones, op.getKernelShape(),
                              op.getStrides(), pads, op.getDilations(), 0, 0,
                              /*max=*/false);

@@ -156,15 +156,51 @@ func.func @movement(%ids: tensor<2x5xi64, #kiln.device<cpu>>, %table: tensor<100
 
 // -----
 
-// Code generation needs static shapes.
-func.func @dynamic(%x: tensor<?x4xf32, #kiln.device<cpu>>) -> tensor<?x4xf32, #kiln.device<cpu>> {
-  %k = kiln.kernel(%x : tensor<?x4xf32, #kiln.device<cpu>>) -> (tensor<?x4xf32, #kiln.device<cpu>>) {
-  ^bb0(%a: tensor<?x4xf32, #kiln.device<cpu>>):
-    // expected-error @+1 {{'kiln.relu' op needs static shapes for code generation, but has 'tensor<?x4xf32, #kiln.device<cpu>>'; bind symbolic input dims (kilnc --input-shape NAME=D0xD1...)}}
-    %r = kiln.relu %a : tensor<?x4xf32, #kiln.device<cpu>> -> tensor<?x4xf32, #kiln.device<cpu>>
+// A dynamic dim is sized at run time from the kernel's inputs: the empty
+// result takes `tensor.dim` of the operand dynamic there.
+// CHECK-LABEL: func.func @dynamic
+// CHECK: ^bb0(%[[A:.+]]: tensor<?x4xf32>, %[[B:.+]]: tensor<4xf32>):
+// CHECK: %[[N:.+]] = tensor.dim %[[A]], %{{.+}} : tensor<?x4xf32>
+// CHECK: tensor.empty(%[[N]]) : tensor<?x4xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[A]], %[[B]] : tensor<?x4xf32>, tensor<4xf32>)
+// CHECK: kiln.yield %{{.+}} : tensor<?x4xf32>
+func.func @dynamic(%x: tensor<?x4xf32, #kiln.device<cpu>>, %y: tensor<4xf32, #kiln.device<cpu>>) -> tensor<?x4xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %y : tensor<?x4xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>>) -> (tensor<?x4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x4xf32, #kiln.device<cpu>>, %b: tensor<4xf32, #kiln.device<cpu>>):
+    %s = kiln.add %a, %b : tensor<?x4xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>> -> tensor<?x4xf32, #kiln.device<cpu>>
+    %r = kiln.relu %s : tensor<?x4xf32, #kiln.device<cpu>> -> tensor<?x4xf32, #kiln.device<cpu>>
     kiln.yield %r : tensor<?x4xf32, #kiln.device<cpu>>
   }
   return %k : tensor<?x4xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// gemm with a dynamic m: the result's m is A's dim 1 under trans_a.
+// CHECK-LABEL: func.func @dynamic_gemm
+// CHECK: ^bb0(%[[A:.+]]: tensor<3x?xf32>, %{{.+}}: tensor<3x5xf32>):
+// CHECK: %[[M:.+]] = tensor.dim %[[A]], %{{.+}} : tensor<3x?xf32>
+// CHECK: tensor.empty(%[[M]]) : tensor<?x5xf32>
+func.func @dynamic_gemm(%a: tensor<3x?xf32, #kiln.device<cpu>>, %b: tensor<3x5xf32, #kiln.device<cpu>>) -> tensor<?x5xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%a, %b : tensor<3x?xf32, #kiln.device<cpu>>, tensor<3x5xf32, #kiln.device<cpu>>) -> (tensor<?x5xf32, #kiln.device<cpu>>) {
+  ^bb0(%x: tensor<3x?xf32, #kiln.device<cpu>>, %y: tensor<3x5xf32, #kiln.device<cpu>>):
+    %g = kiln.gemm %x, %y {alpha = 1.0 : f32, beta = 0.0 : f32, trans_a = true, trans_b = false} : tensor<3x?xf32, #kiln.device<cpu>>, tensor<3x5xf32, #kiln.device<cpu>> -> tensor<?x5xf32, #kiln.device<cpu>>
+    kiln.yield %g : tensor<?x5xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<?x5xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// A conv's spatial dims must be static for now.
+func.func @dynamic_spatial(%x: tensor<1x1x?x4xf32, #kiln.device<cpu>>, %w: tensor<1x1x1x1xf32, #kiln.device<cpu>>) -> tensor<1x1x?x4xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %w : tensor<1x1x?x4xf32, #kiln.device<cpu>>, tensor<1x1x1x1xf32, #kiln.device<cpu>>) -> (tensor<1x1x?x4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x1x?x4xf32, #kiln.device<cpu>>, %b: tensor<1x1x1x1xf32, #kiln.device<cpu>>):
+    // expected-error @+1 {{'kiln.conv' op has dynamic spatial dims, which its lowering cannot handle yet; bind the symbolic input dims at compile time (kilnc --input-shape NAME=D0xD1...)}}
+    %c = kiln.conv %a, %b {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<1x1x?x4xf32, #kiln.device<cpu>>, tensor<1x1x1x1xf32, #kiln.device<cpu>> -> tensor<1x1x?x4xf32, #kiln.device<cpu>>
+    kiln.yield %c : tensor<1x1x?x4xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<1x1x?x4xf32, #kiln.device<cpu>>
 }
 
 // -----

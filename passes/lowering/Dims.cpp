@@ -1,0 +1,188 @@
+//===- Dims.cpp - sizes of dynamic dims at the kernel level ---------------===//
+//
+// A graph op's result dim that is `?` gets its size at run time from the
+// dims of the op's (lowered) operands, by the op's ONNX shape rule:
+// broadcasting for elementwise ops, m/n/batch for contractions, the batch
+// (and pooled channel) dim for windows, the kept dims for reductions, the
+// permuted dim for transposes, the data and index dims for gathers, the
+// sum along a concat's axis. Each size is an index value built from
+// `tensor.dim` and arith in the kernel, before the op's loops; a tensor.empty
+// takes it, and the emitters read it back from there.
+//
+// checkDynamicSupport() names the dynamic dims a lowering cannot handle yet
+// (a conv's spatial dims, a gather's indexed axis, ...): those must be bound
+// at compile time (kilnc --input-shape).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/lowering/Lowering.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kiln;
+
+Value lowering::dimOf(OpBuilder &b, Location loc, Value tensor, int64_t i) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  if (!type.isDynamicDim(i))
+    return b.create<arith::ConstantIndexOp>(loc, type.getDimSize(i));
+  return b.create<tensor::DimOp>(loc, tensor, i);
+}
+
+Value lowering::emptyTensor(OpBuilder &b, Location loc, RankedTensorType type,
+                            SizeFn size) {
+  SmallVector<Value> sizes;
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    if (type.isDynamicDim(i))
+      sizes.push_back(size(i));
+  return b.create<tensor::EmptyOp>(loc, type, sizes);
+}
+
+Value lowering::emptyResult(OpBuilder &b, Operation *op, ValueRange operands) {
+  return emptyTensor(b, op->getLoc(), plainResultType(op),
+                     [&](int64_t i) { return resultDim(b, op, operands, i); });
+}
+
+namespace {
+// Dim i of a result broadcast from `operands` (trailing alignment): the
+// first operand dynamic there.
+Value broadcastDim(OpBuilder &b, Location loc, ValueRange operands,
+                   int64_t outRank, int64_t i) {
+  for (Value v : operands) {
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t at = i - (outRank - type.getRank());
+    if (at >= 0 && type.isDynamicDim(at))
+      return b.create<tensor::DimOp>(loc, v, at);
+  }
+  return nullptr;
+}
+
+int64_t rankOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
+} // namespace
+
+Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
+                          int64_t i) {
+  Location loc = op->getLoc();
+  int64_t outRank = plainResultType(op).getRank();
+  auto dim = [&](Value v, int64_t at) { return dimOf(b, loc, v, at); };
+  if (isElementwise(op))
+    return broadcastDim(b, loc, operands, outRank, i);
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([&](MatMulOp) -> Value {
+        Value lhs = operands[0], rhs = operands[1];
+        bool vecA = rankOf(lhs) == 1, vecB = rankOf(rhs) == 1;
+        int64_t batchRank = outRank - (vecA ? 0 : 1) - (vecB ? 0 : 1);
+        if (i < batchRank) {
+          // The batch dims of both, aligned to the result's batch dims.
+          for (Value v : {lhs, rhs}) {
+            auto type = cast<RankedTensorType>(v.getType());
+            int64_t own = std::max<int64_t>(type.getRank() - 2, 0);
+            int64_t at = i - (batchRank - own);
+            if (at >= 0 && type.isDynamicDim(at))
+              return dim(v, at);
+          }
+          return nullptr;
+        }
+        if (i == batchRank && !vecA)
+          return dim(lhs, rankOf(lhs) - 2);
+        return dim(rhs, rankOf(rhs) - 1);
+      })
+      .Case([&](GemmOp g) -> Value {
+        if (i == 0)
+          return dim(operands[0], g.getTransA() ? 1 : 0);
+        return dim(operands[1], g.getTransB() ? 0 : 1);
+      })
+      .Case<ConvOp, MaxPoolOp, AvgPoolOp>([&](Operation *) -> Value {
+        // Batch, and a pool's channels; spatial dims must be static.
+        if (i == 0 || (i == 1 && !isa<ConvOp>(op)))
+          return dim(operands[0], i);
+        return nullptr;
+      })
+      .Case([&](ReduceOp r) -> Value {
+        int64_t at = 0;
+        for (int64_t d = 0; d < rankOf(operands[0]); ++d) {
+          bool reduced = llvm::is_contained(r.getAxes(), d);
+          if (reduced && !r.getKeepdims())
+            continue;
+          if (at++ == i)
+            return reduced ? nullptr : dim(operands[0], d); // kept: size 1
+        }
+        return nullptr;
+      })
+      .Case([&](TransposeOp t) { return dim(operands[0], t.getPerm()[i]); })
+      .Case([&](GatherOp g) -> Value {
+        int64_t axis = g.getAxis(), idxRank = rankOf(operands[1]);
+        if (i < axis)
+          return dim(operands[0], i);
+        if (i < axis + idxRank)
+          return dim(operands[1], i - axis);
+        return dim(operands[0], i - idxRank + 1);
+      })
+      .Case([&](GatherElementsOp) { return dim(operands[1], i); })
+      .Case([&](ConcatOp c) -> Value {
+        if (i != static_cast<int64_t>(c.getAxis()))
+          return broadcastDim(b, loc, operands, outRank, i);
+        Value sum;
+        for (Value v : operands) {
+          Value d = dim(v, i);
+          sum = sum ? b.create<arith::AddIOp>(loc, sum, d).getResult() : d;
+        }
+        return sum;
+      })
+      .Default([](Operation *) { return nullptr; });
+}
+
+LogicalResult lowering::checkDynamicSupport(Operation *op) {
+  auto dynamicAt = [](Value v, int64_t i) {
+    return cast<RankedTensorType>(v.getType()).isDynamicDim(i);
+  };
+  auto anyDynamic = [](Value v, int64_t from) {
+    auto type = cast<RankedTensorType>(v.getType());
+    for (int64_t i = from; i < type.getRank(); ++i)
+      if (type.isDynamicDim(i))
+        return true;
+    return false;
+  };
+  bool dynamic = false;
+  SmallVector<Type> types(op->getOperandTypes());
+  llvm::append_range(types, op->getResultTypes());
+  for (Type t : types)
+    if (auto type = dyn_cast<RankedTensorType>(t))
+      dynamic |= !type.hasStaticShape();
+  if (!dynamic)
+    return success();
+  std::string unsupported =
+      llvm::TypeSwitch<Operation *, std::string>(op)
+          .Case<MatMulOp, GemmOp, ReduceOp, TransposeOp, SliceOp>(
+              [](Operation *) { return ""; })
+          .Case<ConvOp, MaxPoolOp, AvgPoolOp>([&](Operation *) -> std::string {
+            if (anyDynamic(op->getOperand(0), 2))
+              return "dynamic spatial dims";
+            if (isa<ConvOp>(op) && (anyDynamic(op->getOperand(1), 0) ||
+                                    dynamicAt(op->getOperand(0), 1)))
+              return "dynamic channels";
+            return "";
+          })
+          .Case<GatherOp, GatherElementsOp>([&](Operation *) -> std::string {
+            int64_t axis = op->getAttrOfType<IntegerAttr>("axis").getInt();
+            return dynamicAt(op->getOperand(0), axis) ? "a dynamic indexed axis"
+                                                      : "";
+          })
+          .Case([&](ConcatOp c) -> std::string {
+            for (Value v : c.getInputs())
+              if (dynamicAt(v, c.getAxis()))
+                return "a dynamic concatenated axis";
+            return "";
+          })
+          .Default([&](Operation *) -> std::string {
+            return isElementwiseFamily(op) ? "" : "a dynamic shape";
+          });
+  if (unsupported.empty())
+    return success();
+  return op->emitOpError() << "has " << unsupported
+                           << ", which its lowering cannot handle yet; bind "
+                              "the symbolic input dims at compile "
+                              "time (kilnc --input-shape NAME=D0xD1...)";
+}
