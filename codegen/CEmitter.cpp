@@ -240,8 +240,9 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
           }
       for (size_t k = 1; k < sizes.size(); ++k)
         os << "  if (" << sizes[0] << " != " << sizes[k] << ")\n    return "
-           << quoted("sizes " + sizes[0] + " and " + sizes[k] + " of " +
-                     symbol + " (" + node + ") differ")
+           << quoted("in node '" + node + "' of " + symbol +
+                     ", two sizes that must be equal differ (argument " +
+                     sizes[0] + " vs " + sizes[k] + ")")
            << ";\n";
     }
   }

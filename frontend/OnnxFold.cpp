@@ -20,13 +20,21 @@ using namespace kiln::onnx_import;
 namespace {
 constexpr int64_t kMaxElements = 4096;
 
-struct IntTensor {
-  std::vector<int64_t> shape;
-  std::vector<int64_t> data;
-  Type element;
-};
+using IntTensor = SymbolicInts;
 
-std::optional<IntTensor> readInts(Value v) {
+std::optional<int64_t> constantOf(AffineExpr e) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return c.getValue();
+  return std::nullopt;
+}
+
+bool allConstant(const IntTensor &t) {
+  return llvm::all_of(t.data, [](AffineExpr e) { return constantOf(e); });
+}
+
+std::optional<IntTensor> readInts(NodeContext &c, Value v) {
+  if (const SymbolicInts *symbolic = symbolicInts(c, v))
+    return *symbolic;
   auto constant = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
   if (!constant)
     return std::nullopt;
@@ -52,20 +60,9 @@ std::optional<IntTensor> readInts(Value v) {
     } else {
       value = bytes[i] != 0;
     }
-    t.data.push_back(value);
+    t.data.push_back(getAffineConstantExpr(value, v.getContext()));
   }
   return t;
-}
-
-Value makeInts(NodeContext &c, const IntTensor &t) {
-  auto plain = RankedTensorType::get(t.shape, t.element);
-  SmallVector<APInt> values;
-  unsigned width = t.element.getIntOrFloatBitWidth();
-  for (int64_t v : t.data)
-    values.push_back(APInt(width, v, /*isSigned=*/true));
-  return c.builder.create<ConstantOp>(
-      c.loc, RankedTensorType::get(t.shape, t.element, c.device),
-      DenseElementsAttr::get(plain, values));
 }
 
 int64_t clampIndex(int64_t i, int64_t size, bool end) {
@@ -76,8 +73,26 @@ int64_t clampIndex(int64_t i, int64_t size, bool end) {
 
 FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
   StringRef op = c.node.op_type();
+  MLIRContext *ctx = c.builder.getContext();
   auto fail = [&](const Twine &why) -> FailureOr<IntTensor> {
     return c.error(op + " on constant integers: " + why);
+  };
+  auto number = [&](int64_t v) { return getAffineConstantExpr(v, ctx); };
+  // The values of `t`, which must be constant (indices, axes, conditions).
+  auto constants =
+      [&](const IntTensor &t) -> std::optional<std::vector<int64_t>> {
+    std::vector<int64_t> out;
+    for (AffineExpr e : t.data) {
+      std::optional<int64_t> v = constantOf(e);
+      if (!v)
+        return std::nullopt;
+      out.push_back(*v);
+    }
+    return out;
+  };
+  auto symbolicFail = [&]() {
+    return c.error(op + " of a shape with symbolic dims is not supported yet; "
+                        "bind them with --input-shape");
   };
   if (op == "Identity")
     return in[0];
@@ -92,12 +107,6 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
       return fail("only casts to int32/int64 are evaluated");
     return out;
   }
-  if (op == "Not") {
-    IntTensor out = in[0];
-    for (int64_t &v : out.data)
-      v = !v;
-    return out;
-  }
   if (op == "Where") {
     // Same-shape or scalar operands, like the arithmetic below.
     size_t n = 1;
@@ -110,19 +119,26 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
     for (const IntTensor &t : in)
       if (t.data.size() != n && t.data.size() != 1)
         return fail("only same-shape or scalar operands are evaluated");
+    auto condition = constants(in[0]);
+    if (!condition)
+      return symbolicFail();
     IntTensor out{widest->shape, {}, in[1].element};
     for (size_t i = 0; i < n; ++i) {
       auto at = [&](const IntTensor &t) {
         return t.data[t.data.size() == 1 ? 0 : i];
       };
-      out.data.push_back(at(in[0]) ? at(in[1]) : at(in[2]));
+      out.data.push_back(
+          (*condition)[condition->size() == 1 ? 0 : i] ? at(in[1]) : at(in[2]));
     }
     return out;
   }
-  if (op == "Neg" || op == "Abs") {
+  if (op == "Not" || op == "Neg" || op == "Abs") {
+    auto values = constants(in[0]);
+    if (!values)
+      return symbolicFail();
     IntTensor out = in[0];
-    for (int64_t &v : out.data)
-      v = op == "Neg" ? -v : std::abs(v);
+    for (auto [i, v] : llvm::enumerate(*values))
+      out.data[i] = number(op == "Not" ? !v : op == "Neg" ? -v : std::abs(v));
     return out;
   }
   bool comparison = op == "Equal" || op == "Less" || op == "Greater" ||
@@ -138,24 +154,42 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
     if (comparison)
       out.element = c.builder.getI1Type();
     for (size_t i = 0; i < out.data.size(); ++i) {
-      int64_t x = a.data[scalarA ? 0 : i], y = b.data[scalarB ? 0 : i];
+      AffineExpr ex = a.data[scalarA ? 0 : i], ey = b.data[scalarB ? 0 : i];
+      std::optional<int64_t> cx = constantOf(ex), cy = constantOf(ey);
+      if (!cx || !cy) {
+        // Symbolic dims are sizes (>= 0): affine arithmetic by constants.
+        if (op == "Add")
+          out.data[i] = ex + ey;
+        else if (op == "Sub")
+          out.data[i] = ex - ey;
+        else if (op == "Mul" && (cx || cy))
+          out.data[i] = ex * ey;
+        else if (op == "Div" && cy && *cy > 0)
+          out.data[i] = ex.floorDiv(*cy);
+        else if (op == "Mod" && cy && *cy > 0)
+          out.data[i] = ex % *cy;
+        else
+          return symbolicFail();
+        continue;
+      }
+      int64_t x = *cx, y = *cy;
       if ((op == "Div" || op == "Mod") && y == 0)
         return fail("division by zero");
-      out.data[i] = op == "Add"              ? x + y
-                    : op == "Sub"            ? x - y
-                    : op == "Mul"            ? x * y
-                    : op == "Div"            ? x / y
-                    : op == "Max"            ? std::max(x, y)
-                    : op == "Min"            ? std::min(x, y)
-                    : op == "Equal"          ? x == y
-                    : op == "Less"           ? x < y
-                    : op == "Greater"        ? x > y
-                    : op == "LessOrEqual"    ? x <= y
-                    : op == "GreaterOrEqual" ? x >= y
-                    : op == "And"            ? (x && y)
-                    : op == "Or"             ? (x || y)
-                    : op == "Xor"            ? (!x != !y)
-                                             : ((x % y) + y) % y;
+      out.data[i] = number(op == "Add"              ? x + y
+                           : op == "Sub"            ? x - y
+                           : op == "Mul"            ? x * y
+                           : op == "Div"            ? x / y
+                           : op == "Max"            ? std::max(x, y)
+                           : op == "Min"            ? std::min(x, y)
+                           : op == "Equal"          ? x == y
+                           : op == "Less"           ? x < y
+                           : op == "Greater"        ? x > y
+                           : op == "LessOrEqual"    ? x <= y
+                           : op == "GreaterOrEqual" ? x >= y
+                           : op == "And"            ? (x && y)
+                           : op == "Or"             ? (x || y)
+                           : op == "Xor"            ? (!x != !y)
+                                                    : ((x % y) + y) % y);
     }
     return out;
   }
@@ -172,10 +206,13 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
     return out;
   }
   if (op == "Reshape") {
+    auto spec = constants(in[1]);
+    if (!spec)
+      return symbolicFail();
     IntTensor out = in[0];
     out.shape.clear();
     int64_t known = 1, inferred = -1;
-    for (auto [i, d] : llvm::enumerate(in[1].data)) {
+    for (auto [i, d] : llvm::enumerate(*spec)) {
       int64_t dim = d == 0 && i < in[0].shape.size() ? in[0].shape[i] : d;
       if (dim == -1)
         inferred = i;
@@ -193,14 +230,18 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
     return out;
   }
   if (op == "Range") {
-    int64_t start = in[0].data[0], limit = in[1].data[0], delta = in[2].data[0];
+    auto start0 = constantOf(in[0].data[0]), limit0 = constantOf(in[1].data[0]),
+         delta0 = constantOf(in[2].data[0]);
+    if (!start0 || !limit0 || !delta0)
+      return symbolicFail();
+    int64_t start = *start0, limit = *limit0, delta = *delta0;
     if (delta == 0)
       return fail("delta 0");
     IntTensor out{{0}, {}, in[0].element};
     for (int64_t v = start; delta > 0 ? v < limit : v > limit; v += delta) {
       if ((int64_t)out.data.size() >= kMaxElements)
         return fail("more than " + Twine(kMaxElements) + " elements");
-      out.data.push_back(v);
+      out.data.push_back(number(v));
     }
     out.shape[0] = out.data.size();
     return out;
@@ -219,9 +260,12 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
     const IntTensor &data = in[0], &idx = in[1];
     if (data.shape.size() != 1)
       return fail("only vector data is evaluated");
+    auto indices = constants(idx);
+    if (!indices)
+      return symbolicFail();
     IntTensor out{idx.shape, {}, data.element};
     int64_t n = data.data.size();
-    for (int64_t i : idx.data) {
+    for (int64_t i : *indices) {
       if (i < -n || i >= n)
         return fail("index " + Twine(i) + " is out of range");
       out.data.push_back(data.data[i < 0 ? i + n : i]);
@@ -232,14 +276,20 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
     const IntTensor &data = in[0];
     if (data.shape.size() != 1 || in.size() < 3)
       return fail("only vectors with starts and ends are evaluated");
-    if (in.size() > 3 && !in[3].data.empty() && in[3].data[0] != 0 &&
-        in[3].data[0] != -1)
+    std::vector<int64_t> args; // start, end, axis, step
+    for (size_t i = 1; i < in.size() && i < 5; ++i) {
+      auto v = constants(in[i]);
+      if (!v)
+        return symbolicFail();
+      args.push_back(v->empty() ? 0 : v->front());
+    }
+    if (args.size() > 2 && args[2] != 0 && args[2] != -1)
       return fail("only axis 0 is evaluated");
     int64_t n = data.data.size();
-    int64_t step = in.size() > 4 ? in[4].data[0] : 1;
+    int64_t step = args.size() > 3 ? args[3] : 1;
     if (step == 0)
       return fail("step 0");
-    int64_t start = in[1].data[0], end = in[2].data[0];
+    int64_t start = args[0], end = args[1];
     IntTensor out{{0}, {}, data.element};
     if (step > 0) {
       start = clampIndex(start, n, false);
@@ -284,7 +334,7 @@ kiln::onnx_import::tryFold(NodeContext &c) {
   for (Value v : c.inputs) {
     if (!v) // an omitted optional input
       continue;
-    auto t = readInts(v);
+    auto t = readInts(c, v);
     if (!t) {
       if (isOnlyFolded(c.node.op_type()))
         return FailureOr<SmallVector<Value>>(
@@ -316,8 +366,14 @@ kiln::onnx_import::tryFold(NodeContext &c) {
         f32 ? Type(c.builder.getF32Type()) : Type(c.builder.getF64Type());
     auto plain = RankedTensorType::get(in[0].shape, element);
     SmallVector<Attribute> values;
-    for (int64_t v : in[0].data)
-      values.push_back(c.builder.getFloatAttr(element, double(v)));
+    for (AffineExpr e : in[0].data) {
+      std::optional<int64_t> v = constantOf(e);
+      if (!v)
+        return FailureOr<SmallVector<Value>>(
+            c.error("Cast of a symbolic dim to a float is not supported yet; "
+                    "bind the dims with --input-shape"));
+      values.push_back(c.builder.getFloatAttr(element, double(*v)));
+    }
     Value constant = c.builder.create<ConstantOp>(
         c.loc, RankedTensorType::get(in[0].shape, element, c.device),
         DenseElementsAttr::get(plain, values));
@@ -327,4 +383,40 @@ kiln::onnx_import::tryFold(NodeContext &c) {
   if (failed(out))
     return FailureOr<SmallVector<Value>>(failure());
   return FailureOr<SmallVector<Value>>(SmallVector<Value>{makeInts(c, *out)});
+}
+
+AffineExpr ShapeTable::dimOf(Value v, int64_t i) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!type.isDynamicDim(i))
+    return getAffineConstantExpr(type.getDimSize(i), v.getContext());
+  auto at = llvm::find(symbols, std::make_pair(v, i));
+  if (at == symbols.end())
+    at = symbols.insert(symbols.end(), {v, i});
+  return getAffineSymbolExpr(at - symbols.begin(), v.getContext());
+}
+
+const SymbolicInts *kiln::onnx_import::symbolicInts(NodeContext &c, Value v) {
+  if (!c.shapes || !v)
+    return nullptr;
+  auto it = c.shapes->values.find(v);
+  return it == c.shapes->values.end() ? nullptr : &it->second;
+}
+
+Value kiln::onnx_import::makeInts(NodeContext &c, const SymbolicInts &t) {
+  auto type = RankedTensorType::get(t.shape, t.element, c.device);
+  if (!allConstant(t) && c.shapes) {
+    Value placeholder =
+        c.builder.create<UnrealizedConversionCastOp>(c.loc, type, ValueRange{})
+            .getResult(0);
+    c.shapes->values[placeholder] = t;
+    return placeholder;
+  }
+  auto plain = RankedTensorType::get(t.shape, t.element);
+  SmallVector<APInt> values;
+  unsigned width = t.element.getIntOrFloatBitWidth();
+  for (AffineExpr e : t.data)
+    values.push_back(
+        APInt(width, constantOf(e).value_or(0), /*isSigned=*/true));
+  return c.builder.create<ConstantOp>(c.loc, type,
+                                      DenseElementsAttr::get(plain, values));
 }

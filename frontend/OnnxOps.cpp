@@ -283,10 +283,43 @@ template <const char *Kind> FailureOr<Values> reduceNode(NodeContext &c) {
 constexpr char kSum[] = "sum", kMean[] = "mean", kMax[] = "max", kMin[] = "min",
                kProd[] = "prod";
 
+// The ONNX reshape spec of a shape input holding symbolic dims: a symbolic
+// entry is 0 when it is the input's own dim there, or else -1 (inferred) if
+// it is the only one.
+FailureOr<std::vector<int64_t>> symbolicSpec(NodeContext &c, Value input,
+                                             const SymbolicInts &shape) {
+  std::vector<int64_t> spec;
+  int inferred = 0;
+  for (auto [i, e] : llvm::enumerate(shape.data)) {
+    if (auto k = dyn_cast<AffineConstantExpr>(e)) {
+      inferred += k.getValue() == -1;
+      spec.push_back(k.getValue());
+    } else if (i < (size_t)typeOf(input).getRank() &&
+               c.shapes->dimOf(input, i) == e) {
+      spec.push_back(0);
+    } else {
+      spec.push_back(-1);
+      ++inferred;
+    }
+  }
+  if (inferred > 1)
+    return c.error("Reshape to a shape with more than one symbolic or "
+                   "inferred dim is not supported yet; bind the symbolic dims "
+                   "with --input-shape");
+  return spec;
+}
+
 FailureOr<Values> reshape(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
     return failure();
   auto spec = constantValues<int64_t>(c.inputs[1]);
+  if (!spec)
+    if (const SymbolicInts *symbolic = symbolicInts(c, c.inputs[1])) {
+      auto resolved = symbolicSpec(c, c.inputs[0], *symbolic);
+      if (failed(resolved))
+        return failure();
+      spec = *resolved;
+    }
   if (!spec)
     return c.error("a shape computed at run time is not supported yet");
   if (c.getInt("allowzero", 0) && llvm::is_contained(*spec, 0))
@@ -593,19 +626,12 @@ FailureOr<Values> shape(NodeContext &c) {
   int64_t start = c.getInt("start", 0), end = c.getInt("end", rank);
   start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
   end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
-  SmallVector<int64_t> dims;
-  for (int64_t i = start; i < end; ++i) {
-    if (type.isDynamicDim(i))
-      return c.error("Shape of a tensor with symbolic dims " +
-                     Twine("is not supported yet; bind them with "
-                           "--input-shape"));
-    dims.push_back(type.getDimSize(i));
-  }
-  auto i64 = c.builder.getI64Type();
-  auto plain = RankedTensorType::get({(int64_t)dims.size()}, i64);
-  return Values{c.builder.create<ConstantOp>(
-      c.loc, RankedTensorType::get({(int64_t)dims.size()}, i64, c.device),
-      DenseElementsAttr::get(plain, ArrayRef<int64_t>(dims)))};
+  // Symbolic dims become symbols of the shape table (see OnnxFold.cpp).
+  SymbolicInts dims{
+      {std::max<int64_t>(end - start, 0)}, {}, c.builder.getI64Type()};
+  for (int64_t i = start; i < end; ++i)
+    dims.data.push_back(c.shapes->dimOf(c.inputs[0], i));
+  return Values{makeInts(c, dims)};
 }
 
 FailureOr<Values> castNode(NodeContext &c) {
@@ -649,6 +675,24 @@ FailureOr<Values> expand(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
     return failure();
   auto shape = constantValues<int64_t>(c.inputs[1]);
+  if (const SymbolicInts *symbolic = symbolicInts(c, c.inputs[1])) {
+    // A symbolic entry keeps the input's dynamic dim there (entry 1).
+    auto in = typeOf(c.inputs[0]);
+    int64_t offset = (int64_t)symbolic->data.size() - in.getRank();
+    shape.emplace();
+    for (auto [i, e] : llvm::enumerate(symbolic->data)) {
+      if (auto k = dyn_cast<AffineConstantExpr>(e)) {
+        shape->push_back(k.getValue());
+        continue;
+      }
+      int64_t at = (int64_t)i - offset;
+      if (at < 0 || !in.isDynamicDim(at))
+        return c.error("Expand to a symbolic dim the input does not have is "
+                       "not supported yet; bind the symbolic dims with "
+                       "--input-shape");
+      shape->push_back(1);
+    }
+  }
   if (!shape)
     return c.error("Expand needs a shape known at compile time");
   return single(

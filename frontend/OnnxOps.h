@@ -24,6 +24,28 @@ convertTensor(const onnx::TensorProto &tensor, mlir::Attribute device,
 /// kiln does not support it.
 mlir::Type elementType(mlir::MLIRContext *ctx, int dataType);
 
+/// A small integer tensor from a shape computation (Shape -> Gather ->
+/// Concat -> Reshape): each element an affine expression of the import's
+/// symbols, constant unless it depends on a symbolic dim.
+struct SymbolicInts {
+  std::vector<int64_t> shape;
+  std::vector<mlir::AffineExpr> data;
+  mlir::Type element;
+};
+
+/// The shape computations of one import that depend on symbolic dims
+/// (OnnxFold.cpp). Such a tensor is never data: it stands in the IR as a
+/// placeholder (an unrealized_conversion_cast without operands) that only
+/// folding nodes and the shape operands of Reshape and Expand may use; the
+/// importer rejects any other use.
+struct ShapeTable {
+  llvm::DenseMap<mlir::Value, SymbolicInts> values; // placeholder -> content
+  /// Symbol i is dim symbols[i].second of symbols[i].first.
+  llvm::SmallVector<std::pair<mlir::Value, int64_t>> symbols;
+  /// Dim `i` of `v`: its size when static, else its symbol.
+  mlir::AffineExpr dimOf(mlir::Value v, int64_t i);
+};
+
 /// What a converter sees of one node.
 struct NodeContext {
   const onnx::NodeProto &node;
@@ -34,6 +56,8 @@ struct NodeContext {
   int64_t opset;
   /// One per node input; null for an omitted optional input ("").
   llvm::SmallVector<mlir::Value> inputs;
+  /// The import's symbolic shape computations.
+  ShapeTable *shapes = nullptr;
 
   const onnx::AttributeProto *attr(llvm::StringRef name) const;
   int64_t getInt(llvm::StringRef name, int64_t fallback) const;
@@ -60,6 +84,13 @@ tryFold(NodeContext &c);
 
 /// Ops kiln supports only when they can be folded (tryFold).
 bool isOnlyFolded(llvm::StringRef opType);
+
+/// `ints` as a value: a constant when every element is, else a placeholder
+/// recorded in the node's shape table.
+mlir::Value makeInts(NodeContext &c, const SymbolicInts &ints);
+
+/// The symbolic content of `v` when it is such a placeholder, else null.
+const SymbolicInts *symbolicInts(NodeContext &c, mlir::Value v);
 
 //===----------------------------------------------------------------------===//
 // Building blocks for converters (OnnxBuild.cpp); op families beyond the core

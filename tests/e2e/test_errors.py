@@ -159,6 +159,26 @@ class UnsupportedModelTest(kt.KilnTestCase):
                            [tensor("a", [2, 3]), tensor("b", [4, 5])], [tensor("y", [2, 5])])
         self.compile_fails(model, "bad_matmul", "[2,3]", "[4,5]")
 
+    def test_symbolic_dims_that_disagree_at_run_time(self):
+        # x and y share the symbolic dim N; given different sizes for it,
+        # kiln-run names the step, the input shapes, and the node.
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Add", ["x", "y"], ["z"], name="the_add")],
+                           [tensor("x", ["N", 4]), tensor("y", ["N", 4])],
+                           [tensor("z", ["N", 4])])
+        path = self.path("symbolic_add.onnx")
+        with open(path, "wb") as f:
+            f.write(model.SerializeToString())
+        artifact = self.path("symbolic_add.kiln")
+        kt.assert_success(self, kt.kilnc(path, "-o", artifact))
+        x = self.save_npy(np.ones((2, 4), np.float32), "x2.npy")
+        y = self.save_npy(np.ones((3, 4), np.float32), "y3.npy")
+        proc = kt.kiln_run(artifact, x, y)
+        kt.assert_clean_failure(self, proc, "f32[2,4], f32[3,4]", "the_add")
+        (z,), _ = self.run_artifact(artifact, [np.ones((3, 4), np.float32),
+                                               np.full((3, 4), 2, np.float32)])
+        np.testing.assert_array_equal(z, np.full((3, 4), 3, np.float32))
+
     def test_bad_input_shape_options(self):
         from onnx import helper as h
         model = onnx_model([h.make_node("Relu", ["x"], ["y"])],
