@@ -375,6 +375,20 @@ class ArtifactCorruptionTest(kt.KilnTestCase):
         proc = self.crafted(lambda m: None, "rewritten.kiln")
         kt.assert_success(self, proc)
 
+    def test_crafted_manifest_dynamic_dims_without_dims_function(self):
+        # A kernel whose argument turns dynamic needs a dims function.
+        def edit(m):
+            m["values"][m["inputs"][0]["value"]]["shape"][0] = -1
+        proc = self.crafted(edit, "dynamic_no_dims.kiln")
+        kt.assert_clean_failure(self, proc, "dynamic arguments but no dims function")
+
+    def test_crafted_manifest_dynamic_constant(self):
+        def edit(m):
+            constant = next(v for v in m["values"] if v["kind"] == "constant")
+            constant["shape"][0] = -1
+        proc = self.crafted(edit, "dynamic_constant.kiln")
+        kt.assert_clean_failure(self, proc, "has a dynamic shape")
+
     def test_crafted_manifest_unknown_kernel(self):
         def edit(m):
             m["steps"][0]["kernel"] = "no_such_kernel_fn"

@@ -38,6 +38,17 @@ public:
                                 data.size() * sizeof(float)));
     return *this;
   }
+  OnnxBuilder &int64Weight(const std::string &name, std::vector<int64_t> dims,
+                           const std::vector<int64_t> &data) {
+    onnx::TensorProto *t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims)
+      t->add_dims(d);
+    for (int64_t v : data)
+      t->add_int64_data(v);
+    return *this;
+  }
   onnx::NodeProto &node(const std::string &opType, const std::string &name,
                         std::vector<std::string> inputs,
                         std::vector<std::string> outputs) {

@@ -80,8 +80,9 @@ protected:
     return x;
   }
   static std::vector<float> reference(const kiln::Tensor &x) {
-    std::vector<float> y(20);
-    for (int i = 0; i < 4; ++i)
+    int64_t rows = x.shape()[0];
+    std::vector<float> y(rows * 5);
+    for (int i = 0; i < rows; ++i)
       for (int j = 0; j < 5; ++j) {
         double acc = bias[j];
         for (int k = 0; k < 3; ++k)
@@ -195,6 +196,53 @@ TEST_F(RuntimeTest, RejectsEveryBitFlip) {
 
 TEST_F(RuntimeTest, MissingFileIsAnError) {
   EXPECT_THROW(kiln::Module::load("/nonexistent/x.kiln"), kiln::Error);
+}
+
+// The same model with a symbolic batch N, compiled once, then flattened
+// (a view whose size is inferred at run time): any N runs, and the shapes
+// of each run follow from the input's.
+TEST_F(RuntimeTest, SymbolicBatchRunsAtAnySize) {
+  OnnxBuilder b;
+  b.input("x", {-1, 3}).weight("W", {5, 3}, weights).weight("b", {5}, bias);
+  b.weight("two", {}, {2.0f});
+  b.int64Weight("flat", {1}, {-1});
+  auto &gemm = b.node("Gemm", "gemm", {"x", "W", "b"}, {"h"});
+  OnnxBuilder::intAttr(gemm, "transB", 1);
+  b.node("Relu", "relu", {"h"}, {"r"});
+  b.node("Mul", "mul", {"r", "two"}, {"m"});
+  b.node("Gelu", "gelu", {"m"}, {"y"});
+  b.node("Reshape", "flatten", {"y", "flat"}, {"z"});
+  b.output("z");
+  std::string onnx = tempPath("dynamic.onnx"), art = tempPath("dynamic.kiln");
+  std::ofstream(onnx, std::ios::binary) << b.bytes();
+  kiln::CompileOptions options;
+  options.input = onnx;
+  options.output = art;
+  ASSERT_TRUE(mlir::succeeded(kiln::compileModel(options)));
+  kiln::Module m = kiln::Module::load(art);
+  EXPECT_EQ(m.inputs()[0].shape, (std::vector<int64_t>{-1, 3}));
+  EXPECT_EQ(m.outputs()[0].shape, (std::vector<int64_t>{-1}));
+  for (int64_t rows : {1, 4, 7}) {
+    kiln::Tensor x = kiln::Tensor::empty(kiln::DType::F32, {rows, 3});
+    for (int64_t i = 0; i < rows * 3; ++i)
+      x.data<float>()[i] = std::cos(0.3 * i);
+    std::vector<kiln::Tensor> y = m.run({x});
+    ASSERT_EQ(y[0].shape(), (std::vector<int64_t>{rows * 5}));
+    std::vector<float> ref = reference(x);
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(y[0].data<float>()[i], ref[i], 1e-5 * (1 + std::fabs(ref[i])))
+          << "rows " << rows << " at " << i;
+  }
+  try {
+    m.run({kiln::Tensor::empty(kiln::DType::F32, {4, 4})});
+    ADD_FAILURE() << "ran with a wrong static dim";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("must be f32[?,3], got f32[4,4]"),
+              std::string::npos)
+        << e.what();
+  }
+  std::remove(onnx.c_str());
+  std::remove(art.c_str());
 }
 
 } // namespace
