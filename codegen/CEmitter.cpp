@@ -148,10 +148,17 @@ static std::string rowMajor(ArrayRef<std::string> indices,
   return expr.empty() ? "0" : expr;
 }
 
-std::string CEmitter::index(Value tensor, AffineMap map) {
+std::string CEmitter::index(Value tensor, AffineMap map, bool broadcast) {
+  auto type = cast<RankedTensorType>(tensor.getType());
   SmallVector<std::string> indices;
-  for (AffineExpr e : map.getResults())
+  for (auto [i, e] : llvm::enumerate(map.getResults())) {
     indices.push_back(cAffine(e));
+    // A dynamic dim of size 1 repeats along its loop (numpy broadcasting
+    // decided at run time); 0 is its only valid index anyway.
+    if (broadcast && type.isDynamicDim(i) && isa<AffineDimExpr>(e))
+      indices.back() =
+          "(" + dimExpr(tensor, i) + " == 1 ? 0 : " + indices.back() + ")";
+  }
   return rowMajor(indices, [&](int64_t i) { return dimExpr(tensor, i); });
 }
 
@@ -190,11 +197,17 @@ std::string CEmitter::loopRange(linalg::GenericOp op, unsigned d) {
   int64_t size = op.getStaticLoopRanges()[d];
   if (!ShapedType::isDynamic(size))
     return std::to_string(size);
-  for (OpOperand &operand : op->getOpOperands())
+  // The output's size first: an input's may be 1 and broadcast.
+  SmallVector<OpOperand *> operands;
+  for (OpOperand &init : op.getDpsInitsMutable())
+    operands.push_back(&init);
+  for (OpOperand *input : op.getDpsInputOperands())
+    operands.push_back(input);
+  for (OpOperand *operand : operands)
     for (auto [pos, e] :
-         llvm::enumerate(op.getMatchingIndexingMap(&operand).getResults()))
+         llvm::enumerate(op.getMatchingIndexingMap(operand).getResults()))
       if (auto dim = dyn_cast<AffineDimExpr>(e); dim && dim.getPosition() == d)
-        if (std::string s = dimExpr(operand.get(), pos); !s.empty())
+        if (std::string s = dimExpr(operand->get(), pos); !s.empty())
           return s;
   return "";
 }
@@ -217,7 +230,8 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
     if (failed(emitScalar(&op, os, "  ")))
       return failure();
   }
-  // Sizes one loop reads from several operands must agree.
+  // Sizes one loop reads from several operands must agree; along a
+  // parallel loop an input may also have size 1 (broadcast).
   for (auto generic : block.getOps<linalg::GenericOp>()) {
     std::string node = nodeNames(generic.getLoc());
     if (node.empty()) {
@@ -238,12 +252,19 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
             if (!llvm::is_contained(sizes, s))
               sizes.push_back(s);
           }
-      for (size_t k = 1; k < sizes.size(); ++k)
-        os << "  if (" << sizes[0] << " != " << sizes[k] << ")\n    return "
-           << quoted("in node '" + node + "' of " + symbol +
-                     ", two sizes that must be equal differ (argument " +
-                     sizes[0] + " vs " + sizes[k] + ")")
+      std::string range = loopRange(generic, d);
+      bool parallel = generic.getIteratorTypesArray()[d] ==
+                      utils::IteratorType::parallel;
+      for (const std::string &size : sizes) {
+        if (size == range)
+          continue;
+        os << "  if (" << size << " != " << range
+           << (parallel ? " && " + size + " != 1" : "") << ")\n    return "
+           << quoted("node '" + node + "' (" + symbol + "): argument dims " +
+                     size + " and " + range + " do not " +
+                     (parallel ? "broadcast" : "match"))
            << ";\n";
+      }
     }
   }
   auto yield = cast<YieldOp>(block.getTerminator());
@@ -312,7 +333,7 @@ LogicalResult CEmitter::emitGenericBody(linalg::GenericOp op,
     std::string name = fresh("a");
     os << indent << "const " << typeName(arg.getType()) << " " << name << " = "
        << bufferFor(isInput ? operand : result) << "["
-       << index(operand, maps[i]) << "];\n";
+       << index(operand, maps[i], isInput) << "];\n";
     scalars[arg] = name;
   }
   for (Operation &inner : block.without_terminator())

@@ -83,8 +83,10 @@ protected:
   }
   /// The pointer expression holding `tensor`, declared on first use.
   std::string bufferFor(mlir::Value tensor);
-  /// The row-major offset of `map`'s result in `tensor`.
-  std::string index(mlir::Value tensor, mlir::AffineMap map);
+  /// The row-major offset of `map`'s result in `tensor`; with `broadcast`
+  /// (reads of inputs), a dynamic dim that is 1 at run time reads index 0.
+  std::string index(mlir::Value tensor, mlir::AffineMap map,
+                    bool broadcast = false);
   /// The size of dim `i` of `tensor` as a C expression: a number when
   /// static, else `dims[k]` for a kernel argument's dim or the scalar its
   /// tensor.empty was sized with; "" when unknown.

@@ -2,7 +2,8 @@
 //
 // A graph op's result dim that is `?` gets its size at run time from the
 // dims of the op's (lowered) operands, by the op's ONNX shape rule:
-// broadcasting for elementwise ops, m/n/batch for contractions, the batch
+// broadcasting for elementwise ops (the largest of the operands' sizes: a
+// dynamic dim that is 1 at run time broadcasts, see CEmitter::index), m/n/batch for contractions, the batch
 // (and pooled channel) dim for windows, the kept dims for reductions, the
 // permuted dim for transposes, the data and index dims for gathers, the
 // sum along a concat's axis. Each size is an index value built from
@@ -43,20 +44,26 @@ Value lowering::emptyResult(OpBuilder &b, Operation *op, ValueRange operands) {
                      [&](int64_t i) { return resultDim(b, op, operands, i); });
 }
 
-namespace {
-// Dim i of a result broadcast from `operands` (trailing alignment): the
-// first operand dynamic there.
-Value broadcastDim(OpBuilder &b, Location loc, ValueRange operands,
-                   int64_t outRank, int64_t i) {
+// The larger of `size` and `other` (either may be null).
+static Value maxSize(OpBuilder &b, Location loc, Value size, Value other) {
+  if (!size || !other)
+    return size ? size : other;
+  return b.create<arith::MaxSIOp>(loc, size, other);
+}
+
+Value lowering::broadcastDim(OpBuilder &b, Location loc, ValueRange operands,
+                             int64_t outRank, int64_t i) {
+  Value size;
   for (Value v : operands) {
     auto type = cast<RankedTensorType>(v.getType());
     int64_t at = i - (outRank - type.getRank());
     if (at >= 0 && type.isDynamicDim(at))
-      return b.create<tensor::DimOp>(loc, v, at);
+      size = maxSize(b, loc, size, b.create<tensor::DimOp>(loc, v, at));
   }
-  return nullptr;
+  return size;
 }
 
+namespace {
 int64_t rankOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank();
 }
@@ -75,15 +82,17 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
         bool vecA = rankOf(lhs) == 1, vecB = rankOf(rhs) == 1;
         int64_t batchRank = outRank - (vecA ? 0 : 1) - (vecB ? 0 : 1);
         if (i < batchRank) {
-          // The batch dims of both, aligned to the result's batch dims.
+          // The batch dims of both, aligned to the result's batch dims,
+          // broadcast.
+          Value size;
           for (Value v : {lhs, rhs}) {
             auto type = cast<RankedTensorType>(v.getType());
             int64_t own = std::max<int64_t>(type.getRank() - 2, 0);
             int64_t at = i - (batchRank - own);
             if (at >= 0 && type.isDynamicDim(at))
-              return dim(v, at);
+              size = maxSize(b, loc, size, dim(v, at));
           }
-          return nullptr;
+          return size;
         }
         if (i == batchRank && !vecA)
           return dim(lhs, rankOf(lhs) - 2);

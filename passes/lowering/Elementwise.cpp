@@ -38,12 +38,8 @@ Value lowering::buildElementwise(OpBuilder &b, Location loc,
   }
   maps.push_back(b.getMultiDimIdentityMap(rank));
   Value init = emptyTensor(b, loc, type, [&](int64_t i) -> Value {
-    for (Value input : inputs) {
-      auto inType = cast<RankedTensorType>(input.getType());
-      int64_t at = i - (rank - inType.getRank());
-      if (at >= 0 && inType.isDynamicDim(at))
-        return b.create<tensor::DimOp>(loc, input, at);
-    }
+    if (Value s = broadcastDim(b, loc, inputs, rank, i))
+      return s;
     return size(i);
   });
   SmallVector<utils::IteratorType> iterators(rank,

@@ -43,6 +43,12 @@ mlir::Value emptyResult(mlir::OpBuilder &b, mlir::Operation *op,
 mlir::Value resultDim(mlir::OpBuilder &b, mlir::Operation *op,
                       mlir::ValueRange operands, int64_t i);
 
+/// Dim `i` of a result of rank `outRank` broadcast from `operands` (numpy
+/// rules, trailing alignment): the largest of the operands' dynamic sizes
+/// there; null when none is dynamic there.
+mlir::Value broadcastDim(mlir::OpBuilder &b, mlir::Location loc,
+                         mlir::ValueRange operands, int64_t outRank, int64_t i);
+
 /// Fails at `op` when it has a dynamic dim that its lowering cannot size or
 /// index yet.
 mlir::LogicalResult checkDynamicSupport(mlir::Operation *op);

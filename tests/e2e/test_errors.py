@@ -174,10 +174,15 @@ class UnsupportedModelTest(kt.KilnTestCase):
         x = self.save_npy(np.ones((2, 4), np.float32), "x2.npy")
         y = self.save_npy(np.ones((3, 4), np.float32), "y3.npy")
         proc = kt.kiln_run(artifact, x, y)
-        kt.assert_clean_failure(self, proc, "f32[2,4], f32[3,4]", "the_add")
+        kt.assert_clean_failure(self, proc, "f32[2,4], f32[3,4]", "the_add", "do not broadcast")
         (z,), _ = self.run_artifact(artifact, [np.ones((3, 4), np.float32),
                                                np.full((3, 4), 2, np.float32)])
         np.testing.assert_array_equal(z, np.full((3, 4), 3, np.float32))
+        # A symbolic dim that is 1 at run time broadcasts, as numpy does.
+        x = np.arange(12, dtype=np.float32).reshape(3, 4)
+        y = np.arange(4, dtype=np.float32).reshape(1, 4)
+        (z,), _ = self.run_artifact(artifact, [x, y], "broadcast")
+        np.testing.assert_array_equal(z, x + y)
 
     def test_bad_input_shape_options(self):
         from onnx import helper as h

@@ -3,7 +3,8 @@
 // Dynamic dims: a kernel input's come from the dims array after the
 // buffers, a local tensor's from the size its tensor.empty was given, and
 // SYMBOL_dims() computes the outputs' dims and checks that the sizes one
-// loop reads agree.
+// loop reads agree (or are 1 along a parallel loop: an input's dynamic dim
+// of size 1 reads index 0, numpy broadcasting decided at run time).
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -13,12 +14,12 @@
 // CHECK:   const int64_t *dims = static_cast<const int64_t *>(buffers[3]);
 // CHECK:   for (int64_t d0 = 0; d0 < dims[0]; ++d0)
 // CHECK:     for (int64_t d1 = 0; d1 < 4; ++d1) {
-// CHECK:       const float [[A:a[0-9]+]] = in0[d0 * 4 + d1];
-// CHECK:       const float [[B:a[0-9]+]] = in1[d0 * 4 + d1];
+// CHECK:       const float [[A:a[0-9]+]] = in0[(dims[0] == 1 ? 0 : d0) * 4 + d1];
+// CHECK:       const float [[B:a[0-9]+]] = in1[(dims[2] == 1 ? 0 : d0) * 4 + d1];
 // CHECK:       out0[d0 * 4 + d1] =
 // CHECK: extern "C" const char *kiln_k0_dims(int64_t *dims) {
-// CHECK:   if (dims[0] != dims[2])
-// CHECK:     return "in node 'add' of kiln_k0, two sizes that must be equal differ (argument dims[0] vs dims[2])";
+// CHECK:   if (dims[2] != dims[0] && dims[2] != 1)
+// CHECK:     return "node 'add' (kiln_k0): argument dims dims[2] and dims[0] do not broadcast";
 // CHECK:   dims[4] = dims[0];
 // CHECK:   return nullptr;
 func.func @add(%x: tensor<?x4xf32, #kiln.device<cpu>>, %y: tensor<?x4xf32, #kiln.device<cpu>>) -> tensor<?x4xf32, #kiln.device<cpu>> {
