@@ -71,10 +71,15 @@ int64_t clampIndex(int64_t i, int64_t size, bool end) {
   return std::max<int64_t>(end ? -1 : 0, std::min<int64_t>(i, size));
 }
 
-FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
+// With `quiet`, fails without a diagnostic (the node is then converted as
+// ordinary ops).
+FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
+                              bool quiet) {
   StringRef op = c.node.op_type();
   MLIRContext *ctx = c.builder.getContext();
   auto fail = [&](const Twine &why) -> FailureOr<IntTensor> {
+    if (quiet)
+      return failure();
     return c.error(op + " on constant integers: " + why);
   };
   auto number = [&](int64_t v) { return getAffineConstantExpr(v, ctx); };
@@ -90,10 +95,7 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in) {
     }
     return out;
   };
-  auto symbolicFail = [&]() {
-    return c.error(op + " of a shape with symbolic dims is not supported yet; "
-                        "bind them with --input-shape");
-  };
+  auto symbolicFail = [&]() -> FailureOr<IntTensor> { return failure(); };
   if (op == "Identity")
     return in[0];
   if (op == "Cast") {
@@ -331,6 +333,7 @@ kiln::onnx_import::tryFold(NodeContext &c) {
   if (!foldable().contains(c.node.op_type()))
     return std::nullopt;
   SmallVector<IntTensor> in;
+  bool symbolic = false;
   for (Value v : c.inputs) {
     if (!v) // an omitted optional input
       continue;
@@ -344,6 +347,7 @@ kiln::onnx_import::tryFold(NodeContext &c) {
                     "dims with --input-shape"));
       return std::nullopt;
     }
+    symbolic |= !allConstant(*t);
     in.push_back(std::move(*t));
   }
   StringRef op = c.node.op_type();
@@ -365,24 +369,31 @@ kiln::onnx_import::tryFold(NodeContext &c) {
     Type element =
         f32 ? Type(c.builder.getF32Type()) : Type(c.builder.getF64Type());
     auto plain = RankedTensorType::get(in[0].shape, element);
+    if (symbolic)
+      return std::nullopt; // data computed at run time
     SmallVector<Attribute> values;
-    for (AffineExpr e : in[0].data) {
-      std::optional<int64_t> v = constantOf(e);
-      if (!v)
-        return FailureOr<SmallVector<Value>>(
-            c.error("Cast of a symbolic dim to a float is not supported yet; "
-                    "bind the dims with --input-shape"));
-      values.push_back(c.builder.getFloatAttr(element, double(*v)));
-    }
+    for (AffineExpr e : in[0].data)
+      values.push_back(c.builder.getFloatAttr(element, double(*constantOf(e))));
     Value constant = c.builder.create<ConstantOp>(
         c.loc, RankedTensorType::get(in[0].shape, element, c.device),
         DenseElementsAttr::get(plain, values));
     return FailureOr<SmallVector<Value>>(SmallVector<Value>{constant});
   }
-  auto out = evaluate(c, in);
+  auto out = evaluate(c, in, /*quiet=*/symbolic);
   if (failed(out))
-    return FailureOr<SmallVector<Value>>(failure());
-  return FailureOr<SmallVector<Value>>(SmallVector<Value>{makeInts(c, *out)});
+    return symbolic ? std::nullopt // converted as ordinary ops
+                    : std::optional(FailureOr<SmallVector<Value>>(failure()));
+  if (allConstant(*out))
+    return FailureOr<SmallVector<Value>>(SmallVector<Value>{makeInts(c, *out)});
+  // Symbolic: the node's ordinary ops compute it at run time; the table
+  // remembers what they hold, for Reshape and Expand targets.
+  Converter convert = findConverter(op);
+  if (!convert)
+    return std::nullopt;
+  auto real = convert(c);
+  if (succeeded(real) && real->size() == 1)
+    c.shapes->values[real->front()] = *out;
+  return real;
 }
 
 AffineExpr ShapeTable::dimOf(Value v, int64_t i) {
@@ -404,19 +415,11 @@ const SymbolicInts *kiln::onnx_import::symbolicInts(NodeContext &c, Value v) {
 
 Value kiln::onnx_import::makeInts(NodeContext &c, const SymbolicInts &t) {
   auto type = RankedTensorType::get(t.shape, t.element, c.device);
-  if (!allConstant(t) && c.shapes) {
-    Value placeholder =
-        c.builder.create<UnrealizedConversionCastOp>(c.loc, type, ValueRange{})
-            .getResult(0);
-    c.shapes->values[placeholder] = t;
-    return placeholder;
-  }
   auto plain = RankedTensorType::get(t.shape, t.element);
   SmallVector<APInt> values;
   unsigned width = t.element.getIntOrFloatBitWidth();
   for (AffineExpr e : t.data)
-    values.push_back(
-        APInt(width, constantOf(e).value_or(0), /*isSigned=*/true));
+    values.push_back(APInt(width, *constantOf(e), /*isSigned=*/true));
   return c.builder.create<ConstantOp>(c.loc, type,
                                       DenseElementsAttr::get(plain, values));
 }

@@ -343,17 +343,6 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
         values[name] = value;
   }
 
-  // Shape computations on symbolic dims must have been folded away: their
-  // placeholders may have no user.
-  for (auto &entry : shapes.values)
-    for (Operation *user : entry.first.getUsers()) {
-      emitError(user->getLoc())
-          << "uses a shape computed from symbolic dims as data, which is not "
-             "supported yet; bind the dims with --input-shape";
-      return nullptr;
-    }
-  for (auto &entry : shapes.values)
-    entry.first.getDefiningOp()->erase();
   SmallVector<Value> outputs;
   for (const auto &output : graph.output()) {
     auto it = values.find(output.name());

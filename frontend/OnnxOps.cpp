@@ -626,12 +626,25 @@ FailureOr<Values> shape(NodeContext &c) {
   int64_t start = c.getInt("start", 0), end = c.getInt("end", rank);
   start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
   end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
-  // Symbolic dims become symbols of the shape table (see OnnxFold.cpp).
-  SymbolicInts dims{
-      {std::max<int64_t>(end - start, 0)}, {}, c.builder.getI64Type()};
-  for (int64_t i = start; i < end; ++i)
+  // Symbolic dims are read at run time (kiln.shape); the shape table
+  // records them as symbols (see OnnxFold.cpp).
+  end = std::max(start, end);
+  SymbolicInts dims{{end - start}, {}, c.builder.getI64Type()};
+  bool symbolic = false;
+  for (int64_t i = start; i < end; ++i) {
     dims.data.push_back(c.shapes->dimOf(c.inputs[0], i));
-  return Values{makeInts(c, dims)};
+    symbolic |= type.isDynamicDim(i);
+  }
+  if (!symbolic)
+    return Values{makeInts(c, dims)};
+  auto real = c.create(
+      ShapeOp::getOperationName(), c.inputs[0],
+      {c.builder.getNamedAttr("start", c.builder.getI64IntegerAttr(start)),
+       c.builder.getNamedAttr("end", c.builder.getI64IntegerAttr(end))});
+  if (failed(real))
+    return failure();
+  c.shapes->values[*real] = dims;
+  return Values{*real};
 }
 
 FailureOr<Values> castNode(NodeContext &c) {

@@ -34,12 +34,11 @@ struct SymbolicInts {
 };
 
 /// The shape computations of one import that depend on symbolic dims
-/// (OnnxFold.cpp). Such a tensor is never data: it stands in the IR as a
-/// placeholder (an unrealized_conversion_cast without operands) that only
-/// folding nodes and the shape operands of Reshape and Expand may use; the
-/// importer rejects any other use.
+/// (OnnxFold.cpp): the ordinary ops computing them at run time (from
+/// kiln.shape) and, per value, what it holds as affine expressions, which
+/// Reshape and Expand targets use.
 struct ShapeTable {
-  llvm::DenseMap<mlir::Value, SymbolicInts> values; // placeholder -> content
+  llvm::DenseMap<mlir::Value, SymbolicInts> values; // value -> content
   /// Symbol i is dim symbols[i].second of symbols[i].first.
   llvm::SmallVector<std::pair<mlir::Value, int64_t>> symbols;
   /// Dim `i` of `v`: its size when static, else its symbol.
@@ -85,11 +84,11 @@ tryFold(NodeContext &c);
 /// Ops kiln supports only when they can be folded (tryFold).
 bool isOnlyFolded(llvm::StringRef opType);
 
-/// `ints` as a value: a constant when every element is, else a placeholder
-/// recorded in the node's shape table.
+/// `ints`, all constant, as a constant.
 mlir::Value makeInts(NodeContext &c, const SymbolicInts &ints);
 
-/// The symbolic content of `v` when it is such a placeholder, else null.
+/// What `v` holds when it is a shape computation on symbolic dims, else
+/// null.
 const SymbolicInts *symbolicInts(NodeContext &c, mlir::Value v);
 
 //===----------------------------------------------------------------------===//

@@ -515,6 +515,21 @@ KILN_INFER(TransposeOp) {
 }
 KILN_COMPATIBLE(TransposeOp)
 
+KILN_INFER(ShapeOp) {
+  ShapeOp::Adaptor adaptor(operands, attributes, properties, regions);
+  int64_t rank = shapeOf(adaptor.getInput()).size();
+  int64_t start = adaptor.getStart(), end = adaptor.getEnd();
+  if (start < 0 || end > rank || start > end)
+    return fail(loc, "shape range [" + Twine(start) + ", " + Twine(end) +
+                         ") does not lie in the input's rank " + Twine(rank));
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  results.push_back(RankedTensorType::get(
+      {end - start}, IntegerType::get(input.getContext(), 64),
+      input.getEncoding()));
+  return success();
+}
+KILN_COMPATIBLE(ShapeOp)
+
 KILN_INFER(GatherOp) {
   GatherOp::Adaptor adaptor(operands, attributes, properties, regions);
   Shape data = shapeOf(adaptor.getData()), idx = shapeOf(adaptor.getIndices());

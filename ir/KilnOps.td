@@ -366,6 +366,17 @@ def Kiln_GatherOp : Kiln_ComputeOp<"gather"> {
   }];
 }
 
+def Kiln_ShapeOp : Kiln_ComputeOp<"shape"> {
+  let summary = "dims [start, end) of the input as a 1-D i64 tensor (ONNX Shape)";
+  let description = [{
+    The dims are read at run time, so a symbolic dim becomes data. `start`
+    and `end` are already clamped into [0, rank].
+  }];
+  let arguments = (ins Kiln_Tensor:$input, I64Attr:$start, I64Attr:$end);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//

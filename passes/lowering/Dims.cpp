@@ -3,12 +3,12 @@
 // A graph op's result dim that is `?` gets its size at run time from the
 // dims of the op's (lowered) operands, by the op's ONNX shape rule:
 // broadcasting for elementwise ops (the largest of the operands' sizes: a
-// dynamic dim that is 1 at run time broadcasts, see CEmitter::index), m/n/batch for contractions, the batch
-// (and pooled channel) dim for windows, the kept dims for reductions, the
-// permuted dim for transposes, the data and index dims for gathers, the
-// sum along a concat's axis. Each size is an index value built from
-// `tensor.dim` and arith in the kernel, before the op's loops; a tensor.empty
-// takes it, and the emitters read it back from there.
+// dynamic dim that is 1 at run time broadcasts, see CEmitter::index), m/n/batch
+// for contractions, the batch (and pooled channel) dim for windows, the kept
+// dims for reductions, the permuted dim for transposes, the data and index dims
+// for gathers, the sum along a concat's axis. Each size is an index value built
+// from `tensor.dim` and arith in the kernel, before the op's loops; a
+// tensor.empty takes it, and the emitters read it back from there.
 //
 // checkDynamicSupport() names the dynamic dims a lowering cannot handle yet
 // (a conv's spatial dims, a gather's indexed axis, ...): those must be bound
@@ -164,7 +164,7 @@ LogicalResult lowering::checkDynamicSupport(Operation *op) {
     return success();
   std::string unsupported =
       llvm::TypeSwitch<Operation *, std::string>(op)
-          .Case<MatMulOp, GemmOp, ReduceOp, TransposeOp, SliceOp>(
+          .Case<MatMulOp, GemmOp, ReduceOp, TransposeOp, SliceOp, ShapeOp>(
               [](Operation *) { return ""; })
           .Case<ConvOp, MaxPoolOp, AvgPoolOp>([&](Operation *) -> std::string {
             if (anyDynamic(op->getOperand(0), 2))

@@ -90,7 +90,8 @@ Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
 }
 
 bool lowering::isMovementFamily(Operation *op) {
-  return isa<TransposeOp, GatherOp, GatherElementsOp, SliceOp, ConcatOp>(op);
+  return isa<TransposeOp, GatherOp, GatherElementsOp, SliceOp, ConcatOp,
+             ShapeOp>(op);
 }
 
 namespace {
@@ -254,8 +255,43 @@ Value lowerGatherElements(OpBuilder &b, GatherElementsOp op, Value data,
 }
 } // namespace
 
+namespace {
+// Element j is dim start + j of the input, read before the loop: a select
+// chain over the loop index.
+Value lowerShape(OpBuilder &b, ShapeOp op, Value input) {
+  Location loc = op.getLoc();
+  auto outType = lowering::plainResultType(op);
+  SmallVector<Value> dims;
+  for (int64_t i = op.getStart(); i < (int64_t)op.getEnd(); ++i)
+    dims.push_back(b.create<arith::IndexCastOp>(
+        loc, b.getI64Type(), lowering::dimOf(b, loc, input, i)));
+  Value init = lowering::emptyResult(b, op, ValueRange{input});
+  return b
+      .create<linalg::GenericOp>(
+          loc, TypeRange{outType}, ValueRange{}, init,
+          SmallVector<AffineMap>{b.getMultiDimIdentityMap(1)},
+          SmallVector<utils::IteratorType>{utils::IteratorType::parallel},
+          [&](OpBuilder &nb, Location l, ValueRange) {
+            Value at = nb.create<linalg::IndexOp>(l, 0);
+            Value result = dims.empty()
+                               ? lowering::scalar(nb, l, nb.getI64Type(), 0)
+                               : dims.back();
+            for (int64_t j = (int64_t)dims.size() - 2; j >= 0; --j) {
+              Value is = nb.create<arith::CmpIOp>(
+                  l, arith::CmpIPredicate::eq, at,
+                  nb.create<arith::ConstantIndexOp>(l, j));
+              result = nb.create<arith::SelectOp>(l, is, dims[j], result);
+            }
+            nb.create<linalg::YieldOp>(l, result);
+          })
+      .getResult(0);
+}
+} // namespace
+
 FailureOr<Value> lowering::lowerMovement(OpBuilder &b, Operation *op,
                                          ValueRange operands) {
+  if (auto shape = dyn_cast<ShapeOp>(op))
+    return lowerShape(b, shape, operands[0]);
   if (auto ge = dyn_cast<GatherElementsOp>(op))
     return lowerGatherElements(b, ge, operands[0], operands[1]);
   if (auto slice = dyn_cast<SliceOp>(op))
