@@ -12,6 +12,8 @@
 
 #include "codegen/CEmitter.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Analysis/TopologicalSortUtils.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -220,14 +222,52 @@ bool CEmitter::hasDynamicDims() {
   });
 }
 
+/// The ops computing the dynamic sizes of the kernel's tensors, in order.
+static SetVector<Operation *> sizeOps(KernelOp kernel) {
+  SetVector<Operation *> slice;
+  BackwardSliceOptions options;
+  options.omitBlockArguments = true;
+  for (auto empty : kernel.getBody().front().getOps<tensor::EmptyOp>())
+    for (Value size : empty.getDynamicSizes())
+      if (Operation *def = size.getDefiningOp()) {
+        getBackwardSlice(def, &slice, options);
+        slice.insert(def);
+      }
+  return topologicalSort(slice);
+}
+
+SmallVector<unsigned> kiln::kernelDimsData(KernelOp kernel) {
+  SmallVector<unsigned> args;
+  for (Operation *op : sizeOps(kernel))
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op))
+      if (auto arg = dyn_cast<BlockArgument>(extract.getTensor()))
+        if (!llvm::is_contained(args, arg.getArgNumber()))
+          args.push_back(arg.getArgNumber());
+  llvm::sort(args);
+  return args;
+}
+
 LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
   raw_ostream &os = body();
   Block &block = kernel.getBody().front();
-  auto isIndex = [](Type t) { return t.isIndex(); };
-  for (Operation &op : block.without_terminator()) {
-    if (op.getNumResults() == 0 || !llvm::all_of(op.getResultTypes(), isIndex))
-      continue;
-    if (failed(emitScalar(&op, os, "  ")))
+  // The inputs whose data sizes depend on (shapes and axes given as
+  // tensors), then the size computations.
+  for (unsigned i : kernelDimsData(kernel)) {
+    BlockArgument arg = block.getArgument(i);
+    std::string type =
+        typeName(cast<RankedTensorType>(arg.getType()).getElementType());
+    std::string name = "in" + std::to_string(i);
+    os << "  const " << type << " *" << name << " = static_cast<const " << type
+       << " *>(inputs[" << i << "]);\n";
+    buffers[arg] = name;
+  }
+  for (Operation *op : sizeOps(kernel)) {
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op);
+        extract && !isa<BlockArgument>(extract.getTensor()))
+      return op->emitOpError()
+             << "sizes a tensor from data computed inside the kernel, which "
+                "the kernel emitter does not support";
+    if (failed(emitScalar(op, os, "  ")))
       return failure();
   }
   // Sizes one loop reads from several operands must agree; along a
@@ -253,8 +293,8 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
               sizes.push_back(s);
           }
       std::string range = loopRange(generic, d);
-      bool parallel = generic.getIteratorTypesArray()[d] ==
-                      utils::IteratorType::parallel;
+      bool parallel =
+          generic.getIteratorTypesArray()[d] == utils::IteratorType::parallel;
       for (const std::string &size : sizes) {
         if (size == range)
           continue;

@@ -98,9 +98,10 @@ protected:
   /// Whether any argument or result of the kernel has a dynamic dim.
   bool hasDynamicDims();
   /// The body of the kernel's dims function: computes the dynamic dims of
-  /// the outputs into `dims` from those of the inputs, returning an error
-  /// message when the inputs' dims disagree where the kernel needs them
-  /// equal (e.g. two operands of an add), else nullptr.
+  /// the outputs into `dims` from those of the inputs (and the data of the
+  /// inputs in kernelDimsData, from `inputs`), returning an error message
+  /// when the inputs' dims disagree where the kernel needs them equal (e.g.
+  /// two operands of an add), else nullptr.
   mlir::LogicalResult emitDimsBody(const std::string &symbol);
   /// Declares the buffers the generic's body reads, before its loops.
   void declareOperands(mlir::linalg::GenericOp op);
@@ -123,6 +124,10 @@ private:
   llvm::DenseMap<mlir::Value, std::string> buffers; // tensor -> pointer
   llvm::DenseMap<mlir::Value, std::string> scalars; // scalar -> expression
 };
+
+/// The inputs (block argument numbers) whose data the kernel's dynamic sizes
+/// are computed from (a shape or axes given as a tensor).
+llvm::SmallVector<unsigned> kernelDimsData(KernelOp kernel);
 
 /// Fails with a diagnostic at `kernel` when a value's element type has no
 /// spelling in `style`; `backend` names it ("C++", "CUDA").

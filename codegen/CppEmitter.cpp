@@ -3,8 +3,9 @@
 // One function per kernel, `extern "C" void SYMBOL(void **buffers)`; every
 // linalg op becomes a loop nest over its loop ranges in the generic's
 // dimension order, and local tensors live on the heap. A kernel with dynamic
-// dims also gets `extern "C" const char *SYMBOL_dims(int64_t *dims)`, which
-// computes its outputs' dims from its inputs' (and checks that they agree),
+// dims also gets `extern "C" const char *SYMBOL_dims(int64_t *dims, void
+// *const *inputs)`, which computes its outputs' dims from its inputs' dims
+// and data (shapes given as tensors) and checks that they agree,
 // and reads all of them from `buffers[N]` (N: the number of arguments).
 //
 //===----------------------------------------------------------------------===//
@@ -97,7 +98,8 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
 }
 
 LogicalResult CppEmitter::emitDims(StringRef symbol) {
-  os << "extern \"C\" const char *" << symbol << "_dims(int64_t *dims) {\n";
+  os << "extern \"C\" const char *" << symbol
+     << "_dims(int64_t *dims, void *const *inputs) {\n";
   if (failed(emitDimsBody(symbol.str())))
     return failure();
   os << "}\n";

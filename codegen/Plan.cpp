@@ -2,6 +2,7 @@
 
 #include "codegen/Plan.h"
 
+#include "codegen/CEmitter.h"
 #include "runtime/Artifact.h"
 
 using namespace mlir;
@@ -127,6 +128,9 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
       if (llvm::any_of(kernel->getOperandTypes(), dynamic) ||
           llvm::any_of(kernel->getResultTypes(), dynamic))
         steps.back()["dims"] = symbol + "_dims"; // see CppEmitter.cpp
+      if (SmallVector<unsigned> data = kernelDimsData(kernel); !data.empty())
+        steps.back()["dims_data"] =
+            std::vector<unsigned>(data.begin(), data.end());
       plan.kernels.emplace_back(kernel, symbol);
       continue;
     }

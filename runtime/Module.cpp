@@ -203,12 +203,23 @@ Module Module::load(const std::string &path, const LoadOptions &options) {
         std::vector<std::vector<int64_t>> shapes;
         for (const TensorInfo &info : impl->plan.inputInfo)
           shapes.push_back(info.shape);
-        impl->staticShapes = plan::resolveShapes(impl->plan, shapes);
+        impl->staticShapes = plan::resolveShapes(
+            impl->plan, shapes,
+            std::vector<void *>(impl->plan.values.size(), nullptr));
       }
       device::Binding binding = device::bind(impl->plan.roles, options);
       impl->devices = std::move(binding.devices);
       impl->roleDevice = std::move(binding.roleDevice);
       impl->prepare(parsed);
+      for (const plan::Step &step : impl->plan.steps)
+        for (size_t i : step.dimsData)
+          if (!impl->deviceOf(step.args[i]).usesHostMemory())
+            throw Error("the shapes of " + step.kernel +
+                        " depend on data that lives on a device; they need "
+                        "it in host memory");
+      if (impl->plan.lateShapes && !impl->runsInline)
+        throw Error("the plan's shapes depend on data it computes, which "
+                    "needs a single-device plan (no copies) for now");
     } catch (const Error &e) { // from the plan, the binding or an upload
       throw impl->fail(e.what());
     }

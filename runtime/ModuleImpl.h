@@ -82,6 +82,10 @@ struct Module::Impl {
                const plan::Shapes &shapes, std::vector<void *> &args,
                transfer::Streams &streams,
                std::vector<device::Buffer> &scratch) const;
+  /// A run whose shapes depend on data its steps compute (single device).
+  std::vector<Tensor>
+  runStepByStep(const std::vector<Tensor> &inputs,
+                const std::vector<std::vector<int64_t>> &inputShapes) const;
   void runOnStreams(const std::vector<void *> &buffers,
                     const plan::Shapes &shapes) const;
   void runStep(size_t index, const std::vector<void *> &buffers,

@@ -329,6 +329,18 @@ void decodeSteps(Plan &plan, const json &steps,
       bool dynamic = false;
       for (size_t id : step.args)
         dynamic |= plan.values[id].dynamic;
+      if (s.contains("dims_data"))
+        for (const json &i : s.at("dims_data")) {
+          size_t at = index(i, what + "'s dims_data");
+          if (at >= step.numInputs)
+            fail(what + " reads the data of argument " + std::to_string(at) +
+                 ", which is not one of its " + std::to_string(step.numInputs) +
+                 " inputs");
+          step.dimsData.push_back(at);
+          if (plan.values[plan.values[step.args[at]].root].kind ==
+              ValueKind::Temp)
+            plan.lateShapes = true;
+        }
       if (s.contains("dims")) {
         std::string symbol = s.at("dims").get<std::string>();
         // Through void (*)(): the lookup only knows kernel signatures.
@@ -338,6 +350,8 @@ void decodeSteps(Plan &plan, const json &steps,
           fail("code section lacks dims function '" + symbol + "'");
       } else if (dynamic) {
         fail(what + " has dynamic arguments but no dims function");
+      } else if (!step.dimsData.empty()) {
+        fail(what + " reads data for its shapes but has no dims function");
       }
       for (size_t i = 0; i < step.numInputs; ++i)
         reads(step.args[i]);
@@ -387,111 +401,133 @@ void decodeSteps(Plan &plan, const json &steps,
 }
 } // namespace
 
-Shapes resolveShapes(const Plan &plan,
-                     const std::vector<std::vector<int64_t>> &inputShapes) {
+namespace {
+void settle(const Plan &plan, Shapes &s, size_t id) {
+  size_t n = dtypeSize(plan.values[id].dtype);
+  for (int64_t d : s.of[id])
+    n *= static_cast<size_t>(d);
+  s.nbytes[id] = n;
+  s.known[id] = true;
+}
+
+// The views whose source is known, in value order (sources come first).
+void resolveViews(const Plan &plan, Shapes &s) {
+  for (size_t id = 0; id < plan.values.size(); ++id) {
+    const Value &v = plan.values[id];
+    if (v.kind != ValueKind::Alias || s.known[id] || !s.known[v.aliasOf])
+      continue;
+    if (v.reshape.empty() && !v.dynamic) {
+      s.of[id] = v.shape;
+      settle(plan, s, id);
+      continue;
+    }
+    const std::vector<int64_t> &from = s.of[v.aliasOf];
+    int64_t total = 1, known = 1, inferred = -1;
+    for (int64_t d : from)
+      total *= d;
+    std::vector<int64_t> shape;
+    for (size_t i = 0; i < v.reshape.size(); ++i) {
+      int64_t d = v.reshape[i];
+      if (d == 0)
+        d = i < from.size() ? from[i] : 0;
+      if (d == -1)
+        inferred = static_cast<int64_t>(i);
+      else
+        known *= d;
+      shape.push_back(d);
+    }
+    if (inferred >= 0 && known != 0 && total % known == 0)
+      shape[inferred] = total / known;
+    else if (inferred >= 0 || known != total)
+      fail("value " + std::to_string(id) + " cannot view " +
+           describe(plan.values[v.aliasOf].dtype, from) + " as " +
+           describe(v.dtype, v.reshape));
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (v.shape[i] >= 0 && v.shape[i] != shape[i])
+        fail("value " + std::to_string(id) + " must be " +
+             describe(v.dtype, v.shape) + " but views " +
+             describe(plan.values[v.aliasOf].dtype, from) + " as " +
+             describe(v.dtype, shape));
+    s.of[id] = shape;
+    settle(plan, s, id);
+  }
+}
+} // namespace
+
+Shapes startShapes(const Plan &plan,
+                   const std::vector<std::vector<int64_t>> &inputShapes) {
   Shapes s;
   s.of.resize(plan.values.size());
   s.nbytes.resize(plan.values.size());
+  s.known.assign(plan.values.size(), false);
   s.stepDims.resize(plan.steps.size());
-  auto settle = [&](size_t id) {
-    size_t n = dtypeSize(plan.values[id].dtype);
-    for (int64_t d : s.of[id])
-      n *= static_cast<size_t>(d);
-    s.nbytes[id] = n;
-  };
   for (size_t id = 0; id < plan.values.size(); ++id)
     if (!plan.values[id].dynamic && plan.values[id].kind != ValueKind::Alias) {
       s.of[id] = plan.values[id].shape;
       s.nbytes[id] = plan.values[id].nbytes;
+      s.known[id] = true;
     }
   for (size_t i = 0; i < plan.inputValues.size(); ++i) {
     s.of[plan.inputValues[i]] = inputShapes[i];
-    settle(plan.inputValues[i]);
+    settle(plan, s, plan.inputValues[i]);
   }
-  // Aliases whose source is known, in value order (sources come first).
-  auto aliases = [&]() {
-    for (size_t id = 0; id < plan.values.size(); ++id) {
-      const Value &v = plan.values[id];
-      if (v.kind != ValueKind::Alias || !s.of[id].empty() ||
-          (s.of[v.aliasOf].empty() && !plan.values[v.aliasOf].shape.empty()))
-        continue;
-      if (v.reshape.empty() && !v.dynamic) {
-        s.of[id] = v.shape;
-        settle(id);
-        continue;
-      }
-      const std::vector<int64_t> &from = s.of[v.aliasOf];
-      int64_t total = 1, known = 1, inferred = -1;
-      for (int64_t d : from)
-        total *= d;
-      std::vector<int64_t> shape;
-      for (size_t i = 0; i < v.reshape.size(); ++i) {
-        int64_t d = v.reshape[i];
-        if (d == 0)
-          d = i < from.size() ? from[i] : 0;
-        if (d == -1)
-          inferred = static_cast<int64_t>(i);
-        else
-          known *= d;
-        shape.push_back(d);
-      }
-      if (inferred >= 0 && known != 0 && total % known == 0)
-        shape[inferred] = total / known;
-      else if (inferred >= 0 || known != total)
-        fail("value " + std::to_string(id) + " cannot view " +
-             describe(plan.values[v.aliasOf].dtype, from) + " as " +
-             describe(v.dtype, v.reshape));
-      for (size_t i = 0; i < shape.size(); ++i)
-        if (v.shape[i] >= 0 && v.shape[i] != shape[i])
-          fail("value " + std::to_string(id) + " must be " +
-               describe(v.dtype, v.shape) + " but views " +
-               describe(plan.values[v.aliasOf].dtype, from) + " as " +
-               describe(v.dtype, shape));
-      s.of[id] = shape;
-      settle(id);
+  resolveViews(plan, s);
+  return s;
+}
+
+void resolveStep(const Plan &plan, Shapes &s, size_t index,
+                 const std::vector<void *> &buffers) {
+  const Step &step = plan.steps[index];
+  if (step.isCopy) {
+    s.of[step.args[1]] = s.of[step.args[0]];
+    settle(plan, s, step.args[1]);
+  } else if (step.dims) {
+    std::vector<int64_t> &dims = s.stepDims[index];
+    dims.clear();
+    std::vector<void *> inputs(step.numInputs, nullptr);
+    for (size_t i = 0; i < step.args.size(); ++i) {
+      size_t id = step.args[i];
+      for (size_t d = 0; d < plan.values[id].shape.size(); ++d)
+        dims.push_back(s.known[id] ? s.of[id][d] : plan.values[id].shape[d]);
+      if (i < step.numInputs)
+        inputs[i] = buffers[id];
     }
-  };
-  aliases();
-  for (size_t index = 0; index < plan.steps.size(); ++index) {
-    const Step &step = plan.steps[index];
-    if (step.isCopy) {
-      s.of[step.args[1]] = s.of[step.args[0]];
-      s.nbytes[step.args[1]] = s.nbytes[step.args[0]];
-    } else if (step.dims) {
-      std::vector<int64_t> &dims = s.stepDims[index];
-      for (size_t id : step.args)
-        for (size_t d = 0; d < plan.values[id].shape.size(); ++d)
-          dims.push_back(id < s.of.size() && !s.of[id].empty()
-                             ? s.of[id][d]
-                             : plan.values[id].shape[d]);
-      if (const char *why = step.dims(dims.data())) {
-        std::string shapes;
-        for (size_t i = 0; i < step.numInputs; ++i)
-          shapes +=
-              std::string(i ? ", " : "") +
-              describe(plan.values[step.args[i]].dtype, s.of[step.args[i]]);
-        fail(step.describe(index) + " cannot run on inputs of shapes " +
-             shapes + ": " + why);
-      }
-      size_t at = 0;
-      for (size_t i = 0; i < step.args.size(); ++i) {
-        size_t id = step.args[i];
-        size_t rank = plan.values[id].shape.size();
-        if (i >= step.numInputs) {
-          s.of[id].assign(dims.begin() + at, dims.begin() + at + rank);
-          for (int64_t d : s.of[id])
-            if (d < 0)
-              fail(step.describe(index) +
-                   " computed a negative dim for "
-                   "value " +
-                   std::to_string(id));
-          settle(id);
-        }
-        at += rank;
-      }
+    for (size_t i : step.dimsData)
+      if (!inputs[i])
+        fail(step.describe(index) + " needs the data of its input " +
+             std::to_string(i) + " for its shapes before it is computed");
+    if (const char *why = step.dims(dims.data(), inputs.data())) {
+      std::string shapes;
+      for (size_t i = 0; i < step.numInputs; ++i)
+        shapes += std::string(i ? ", " : "") +
+                  describe(plan.values[step.args[i]].dtype, s.of[step.args[i]]);
+      fail(step.describe(index) + " cannot run on inputs of shapes " + shapes +
+           ": " + why);
     }
-    aliases();
+    size_t at = 0;
+    for (size_t i = 0; i < step.args.size(); ++i) {
+      size_t id = step.args[i];
+      size_t rank = plan.values[id].shape.size();
+      if (i >= step.numInputs) {
+        s.of[id].assign(dims.begin() + at, dims.begin() + at + rank);
+        for (int64_t d : s.of[id])
+          if (d < 0)
+            fail(step.describe(index) + " computed a negative dim for value " +
+                 std::to_string(id));
+        settle(plan, s, id);
+      }
+      at += rank;
+    }
   }
+  resolveViews(plan, s);
+}
+
+Shapes resolveShapes(const Plan &plan,
+                     const std::vector<std::vector<int64_t>> &inputShapes,
+                     const std::vector<void *> &buffers) {
+  Shapes s = startShapes(plan, inputShapes);
+  for (size_t index = 0; index < plan.steps.size(); ++index)
+    resolveStep(plan, s, index, buffers);
   return s;
 }
 

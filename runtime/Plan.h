@@ -33,9 +33,11 @@ namespace kiln::plan {
 /// when the kernel has dynamic dims, the dims of all of them).
 using KernelFn = void (*)(void **);
 /// A kernel's dims function: fills in its outputs' dynamic dims in `dims`
-/// (every argument's dims, inputs then outputs) from its inputs'; returns
-/// why the inputs' dims do not fit the kernel, or nullptr.
-using DimsFn = const char *(*)(int64_t *dims);
+/// (every argument's dims, inputs then outputs) from its inputs' dims, and
+/// from the data of the inputs in Step::dimsData (`inputs`: the buffers of
+/// the kernel's inputs); returns why the inputs do not fit the kernel, or
+/// nullptr.
+using DimsFn = const char *(*)(int64_t *dims, void *const *inputs);
 
 using device::Role;
 
@@ -88,7 +90,10 @@ struct Step {
   bool isCopy = false;
   std::string kernel; // kernel steps: the symbol
   KernelFn fn = nullptr;
-  DimsFn dims = nullptr;    // kernel steps with dynamic dims
+  DimsFn dims = nullptr; // kernel steps with dynamic dims
+  /// The inputs (positions in args) whose data `dims` reads: a shape or
+  /// axes given as a tensor.
+  std::vector<size_t> dimsData;
   std::vector<size_t> args; // kernels: inputs then outputs; copies: src, dst
   size_t numInputs = 0;     // 1 for copies
   size_t role = 0;          // where it runs: a copy runs on its destination
@@ -107,6 +112,9 @@ struct Plan {
   std::vector<Step> steps;
 
   bool dynamic = false; // some value has a dynamic dim
+  /// Some dims function reads data that a step computes: shapes are known
+  /// only as the plan runs, step by step.
+  bool lateShapes = false;
 
   bool hasCopies() const;
   /// "role 1 'sim:0'".
@@ -118,15 +126,28 @@ struct Plan {
 struct Shapes {
   std::vector<std::vector<int64_t>> of; // per value
   std::vector<size_t> nbytes;           // per value
+  std::vector<bool> known;              // per value
   std::vector<std::vector<int64_t>> stepDims;
 };
 
-/// The shapes of a run on inputs of `inputShapes` (already checked against
-/// the inputs' declared shapes): each kernel's dims function runs in plan
-/// order, copies keep shapes, aliases reshape. Throws kiln::Error when the
-/// inputs' dims do not fit together (naming the step and its input shapes).
+/// The shapes of the inputs (`inputShapes`, already checked against their
+/// declared shapes), the constants and the static values, and the views of
+/// them.
+Shapes startShapes(const Plan &plan,
+                   const std::vector<std::vector<int64_t>> &inputShapes);
+
+/// Resolves the shapes of step `index`'s outputs (its dims function, or a
+/// copy's source) and the views they allow; `buffers` (per value) holds the
+/// data the dims function reads. Throws kiln::Error when the inputs do not
+/// fit the kernel (naming the step and its input shapes).
+void resolveStep(const Plan &plan, Shapes &shapes, size_t index,
+                 const std::vector<void *> &buffers);
+
+/// startShapes, then resolveStep for every step: a run's shapes when they
+/// do not depend on data steps compute (!plan.lateShapes).
 Shapes resolveShapes(const Plan &plan,
-                     const std::vector<std::vector<int64_t>> &inputShapes);
+                     const std::vector<std::vector<int64_t>> &inputShapes,
+                     const std::vector<void *> &buffers);
 
 /// Decodes and validates manifest["devices", "values", "inputs", "outputs",
 /// "steps"]. `weightsSize` is the size of the weights section (none if the

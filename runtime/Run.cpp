@@ -11,6 +11,7 @@
 #include "runtime/ModuleImpl.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace kiln {
 
@@ -128,6 +129,50 @@ void Module::Impl::runOnStreams(const std::vector<void *> &buffers,
     std::rethrow_exception(events.error);
 }
 
+std::vector<Tensor> Module::Impl::runStepByStep(
+    const std::vector<Tensor> &inputs,
+    const std::vector<std::vector<int64_t>> &inputShapes) const {
+  // One device in host memory, no copies (checked at load): each step's
+  // shapes are resolved once the data its dims function reads exists, then
+  // its outputs are allocated and it runs.
+  const plan::Plan &p = plan;
+  plan::Shapes shapes = plan::startShapes(p, inputShapes);
+  std::vector<void *> buffers(p.values.size(), nullptr);
+  std::vector<Tensor> storage; // temps of this call
+  for (size_t i = 0; i < inputs.size(); ++i)
+    buffers[p.inputValues[i]] = const_cast<void *>(inputs[i].raw());
+  for (size_t id = 0; id < p.values.size(); ++id)
+    if (p.values[id].kind == ValueKind::Constant)
+      buffers[id] = const_cast<void *>(constants[id]);
+  auto views = [&]() {
+    for (size_t id = 0; id < p.values.size(); ++id)
+      if (p.values[id].kind == ValueKind::Alias && !buffers[id])
+        buffers[id] = buffers[p.values[id].aliasOf];
+  };
+  views();
+  transfer::Streams streams;
+  std::vector<device::Buffer> scratch;
+  std::vector<void *> args;
+  for (size_t index = 0; index < p.steps.size(); ++index) {
+    const plan::Step &step = p.steps[index];
+    plan::resolveStep(p, shapes, index, buffers);
+    for (size_t i = step.numInputs; i < step.args.size(); ++i) {
+      size_t id = step.args[i];
+      storage.push_back(Tensor::empty(p.values[id].dtype, shapes.of[id]));
+      buffers[id] = storage.back().raw();
+    }
+    views();
+    execute(index, buffers, shapes, args, streams, scratch);
+  }
+  std::vector<Tensor> outputs;
+  for (size_t id : p.outputValues) {
+    outputs.push_back(Tensor::empty(p.values[id].dtype, shapes.of[id]));
+    if (outputs.back().nbytes())
+      std::memcpy(outputs.back().raw(), buffers[id], outputs.back().nbytes());
+  }
+  return outputs;
+}
+
 std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
   const Impl &m = *impl_;
   const plan::Plan &p = m.plan;
@@ -151,9 +196,20 @@ std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
                   "' has no storage");
     inputShapes.push_back(have);
   }
+  if (p.lateShapes)
+    return m.runStepByStep(inputs, inputShapes);
   plan::Shapes resolved;
-  if (p.dynamic)
-    resolved = plan::resolveShapes(p, inputShapes);
+  if (p.dynamic) {
+    // The data dims functions read: graph inputs and constants, on the
+    // host (checked at load).
+    std::vector<void *> known(p.values.size(), nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      known[p.inputValues[i]] = const_cast<void *>(inputs[i].raw());
+    for (size_t id = 0; id < p.values.size(); ++id)
+      if (p.values[id].kind == ValueKind::Constant)
+        known[id] = const_cast<void *>(m.constants[id]);
+    resolved = plan::resolveShapes(p, inputShapes, known);
+  }
   const plan::Shapes &shapes = p.dynamic ? resolved : m.staticShapes;
   std::vector<void *> buffers(p.values.size(), nullptr);
   std::vector<device::Buffer> storage, scratch; // device memory of this call

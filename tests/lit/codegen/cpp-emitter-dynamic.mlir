@@ -17,7 +17,7 @@
 // CHECK:       const float [[A:a[0-9]+]] = in0[(dims[0] == 1 ? 0 : d0) * 4 + d1];
 // CHECK:       const float [[B:a[0-9]+]] = in1[(dims[2] == 1 ? 0 : d0) * 4 + d1];
 // CHECK:       out0[d0 * 4 + d1] =
-// CHECK: extern "C" const char *kiln_k0_dims(int64_t *dims) {
+// CHECK: extern "C" const char *kiln_k0_dims(int64_t *dims, void *const *inputs) {
 // CHECK:   if (dims[2] != dims[0] && dims[2] != 1)
 // CHECK:     return "node 'add' (kiln_k0): argument dims dims[2] and dims[0] do not broadcast";
 // CHECK:   dims[4] = dims[0];
@@ -44,7 +44,7 @@ func.func @add(%x: tensor<?x4xf32, #kiln.device<cpu>>, %y: tensor<?x4xf32, #kiln
 // CHECK:   const int64_t [[N:v[0-9]+]] = dims[0] * INT64_C(2);
 // CHECK:   std::unique_ptr<float[]> [[T:t[0-9]+]]_owner(new float[std::max<int64_t>(([[N]] * 4), 1)]);
 // CHECK:   for (int64_t i = 0; i < ([[N]] * 4); ++i)
-// CHECK: extern "C" const char *kiln_k1_dims(int64_t *dims) {
+// CHECK: extern "C" const char *kiln_k1_dims(int64_t *dims, void *const *inputs) {
 // CHECK:   dims[2] = dims[0];
 func.func @local(%x: tensor<?x4xf32, #kiln.device<cpu>>) -> tensor<?x4xf32, #kiln.device<cpu>> {
   %k = kiln.kernel(%x : tensor<?x4xf32, #kiln.device<cpu>>) -> (tensor<?x4xf32, #kiln.device<cpu>>) {
