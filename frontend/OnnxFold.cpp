@@ -1,11 +1,17 @@
 //===- OnnxFold.cpp - evaluate shape computations at import ---------------===//
 //
 // Exporters compute reshape targets with small integer subgraphs
-// (Shape -> Slice -> Concat -> Reshape). Once input shapes are bound
-// (kilnc --input-shape), Shape is a constant, and a node whose inputs are all
-// small integer constants is evaluated here, in the importer, into a new
-// constant: the graph that reaches the passes holds only real tensor work.
-// Shape computations that stay symbolic are not supported yet.
+// (Shape -> Slice -> Concat -> Reshape). A node whose inputs are all small
+// integer constants is evaluated here, in the importer, into a new constant:
+// the graph that reaches the passes holds only real tensor work.
+//
+// With symbolic dims, Shape is a kiln.shape op (data at run time) and the
+// nodes computing on it stay ordinary ops; evaluated over affine
+// expressions of the symbols (a symbol per symbolic dim, `N * 4`), their
+// results are recorded in the import's shape table, so a Reshape or Expand
+// target built from them still resolves at compile time. What cannot be
+// evaluated is simply computed at run time (kiln.reshape_to and friends
+// read shapes from data).
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,7 +101,9 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
     }
     return out;
   };
-  auto symbolicFail = [&]() -> FailureOr<IntTensor> { return failure(); };
+  auto symbolicFail = [&]() {
+    return fail("values that depend on symbolic dims are not evaluated");
+  };
   if (op == "Identity")
     return in[0];
   if (op == "Cast") {
@@ -379,10 +387,13 @@ kiln::onnx_import::tryFold(NodeContext &c) {
         DenseElementsAttr::get(plain, values));
     return FailureOr<SmallVector<Value>>(SmallVector<Value>{constant});
   }
-  auto out = evaluate(c, in, /*quiet=*/symbolic);
+  // What folding does not cover is converted as ordinary ops, computed at
+  // run time; only ops kiln has no kernels for must fold.
+  bool mustFold = isOnlyFolded(op);
+  auto out = evaluate(c, in, /*quiet=*/!mustFold);
   if (failed(out))
-    return symbolic ? std::nullopt // converted as ordinary ops
-                    : std::optional(FailureOr<SmallVector<Value>>(failure()));
+    return mustFold ? std::optional(FailureOr<SmallVector<Value>>(failure()))
+                    : std::nullopt;
   if (allConstant(*out))
     return FailureOr<SmallVector<Value>>(SmallVector<Value>{makeInts(c, *out)});
   // Symbolic: the node's ordinary ops compute it at run time; the table

@@ -261,16 +261,34 @@ FailureOr<Values> globalAveragePool(NodeContext &c) {
   return single(reduce(c, "mean", axes, true));
 }
 
+// Axes given as a tensor known only at run time (and not empty: an empty
+// axes tensor has static length 0), or null.
+Value runtimeAxes(NodeContext &c) {
+  if (c.inputs.size() < 2 || !c.inputs[1] ||
+      constantValues<int64_t>(c.inputs[1]) ||
+      typeOf(c.inputs[1]).getNumElements() == 0)
+    return nullptr;
+  return c.inputs[1];
+}
+
+// kiln.reduce_by `input` over the axes `axes` holds.
+FailureOr<Value> reduceBy(NodeContext &c, StringRef kind, Value axes,
+                          bool keepdims, Value input) {
+  return c.create(
+      ReduceByOp::getOperationName(), {input, axes},
+      {c.builder.getNamedAttr("kind", c.builder.getStringAttr(kind)),
+       c.builder.getNamedAttr("keepdims", c.builder.getBoolAttr(keepdims))});
+}
+
 template <const char *Kind> FailureOr<Values> reduceNode(NodeContext &c) {
   if (failed(arity(c, 1, 2)))
     return failure();
+  if (Value axes = runtimeAxes(c))
+    return single(
+        reduceBy(c, Kind, axes, c.getInt("keepdims", 1) != 0, c.inputs[0]));
   std::vector<int64_t> axes = ints(c, "axes", {});
-  if (c.inputs.size() == 2 && c.inputs[1]) {
-    auto values = constantValues<int64_t>(c.inputs[1]);
-    if (!values)
-      return c.error("axes computed at run time are not supported");
-    axes = *values;
-  }
+  if (c.inputs.size() == 2 && c.inputs[1])
+    axes = constantValues<int64_t>(c.inputs[1]).value_or(axes);
   if (axes.empty()) {
     if (c.getInt("noop_with_empty_axes", 0))
       return Values{c.inputs[0]};
@@ -283,9 +301,25 @@ template <const char *Kind> FailureOr<Values> reduceNode(NodeContext &c) {
 constexpr char kSum[] = "sum", kMean[] = "mean", kMax[] = "max", kMin[] = "min",
                kProd[] = "prod";
 
+// A shape or axes input whose values are known only at run time (not a
+// constant, nor a shape computation folded at import), or null.
+Value runtimeSpec(NodeContext &c, size_t i) {
+  if (c.inputs.size() <= i || !c.inputs[i] ||
+      constantValues<int64_t>(c.inputs[i]) || symbolicInts(c, c.inputs[i]))
+    return nullptr;
+  return c.inputs[i];
+}
+
+// kiln.reshape_to `input` by `spec` in `mode` (reshape/unsqueeze/squeeze).
+FailureOr<Values> reshapeByData(NodeContext &c, Value spec, StringRef mode) {
+  return single(c.create(
+      ReshapeToOp::getOperationName(), {c.inputs[0], spec},
+      {c.builder.getNamedAttr("mode", c.builder.getStringAttr(mode))}));
+}
+
 // The ONNX reshape spec of a shape input holding symbolic dims: a symbolic
 // entry is 0 when it is the input's own dim there, or else -1 (inferred) if
-// it is the only one.
+// it is the only one; failure (no diagnostic) otherwise.
 FailureOr<std::vector<int64_t>> symbolicSpec(NodeContext &c, Value input,
                                              const SymbolicInts &shape) {
   std::vector<int64_t> spec;
@@ -302,10 +336,8 @@ FailureOr<std::vector<int64_t>> symbolicSpec(NodeContext &c, Value input,
       ++inferred;
     }
   }
-  if (inferred > 1)
-    return c.error("Reshape to a shape with more than one symbolic or "
-                   "inferred dim is not supported yet; bind the symbolic dims "
-                   "with --input-shape");
+  if (inferred > 1) // not expressible as a view: reshape by the data
+    return failure();
   return spec;
 }
 
@@ -316,12 +348,15 @@ FailureOr<Values> reshape(NodeContext &c) {
   if (!spec)
     if (const SymbolicInts *symbolic = symbolicInts(c, c.inputs[1])) {
       auto resolved = symbolicSpec(c, c.inputs[0], *symbolic);
-      if (failed(resolved))
-        return failure();
-      spec = *resolved;
+      if (succeeded(resolved))
+        spec = *resolved;
     }
-  if (!spec)
-    return c.error("a shape computed at run time is not supported yet");
+  if (!spec) {
+    if (c.getInt("allowzero", 0))
+      return c.error("Reshape allowzero=1 with a shape computed at run time "
+                     "is not supported");
+    return reshapeByData(c, c.inputs[1], "reshape");
+  }
   if (c.getInt("allowzero", 0) && llvm::is_contained(*spec, 0))
     return c.error("Reshape allowzero=1 with a zero dim is not supported");
   return single(reshapeTo(c, c.inputs[0], *spec));
@@ -432,6 +467,8 @@ FailureOr<std::vector<int64_t>> axesOf(NodeContext &c) {
 FailureOr<Values> unsqueeze(NodeContext &c) {
   if (failed(arity(c, 1, 2)))
     return failure();
+  if (Value spec = runtimeSpec(c, 1))
+    return reshapeByData(c, spec, "unsqueeze");
   auto axes = axesOf(c);
   if (failed(axes))
     return failure();
@@ -456,6 +493,8 @@ FailureOr<Values> unsqueeze(NodeContext &c) {
 FailureOr<Values> squeeze(NodeContext &c) {
   if (failed(arity(c, 1, 2)))
     return failure();
+  if (Value spec = runtimeSpec(c, 1))
+    return reshapeByData(c, spec, "squeeze");
   auto axes = axesOf(c);
   if (failed(axes))
     return failure();
@@ -687,6 +726,9 @@ FailureOr<Values> dropout(NodeContext &c) {
 FailureOr<Values> expand(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
     return failure();
+  if (Value spec = runtimeSpec(c, 1))
+    return single(
+        c.create(ExpandToOp::getOperationName(), {c.inputs[0], spec}));
   auto shape = constantValues<int64_t>(c.inputs[1]);
   if (const SymbolicInts *symbolic = symbolicInts(c, c.inputs[1])) {
     // A symbolic entry keeps the input's dynamic dim there (entry 1).
@@ -699,10 +741,9 @@ FailureOr<Values> expand(NodeContext &c) {
         continue;
       }
       int64_t at = (int64_t)i - offset;
-      if (at < 0 || !in.isDynamicDim(at))
-        return c.error("Expand to a symbolic dim the input does not have is "
-                       "not supported yet; bind the symbolic dims with "
-                       "--input-shape");
+      if (at < 0 || !in.isDynamicDim(at)) // a size only the data knows
+        return single(c.create(ExpandToOp::getOperationName(),
+                               {c.inputs[0], c.inputs[1]}));
       shape->push_back(1);
     }
   }
@@ -904,15 +945,12 @@ FailureOr<Values> reduceComposite(NodeContext &c) {
     return failure();
   StringRef op = c.node.op_type();
   Value x = c.inputs[0];
+  Value runtime = runtimeAxes(c);
   std::vector<int64_t> axes = ints(c, "axes", {});
-  if (c.inputs.size() == 2 && c.inputs[1]) {
-    auto values = constantValues<int64_t>(c.inputs[1]);
-    if (!values)
-      return c.error("axes computed at run time are not supported");
-    axes = *values;
-  }
+  if (c.inputs.size() == 2 && c.inputs[1])
+    axes = constantValues<int64_t>(c.inputs[1]).value_or(axes);
   int64_t rank = typeOf(x).getRank();
-  if (axes.empty()) {
+  if (axes.empty() && !runtime) {
     if (c.getInt("noop_with_empty_axes", 0) && op != "ReduceLogSumExp" &&
         op != "ReduceL1" && op != "ReduceL2" && op != "ReduceSumSquare" &&
         op != "ReduceLogSum")
@@ -931,7 +969,8 @@ FailureOr<Values> reduceComposite(NodeContext &c) {
     mapped = c.create(ExpOp::getOperationName(), x);
   if (failed(mapped))
     return failure();
-  auto sum = reduce(c, "sum", axes, keep, *mapped);
+  auto sum = runtime ? reduceBy(c, "sum", runtime, keep, *mapped)
+                     : reduce(c, "sum", axes, keep, *mapped);
   if (failed(sum))
     return failure();
   if (op == "ReduceL2")
@@ -1199,8 +1238,6 @@ FailureOr<Values> constantOfShape(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
   auto dims = constantValues<int64_t>(c.inputs[0]);
-  if (!dims)
-    return c.error("ConstantOfShape needs a shape known at compile time");
   OpBuilder &b = c.builder;
   Type element = b.getF32Type();
   Attribute value = b.getF32FloatAttr(0);
@@ -1215,6 +1252,9 @@ FailureOr<Values> constantOfShape(NodeContext &c) {
     element = dense.getElementType();
     value = dense.getValues<Attribute>()[0];
   }
+  if (!dims) // a shape known at run time
+    return single(c.create(ConstantOfShapeOp::getOperationName(), c.inputs[0],
+                           {b.getNamedAttr("value", value)}));
   for (int64_t d : *dims)
     if (d < 0)
       return c.error("ConstantOfShape has a negative dim");

@@ -530,6 +530,94 @@ KILN_INFER(ShapeOp) {
 }
 KILN_COMPATIBLE(ShapeOp)
 
+namespace {
+// The length of a 1-D integer tensor holding a shape or axes, or a
+// diagnostic.
+FailureOr<int64_t> specLength(std::optional<Location> loc, Value spec) {
+  auto type = cast<RankedTensorType>(spec.getType());
+  if (type.getRank() != 1 || type.isDynamicDim(0) ||
+      !isa<IntegerType>(type.getElementType()))
+    return fail(loc, "a shape or axes operand must be a 1-D integer tensor of "
+                     "static length");
+  return type.getDimSize(0);
+}
+} // namespace
+
+KILN_INFER(ExpandToOp) {
+  ExpandToOp::Adaptor adaptor(operands, attributes, properties, regions);
+  auto length = specLength(loc, adaptor.getShape());
+  if (failed(length))
+    return failure();
+  Shape in = shapeOf(adaptor.getInput());
+  int64_t rank = std::max<int64_t>(in.size(), *length);
+  Shape out(rank, ShapedType::kDynamic);
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!ShapedType::isDynamic(in[i]) && in[i] != 1)
+      out[rank - in.size() + i] = in[i];
+  results.push_back(resultOf(out, adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(ExpandToOp)
+
+KILN_INFER(ConstantOfShapeOp) {
+  ConstantOfShapeOp::Adaptor adaptor(operands, attributes, properties, regions);
+  auto length = specLength(loc, adaptor.getShape());
+  if (failed(length))
+    return failure();
+  auto shape = cast<RankedTensorType>(adaptor.getShape().getType());
+  results.push_back(RankedTensorType::get(Shape(*length, ShapedType::kDynamic),
+                                          adaptor.getValue().getType(),
+                                          shape.getEncoding()));
+  return success();
+}
+KILN_COMPATIBLE(ConstantOfShapeOp)
+
+KILN_INFER(ReshapeToOp) {
+  ReshapeToOp::Adaptor adaptor(operands, attributes, properties, regions);
+  auto length = specLength(loc, adaptor.getSpec());
+  if (failed(length))
+    return failure();
+  int64_t rank = shapeOf(adaptor.getInput()).size();
+  StringRef mode = adaptor.getMode();
+  int64_t out = mode == "reshape"     ? *length
+                : mode == "unsqueeze" ? rank + *length
+                                      : rank - *length;
+  if (out < 0)
+    return fail(loc, "cannot squeeze " + Twine(*length) + " axes of rank " +
+                         Twine(rank));
+  results.push_back(
+      resultOf(Shape(out, ShapedType::kDynamic), adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(ReshapeToOp)
+
+LogicalResult ReshapeToOp::verify() {
+  if (!llvm::is_contained({"reshape", "unsqueeze", "squeeze"}, getMode()))
+    return emitOpError() << "mode '" << getMode()
+                         << "' is not one of reshape, unsqueeze, squeeze";
+  return success();
+}
+
+KILN_INFER(ReduceByOp) {
+  ReduceByOp::Adaptor adaptor(operands, attributes, properties, regions);
+  auto length = specLength(loc, adaptor.getAxes());
+  if (failed(length))
+    return failure();
+  Shape in = shapeOf(adaptor.getInput()), out;
+  if (adaptor.getKeepdims()) {
+    for (int64_t d : in)
+      out.push_back(d == 1 ? 1 : ShapedType::kDynamic);
+  } else if ((int64_t)in.size() >= *length) {
+    out.assign(in.size() - *length, ShapedType::kDynamic);
+  } else {
+    return fail(loc, "cannot reduce " + Twine(*length) + " axes of rank " +
+                         Twine(in.size()));
+  }
+  results.push_back(resultOf(out, adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(ReduceByOp)
+
 KILN_INFER(GatherOp) {
   GatherOp::Adaptor adaptor(operands, attributes, properties, regions);
   Shape data = shapeOf(adaptor.getData()), idx = shapeOf(adaptor.getIndices());

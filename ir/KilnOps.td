@@ -377,6 +377,53 @@ def Kiln_ShapeOp : Kiln_ComputeOp<"shape"> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
+// Ops whose result shapes come from data (a shape or axes given as a 1-D
+// integer tensor, read at run time).
+
+def Kiln_ExpandToOp : Kiln_ComputeOp<"expand_to"> {
+  let summary = "broadcasts the input to the shape `shape` holds (ONNX Expand)";
+  let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$shape);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $shape attr-dict `:` type($input) `,` type($shape) `->`
+    type($result)
+  }];
+}
+
+def Kiln_ConstantOfShapeOp : Kiln_ComputeOp<"constant_of_shape"> {
+  let summary = "a tensor of the shape `shape` holds, filled with `value`";
+  let arguments = (ins Kiln_Tensor:$shape, TypedAttrInterface:$value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$shape attr-dict `:` type($shape) `->` type($result)";
+}
+
+def Kiln_ReshapeToOp : Kiln_ComputeOp<"reshape_to"> {
+  let summary = "the input's elements in a shape described by data";
+  let description = [{
+    `mode` "reshape": `spec` holds the ONNX Reshape shape (0 copies the
+    input's dim, -1 is inferred); "unsqueeze" / "squeeze": `spec` holds the
+    axes to insert / remove (negative counts from the end).
+  }];
+  let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$spec, StrAttr:$mode);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $spec attr-dict `:` type($input) `,` type($spec) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_ReduceByOp : Kiln_ComputeOp<"reduce_by"> {
+  let summary = "sum, mean, max, min or prod over the axes `axes` holds";
+  let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$axes, StrAttr:$kind,
+                       BoolAttr:$keepdims);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $axes attr-dict `:` type($input) `,` type($axes) `->`
+    type($result)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//

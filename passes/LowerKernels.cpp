@@ -42,6 +42,7 @@ constexpr Family kFamilies[] = {
     {lowering::isWindowFamily, lowering::lowerWindow},
     {lowering::isReductionFamily, lowering::lowerReduction},
     {lowering::isMovementFamily, lowering::lowerMovement},
+    {lowering::isDataShapeFamily, lowering::lowerDataShape},
 };
 
 // Unsigned integer types (and constants of them) to their signless twins,

@@ -186,7 +186,9 @@ LogicalResult lowering::checkDynamicSupport(Operation *op) {
             return "";
           })
           .Default([&](Operation *) -> std::string {
-            return isElementwiseFamily(op) ? "" : "a dynamic shape";
+            return isElementwiseFamily(op) || isDataShapeFamily(op)
+                       ? ""
+                       : "a dynamic shape";
           });
   if (unsupported.empty())
     return success();

@@ -109,6 +109,21 @@ mlir::FailureOr<mlir::Value> lowerReduction(mlir::OpBuilder &b,
                                             mlir::Operation *op,
                                             mlir::ValueRange operands);
 
+/// `empty` filled with the identity of reduction `kind` (sum, mean, max,
+/// min, prod) for its element type.
+mlir::Value fillIdentity(mlir::OpBuilder &b, mlir::Location loc,
+                         mlir::Value empty, llvm::StringRef kind);
+/// `acc` combined with `x` by reduction `kind`.
+mlir::Value combine(mlir::OpBuilder &nb, mlir::Location l, llvm::StringRef kind,
+                    mlir::Value acc, mlir::Value x);
+
+/// Data-shape family: expand_to, constant_of_shape, reshape_to, reduce_by
+/// (shapes or axes given as tensors, read at run time).
+bool isDataShapeFamily(mlir::Operation *op);
+mlir::FailureOr<mlir::Value> lowerDataShape(mlir::OpBuilder &b,
+                                            mlir::Operation *op,
+                                            mlir::ValueRange operands);
+
 /// Movement family: transpose, gather.
 bool isMovementFamily(mlir::Operation *op);
 mlir::FailureOr<mlir::Value> lowerMovement(mlir::OpBuilder &b,

@@ -16,6 +16,57 @@ using namespace kiln;
 
 bool lowering::isReductionFamily(Operation *op) { return isa<ReduceOp>(op); }
 
+Value lowering::fillIdentity(OpBuilder &b, Location loc, Value empty,
+                             StringRef kind) {
+  Type element = cast<RankedTensorType>(empty.getType()).getElementType();
+  if (!isa<FloatType>(element) && (kind == "max" || kind == "min")) {
+    // The smallest or largest value of the integer type.
+    // (bool: max is "any", from false; min is "all", from true).
+    unsigned bits = element.getIntOrFloatBitWidth();
+    bool isUnsigned = element.isUnsignedInteger();
+    APInt extreme = bits == 1 ? APInt(1, kind == "min")
+                    : kind == "max"
+                        ? (isUnsigned ? APInt::getMinValue(bits)
+                                      : APInt::getSignedMinValue(bits))
+                        : (isUnsigned ? APInt::getMaxValue(bits)
+                                      : APInt::getSignedMaxValue(bits));
+    Value v =
+        b.create<arith::ConstantOp>(loc, b.getIntegerAttr(element, extreme));
+    return b.create<linalg::FillOp>(loc, v, empty).getResult(0);
+  }
+  double inf = std::numeric_limits<double>::infinity();
+  double identity = kind == "max"    ? -inf
+                    : kind == "min"  ? inf
+                    : kind == "prod" ? 1.0
+                                     : 0.0;
+  return fill(b, loc, empty, identity);
+}
+
+Value lowering::combine(OpBuilder &nb, Location l, StringRef kind, Value acc,
+                        Value x) {
+  Type element = x.getType();
+  bool floating = isa<FloatType>(element);
+  unsigned bits = floating ? 0 : element.getIntOrFloatBitWidth();
+  bool isUnsigned = element.isUnsignedInteger();
+  if (bits == 1 && kind == "max")
+    return nb.create<arith::OrIOp>(l, acc, x);
+  if (bits == 1 && kind == "min")
+    return nb.create<arith::AndIOp>(l, acc, x);
+  if (kind == "max")
+    return floating     ? nb.create<arith::MaximumFOp>(l, acc, x).getResult()
+           : isUnsigned ? nb.create<arith::MaxUIOp>(l, acc, x).getResult()
+                        : nb.create<arith::MaxSIOp>(l, acc, x).getResult();
+  if (kind == "min")
+    return floating     ? nb.create<arith::MinimumFOp>(l, acc, x).getResult()
+           : isUnsigned ? nb.create<arith::MinUIOp>(l, acc, x).getResult()
+                        : nb.create<arith::MinSIOp>(l, acc, x).getResult();
+  if (kind == "prod")
+    return floating ? nb.create<arith::MulFOp>(l, acc, x).getResult()
+                    : nb.create<arith::MulIOp>(l, acc, x).getResult();
+  return floating ? nb.create<arith::AddFOp>(l, acc, x).getResult()
+                  : nb.create<arith::AddIOp>(l, acc, x).getResult();
+}
+
 FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
                                           ValueRange operands) {
   auto reduce = cast<ReduceOp>(op);
@@ -28,30 +79,7 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
   if (!floating && kind == "mean")
     return op->emitOpError()
            << "mean needs a floating-point element type, got " << element;
-  unsigned bits = floating ? 0 : element.getIntOrFloatBitWidth();
-  Value init;
-  if (!floating && (kind == "max" || kind == "min")) {
-    // The smallest or largest value of the integer type.
-    // (bool: max is "any", from false; min is "all", from true).
-    bool isUnsigned = element.isUnsignedInteger();
-    APInt extreme = bits == 1 ? APInt(1, kind == "min")
-                    : kind == "max"
-                        ? (isUnsigned ? APInt::getMinValue(bits)
-                                      : APInt::getSignedMinValue(bits))
-                        : (isUnsigned ? APInt::getMaxValue(bits)
-                                      : APInt::getSignedMaxValue(bits));
-    Value empty = emptyResult(b, op, operands);
-    Value v =
-        b.create<arith::ConstantOp>(loc, b.getIntegerAttr(element, extreme));
-    init = b.create<linalg::FillOp>(loc, v, empty).getResult(0);
-  } else {
-    double inf = std::numeric_limits<double>::infinity();
-    double identity = kind == "max"    ? -inf
-                      : kind == "min"  ? inf
-                      : kind == "prod" ? 1.0
-                                       : 0.0;
-    init = fill(b, loc, emptyResult(b, op, operands), identity);
-  }
+  Value init = fillIdentity(b, loc, emptyResult(b, op, operands), kind);
   int64_t rank = inType.getRank();
   ArrayRef<int64_t> axes = reduce.getAxes();
   SmallVector<AffineExpr> outExprs;
@@ -81,38 +109,12 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
       b.getMultiDimIdentityMap(rank),
       AffineMap::get(rank, 0, outExprs, b.getContext())};
   Value result =
-      b.create<linalg::GenericOp>(
-           loc, TypeRange{outType}, operands[0], ValueRange{init}, maps,
-           iterators,
-           [&](OpBuilder &nb, Location l, ValueRange a) {
-             Value v;
-             bool isUnsigned = element.isUnsignedInteger();
-             if (bits == 1 && kind == "max")
-               v = nb.create<arith::OrIOp>(l, a[1], a[0]);
-             else if (bits == 1 && kind == "min")
-               v = nb.create<arith::AndIOp>(l, a[1], a[0]);
-             else if (kind == "max")
-               v = floating
-                       ? nb.create<arith::MaximumFOp>(l, a[1], a[0]).getResult()
-                   : isUnsigned
-                       ? nb.create<arith::MaxUIOp>(l, a[1], a[0]).getResult()
-                       : nb.create<arith::MaxSIOp>(l, a[1], a[0]).getResult();
-             else if (kind == "min")
-               v = floating
-                       ? nb.create<arith::MinimumFOp>(l, a[1], a[0]).getResult()
-                   : isUnsigned
-                       ? nb.create<arith::MinUIOp>(l, a[1], a[0]).getResult()
-                       : nb.create<arith::MinSIOp>(l, a[1], a[0]).getResult();
-             else if (kind == "prod")
-               v = floating
-                       ? nb.create<arith::MulFOp>(l, a[1], a[0]).getResult()
-                       : nb.create<arith::MulIOp>(l, a[1], a[0]);
-             else
-               v = floating
-                       ? nb.create<arith::AddFOp>(l, a[1], a[0]).getResult()
-                       : nb.create<arith::AddIOp>(l, a[1], a[0]);
-             nb.create<linalg::YieldOp>(l, v);
-           })
+      b.create<linalg::GenericOp>(loc, TypeRange{outType}, operands[0],
+                                  ValueRange{init}, maps, iterators,
+                                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                                    Value v = combine(nb, l, kind, a[1], a[0]);
+                                    nb.create<linalg::YieldOp>(l, v);
+                                  })
           .getResult(0);
   if (kind != "mean")
     return result;

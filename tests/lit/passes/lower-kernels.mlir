@@ -225,3 +225,47 @@ func.func @unsigned(%x: tensor<4xui8, #kiln.device<cpu>>, %y: tensor<4xui8, #kil
   }
   return %k#0, %k#1 : tensor<4xui8, #kiln.device<cpu>>, tensor<4xi1, #kiln.device<cpu>>
 }
+
+// -----
+
+// A shape given as data: the result's sizes are read from it in the kernel
+// (tensor.extract), broadcast with the input's dims.
+// CHECK-LABEL: func.func @expand_to
+// CHECK: ^bb0(%[[X:.+]]: tensor<1x3xf32>, %[[S:.+]]: tensor<2xi64>):
+// CHECK: %[[E:.+]] = tensor.extract %[[S]][%{{.+}}] : tensor<2xi64>
+// CHECK: %[[I:.+]] = arith.index_cast %[[E]] : i64 to index
+// CHECK: %[[N:.+]] = arith.maxsi %[[I]], %{{.+}} : index
+// CHECK: %[[OUT:.+]] = tensor.empty(%[[N]]) : tensor<?x3xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[X]] : tensor<1x3xf32>) outs(%[[OUT]] : tensor<?x3xf32>)
+func.func @expand_to(%x: tensor<1x3xf32, #kiln.device<cpu>>, %s: tensor<2xi64, #kiln.device<cpu>>) -> tensor<?x3xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %s : tensor<1x3xf32, #kiln.device<cpu>>, tensor<2xi64, #kiln.device<cpu>>) -> (tensor<?x3xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x3xf32, #kiln.device<cpu>>, %b: tensor<2xi64, #kiln.device<cpu>>):
+    %e = kiln.expand_to %a, %b : tensor<1x3xf32, #kiln.device<cpu>>, tensor<2xi64, #kiln.device<cpu>> -> tensor<?x3xf32, #kiln.device<cpu>>
+    kiln.yield %e : tensor<?x3xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<?x3xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// Axes given as data: one generic per dim folds it to size 1 when it is an
+// axis (a reduction loop sized by a window operand, the input read at
+// d_i + k), then without keepdims a copy drops the folded dims.
+// CHECK-DAG: #[[IN0:.+]] = affine_map<(d0, d1, d2) -> (d0 + d2, d1)>
+// CHECK-DAG: #[[IN1:.+]] = affine_map<(d0, d1, d2) -> (d0, d1 + d2)>
+// CHECK-DAG: #[[WIN:.+]] = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-LABEL: func.func @reduce_by
+// CHECK: linalg.generic {indexing_maps = [#[[IN0]], #[[WIN]], {{.+}}], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK: arith.addf
+// CHECK: linalg.generic {indexing_maps = [#[[IN1]], #[[WIN]], {{.+}}], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK: linalg.generic
+// CHECK: tensor.extract
+// CHECK: kiln.yield %{{.+}} : tensor<?xf32>
+func.func @reduce_by(%x: tensor<2x3xf32, #kiln.device<cpu>>, %axes: tensor<1xi64, #kiln.device<cpu>>) -> tensor<?xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %axes : tensor<2x3xf32, #kiln.device<cpu>>, tensor<1xi64, #kiln.device<cpu>>) -> (tensor<?xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<2x3xf32, #kiln.device<cpu>>, %b: tensor<1xi64, #kiln.device<cpu>>):
+    %r = kiln.reduce_by %a, %b {kind = "sum", keepdims = false} : tensor<2x3xf32, #kiln.device<cpu>>, tensor<1xi64, #kiln.device<cpu>> -> tensor<?xf32, #kiln.device<cpu>>
+    kiln.yield %r : tensor<?xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<?xf32, #kiln.device<cpu>>
+}

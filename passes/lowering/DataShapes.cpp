@@ -1,0 +1,303 @@
+//===- DataShapes.cpp - ops whose shapes come from data -------------------===//
+//
+// expand_to, constant_of_shape, reshape_to and reduce_by take a shape or
+// axes as a 1-D integer tensor. Their result sizes are index values computed
+// in the kernel from that tensor's elements (tensor.extract), so the
+// kernel's dims function reads them at run time (Dims.cpp, CEmitter).
+//
+// - expand_to: one generic broadcasting the input; each result dim is the
+//   larger of the shape's entry and the input's dim (a dynamic 1 repeats).
+// - constant_of_shape: a fill.
+// - reshape_to: the ONNX Reshape / Unsqueeze / Squeeze sizes as select
+//   chains over the spec's elements, then one generic over the result that
+//   reads the input at the same row-major position (a copy).
+// - reduce_by: whether dim i is reduced is data (is i in axes?). One generic
+//   per dim folds dim i into size 1 or keeps it: result dim i has size
+//   (reduced ? 1 : n) and a reduction loop k of size (reduced ? n : 1), and
+//   the input is read at d_i + k, so either loop is trivial. Without
+//   keepdims, a reshape_to-style copy drops the reduced dims.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/lowering/Lowering.h"
+
+using namespace mlir;
+using namespace kiln;
+
+bool lowering::isDataShapeFamily(Operation *op) {
+  return isa<ExpandToOp, ConstantOfShapeOp, ReshapeToOp, ReduceByOp>(op);
+}
+
+namespace {
+using Iter = utils::IteratorType;
+
+struct IndexMath {
+  OpBuilder &b;
+  Location loc;
+
+  Value index(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
+  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
+    return b.create<arith::CmpIOp>(loc, p, x, y);
+  }
+  Value eq(Value x, Value y) { return cmp(arith::CmpIPredicate::eq, x, y); }
+  Value select(Value c, Value x, Value y) {
+    return b.create<arith::SelectOp>(loc, c, x, y);
+  }
+  Value add(Value x, Value y) { return b.create<arith::AddIOp>(loc, x, y); }
+  Value mul(Value x, Value y) { return b.create<arith::MulIOp>(loc, x, y); }
+  // Element i of the 1-D integer tensor `spec`, as an index.
+  Value element(Value spec, int64_t i) {
+    Value e = b.create<tensor::ExtractOp>(loc, spec, index(i));
+    return b.create<arith::IndexCastOp>(loc, b.getIndexType(), e);
+  }
+  // An axis in [-rank, rank) made non-negative.
+  Value normalized(Value axis, int64_t rank) {
+    return select(cmp(arith::CmpIPredicate::slt, axis, index(0)),
+                  add(axis, index(rank)), axis);
+  }
+  // The axes of `spec`, normalized for `rank`.
+  SmallVector<Value> axes(Value spec, int64_t rank) {
+    SmallVector<Value> out;
+    int64_t n = cast<RankedTensorType>(spec.getType()).getDimSize(0);
+    for (int64_t k = 0; k < n; ++k)
+      out.push_back(normalized(element(spec, k), rank));
+    return out;
+  }
+  // Whether `i` is one of `axes`, and how many of them are below it.
+  std::pair<Value, Value> position(ArrayRef<Value> axes, int64_t i) {
+    Value is = b.create<arith::ConstantIntOp>(loc, 0, 1), below = index(0);
+    for (Value a : axes) {
+      is = b.create<arith::OrIOp>(loc, is, eq(a, index(i)));
+      below = add(below, select(cmp(arith::CmpIPredicate::slt, a, index(i)),
+                                index(1), index(0)));
+    }
+    return {is, below};
+  }
+  SmallVector<Value> dims(Value t) {
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < cast<RankedTensorType>(t.getType()).getRank(); ++i)
+      out.push_back(lowering::dimOf(b, loc, t, i));
+    return out;
+  }
+};
+
+// `input`'s elements in row-major order as a tensor of `type` with dims
+// `sizes` (a generic over the result reading the input at the same flat
+// position).
+Value copyReshaped(IndexMath &h, Value input, RankedTensorType type,
+                   ArrayRef<Value> sizes) {
+  OpBuilder &b = h.b;
+  SmallVector<Value> inDims = h.dims(input);
+  Value init = lowering::emptyTensor(b, h.loc, type,
+                                     [&](int64_t i) { return sizes[i]; });
+  int64_t rank = type.getRank();
+  return b
+      .create<linalg::GenericOp>(
+          h.loc, TypeRange{type}, ValueRange{}, ValueRange{init},
+          SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank)},
+          SmallVector<Iter>(rank, Iter::parallel),
+          [&](OpBuilder &nb, Location l, ValueRange) {
+            IndexMath n{nb, l};
+            Value flat = n.index(0);
+            for (int64_t i = 0; i < rank; ++i)
+              flat = n.add(n.mul(flat, sizes[i]),
+                           nb.create<linalg::IndexOp>(l, i));
+            SmallVector<Value> at(inDims.size());
+            for (int64_t i = (int64_t)inDims.size() - 1; i >= 0; --i) {
+              at[i] = nb.create<arith::RemSIOp>(l, flat, inDims[i]);
+              flat = nb.create<arith::DivSIOp>(l, flat, inDims[i]);
+            }
+            nb.create<linalg::YieldOp>(
+                l, Value(nb.create<tensor::ExtractOp>(l, input, at)));
+          })
+      .getResult(0);
+}
+
+// The sizes reshape_to (or reduce_by without keepdims) gives `input`.
+SmallVector<Value> reshapedSizes(IndexMath &h, Value input, Value spec,
+                                 StringRef mode, int64_t outRank) {
+  SmallVector<Value> in = h.dims(input), out;
+  int64_t rank = in.size();
+  if (mode == "reshape") {
+    // 0 copies the input's dim, -1 is what the others leave.
+    Value total = h.index(1), known = h.index(1);
+    for (Value d : in)
+      total = h.mul(total, d);
+    for (int64_t j = 0; j < outRank; ++j) {
+      Value e = h.element(spec, j);
+      Value copy = j < rank ? in[j] : h.index(0);
+      out.push_back(h.select(h.eq(e, h.index(0)), copy, e));
+      known = h.mul(
+          known, h.select(h.eq(out.back(), h.index(-1)), h.index(1), out[j]));
+    }
+    Value safe = h.select(h.eq(known, h.index(0)), h.index(1), known);
+    Value inferred = h.b.create<arith::DivSIOp>(h.loc, total, safe);
+    for (Value &d : out)
+      d = h.select(h.eq(d, h.index(-1)), inferred, d);
+    return out;
+  }
+  if (mode == "unsqueeze") {
+    SmallVector<Value> axes = h.axes(spec, outRank);
+    for (int64_t j = 0; j < outRank; ++j) {
+      auto [isAxis, below] = h.position(axes, j);
+      // Input dim j - below, picked by a select chain.
+      Value from = h.b.create<arith::SubIOp>(h.loc, h.index(j), below);
+      Value picked = h.index(1);
+      for (int64_t i = 0; i < rank; ++i)
+        picked = h.select(h.eq(from, h.index(i)), in[i], picked);
+      out.push_back(h.select(isAxis, h.index(1), picked));
+    }
+    return out;
+  }
+  // squeeze: output j is the input dim kept j-th.
+  SmallVector<Value> axes = h.axes(spec, rank);
+  out.assign(outRank, h.index(1));
+  for (int64_t i = 0; i < rank; ++i) {
+    auto [isAxis, below] = h.position(axes, i);
+    Value at = h.b.create<arith::SubIOp>(h.loc, h.index(i), below);
+    Value kept = h.b.create<arith::XOrIOp>(
+        h.loc, isAxis, h.b.create<arith::ConstantIntOp>(h.loc, 1, 1));
+    for (int64_t j = 0; j < outRank; ++j)
+      out[j] =
+          h.select(h.b.create<arith::AndIOp>(h.loc, kept, h.eq(at, h.index(j))),
+                   in[i], out[j]);
+  }
+  return out;
+}
+
+Value lowerExpandTo(IndexMath &h, ExpandToOp op, Value input, Value shape) {
+  OpBuilder &b = h.b;
+  auto outType = lowering::plainResultType(op);
+  auto inType = cast<RankedTensorType>(input.getType());
+  int64_t rank = outType.getRank(), inRank = inType.getRank();
+  int64_t length = cast<RankedTensorType>(shape.getType()).getDimSize(0);
+  Value init = lowering::emptyTensor(b, h.loc, outType, [&](int64_t j) {
+    Value size;
+    if (j >= rank - length)
+      size = h.element(shape, j - (rank - length));
+    int64_t i = j - (rank - inRank);
+    if (i >= 0) {
+      Value d = lowering::dimOf(b, h.loc, input, i);
+      size = size ? Value(b.create<arith::MaxSIOp>(h.loc, size, d)) : d;
+    }
+    return size;
+  });
+  SmallVector<AffineExpr> exprs;
+  for (int64_t i = 0; i < inRank; ++i)
+    exprs.push_back(inType.getDimSize(i) == 1
+                        ? b.getAffineConstantExpr(0)
+                        : b.getAffineDimExpr(i + rank - inRank));
+  return b
+      .create<linalg::GenericOp>(
+          h.loc, TypeRange{outType}, ValueRange{input}, ValueRange{init},
+          SmallVector<AffineMap>{AffineMap::get(rank, 0, exprs, b.getContext()),
+                                 b.getMultiDimIdentityMap(rank)},
+          SmallVector<Iter>(rank, Iter::parallel),
+          [](OpBuilder &nb, Location l, ValueRange a) {
+            nb.create<linalg::YieldOp>(l, a[0]);
+          })
+      .getResult(0);
+}
+
+FailureOr<Value> lowerReduceBy(IndexMath &h, ReduceByOp op, Value input,
+                               Value axesSpec) {
+  OpBuilder &b = h.b;
+  auto inType = cast<RankedTensorType>(input.getType());
+  Type element = inType.getElementType();
+  StringRef kind = op.getKind();
+  if (kind == "mean" && !isa<FloatType>(element))
+    return op.emitOpError()
+           << "mean needs a floating-point element type, got " << element;
+  int64_t rank = inType.getRank();
+  SmallVector<Value> axes = h.axes(axesSpec, rank);
+  Value current = input, count = h.index(1);
+  for (int64_t i = 0; i < rank; ++i) {
+    if (inType.getDimSize(i) == 1)
+      continue; // reduced or not, it stays 1
+    Value isAxis = h.position(axes, i).first;
+    Value n = lowering::dimOf(b, h.loc, current, i);
+    Value kept = h.select(isAxis, h.index(1), n);
+    Value folded = h.select(isAxis, n, h.index(1));
+    count = h.mul(count, folded);
+    auto curType = cast<RankedTensorType>(current.getType());
+    SmallVector<int64_t> shape(curType.getShape());
+    shape[i] = ShapedType::kDynamic;
+    auto stepType = RankedTensorType::get(shape, element);
+    Value init = lowering::fillIdentity(
+        b, h.loc,
+        lowering::emptyTensor(b, h.loc, stepType,
+                              [&](int64_t j) {
+                                return j == i ? kept
+                                              : lowering::dimOf(b, h.loc,
+                                                                current, j);
+                              }),
+        kind);
+    // The window operand gives the reduction loop its size.
+    Value window = b.create<tensor::EmptyOp>(
+        h.loc, RankedTensorType::get({ShapedType::kDynamic}, element),
+        ValueRange{folded});
+    SmallVector<AffineExpr> inExprs, outExprs;
+    for (int64_t j = 0; j < rank; ++j) {
+      AffineExpr d = b.getAffineDimExpr(j);
+      inExprs.push_back(j == i ? d + b.getAffineDimExpr(rank) : d);
+      outExprs.push_back(d);
+    }
+    SmallVector<Iter> iterators(rank, Iter::parallel);
+    iterators.push_back(Iter::reduction);
+    MLIRContext *ctx = b.getContext();
+    current =
+        b.create<linalg::GenericOp>(
+             h.loc, TypeRange{stepType}, ValueRange{current, window},
+             ValueRange{init},
+             SmallVector<AffineMap>{
+                 AffineMap::get(rank + 1, 0, inExprs, ctx),
+                 AffineMap::get(rank + 1, 0, {b.getAffineDimExpr(rank)}, ctx),
+                 AffineMap::get(rank + 1, 0, outExprs, ctx)},
+             iterators,
+             [&](OpBuilder &nb, Location l, ValueRange a) {
+               nb.create<linalg::YieldOp>(
+                   l, lowering::combine(nb, l, kind, a[2], a[0]));
+             })
+            .getResult(0);
+  }
+  if (kind == "mean") {
+    Value n = b.create<arith::IndexCastOp>(h.loc, b.getI64Type(), count);
+    Value divisor = b.create<arith::SIToFPOp>(h.loc, element, n);
+    current = lowering::buildElementwise(
+        b, h.loc, cast<RankedTensorType>(current.getType()), current,
+        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+          return nb.create<arith::DivFOp>(l, a[0], divisor);
+        });
+  }
+  auto outType = lowering::plainResultType(op);
+  if (op.getKeepdims()) {
+    // Static 1s of the result type where the input had them.
+    if (current.getType() == outType)
+      return current;
+    return copyReshaped(h, current, outType, h.dims(current));
+  }
+  return copyReshaped(
+      h, current, outType,
+      reshapedSizes(h, current, axesSpec, "squeeze", outType.getRank()));
+}
+} // namespace
+
+FailureOr<Value> lowering::lowerDataShape(OpBuilder &b, Operation *op,
+                                          ValueRange operands) {
+  IndexMath h{b, op->getLoc()};
+  auto outType = plainResultType(op);
+  if (auto expand = dyn_cast<ExpandToOp>(op))
+    return lowerExpandTo(h, expand, operands[0], operands[1]);
+  if (auto constant = dyn_cast<ConstantOfShapeOp>(op)) {
+    Value empty = emptyTensor(b, h.loc, outType, [&](int64_t i) {
+      return h.element(operands[0], i);
+    });
+    Value v = b.create<arith::ConstantOp>(h.loc, constant.getValue());
+    return b.create<linalg::FillOp>(h.loc, v, empty).getResult(0);
+  }
+  if (auto reshape = dyn_cast<ReshapeToOp>(op))
+    return copyReshaped(h, operands[0], outType,
+                        reshapedSizes(h, operands[0], operands[1],
+                                      reshape.getMode(), outType.getRank()));
+  return lowerReduceBy(h, cast<ReduceByOp>(op), operands[0], operands[1]);
+}
