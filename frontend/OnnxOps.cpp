@@ -381,9 +381,8 @@ FailureOr<Values> flatten(NodeContext &c) {
     return p;
   };
   int64_t left = product(0, axis), right = product(axis, rank);
-  if (left == -1 && right == -1)
-    return c.error("Flatten with dynamic dims on both sides of the axis is "
-                   "not supported");
+  if (left == -1 && right == -1) // sized from the dims at run time
+    return reshapeByData(c, int64Constant(c, {1}, {axis}, "axis"), "flatten");
   if (left == -1 && axis == 1)
     left = 0; // copy the (symbolic) batch dim
   return single(reshapeTo(c, c.inputs[0], {left, right}));
@@ -487,6 +486,9 @@ FailureOr<Values> unsqueeze(NodeContext &c) {
   size_t next = 0;
   for (int64_t i = 0; i < rank; ++i)
     dims.push_back(inserted[i] ? 1 : in[next++]);
+  if (llvm::count_if(dims, ShapedType::isDynamic) > 1) // not a view spec
+    return reshapeByData(c, int64Constant(c, {(int64_t)axes->size()}, *axes),
+                         "unsqueeze");
   return single(reshapeToDims(c, c.inputs[0], dims));
 }
 
@@ -504,6 +506,9 @@ FailureOr<Values> squeeze(NodeContext &c) {
     auto a = normalizeAxis(c, axis, in.size());
     if (failed(a))
       return failure();
+    if (ShapedType::isDynamic(in[*a])) // 1 at run time, presumably
+      return reshapeByData(c, int64Constant(c, {(int64_t)axes->size()}, *axes),
+                           "squeeze");
     if (in[*a] != 1)
       return c.error("Squeeze axis " + Twine(axis) + " has size " +
                      (ShapedType::isDynamic(in[*a]) ? std::string("?")
@@ -520,6 +525,9 @@ FailureOr<Values> squeeze(NodeContext &c) {
   }
   if (axes->empty() && llvm::any_of(in, ShapedType::isDynamic))
     return c.error("Squeeze without axes needs static dims");
+  if (llvm::count_if(dims, ShapedType::isDynamic) > 1) // not a view spec
+    return reshapeByData(c, int64Constant(c, {(int64_t)axes->size()}, *axes),
+                         "squeeze");
   return single(reshapeToDims(c, c.inputs[0], dims));
 }
 
@@ -817,19 +825,43 @@ FailureOr<Values> slice(NodeContext &c) {
   } else {
     if (failed(arity(c, 3, 5)))
       return failure();
-    auto get = [&](size_t i, std::vector<int64_t> &out) -> LogicalResult {
+    bool runtime = false;
+    auto get = [&](size_t i, std::vector<int64_t> &out) {
       if (c.inputs.size() <= i || !c.inputs[i])
-        return success();
+        return;
       auto values = constantValues<int64_t>(c.inputs[i]);
-      if (!values)
-        return c.error("Slice parameters computed at run time are not "
-                       "supported");
-      out = *values;
-      return success();
+      runtime |= !values;
+      if (values)
+        out = *values;
     };
-    if (failed(get(1, starts)) || failed(get(2, ends)) ||
-        failed(get(3, axes)) || failed(get(4, steps)))
-      return failure();
+    get(1, starts);
+    get(2, ends);
+    get(3, axes);
+    get(4, steps);
+    // Parameters known only at run time, or a sliced dim that is symbolic:
+    // the slice is computed from the data.
+    auto in = typeOf(c.inputs[0]);
+    for (int64_t a : axes.empty() ? std::vector<int64_t>(starts.size()) : axes)
+      runtime |= a >= -in.getRank() && a < in.getRank() &&
+                 in.isDynamicDim(a < 0 ? a + in.getRank() : a);
+    if (axes.empty() && !runtime)
+      for (size_t i = 0; i < starts.size() && i < (size_t)in.getRank(); ++i)
+        runtime |= in.isDynamicDim(i);
+    if (runtime) {
+      SmallVector<Value> operands(c.inputs.begin(), c.inputs.begin() + 3);
+      bool hasAxes = c.inputs.size() > 3 && c.inputs[3],
+           hasSteps = c.inputs.size() > 4 && c.inputs[4];
+      if (hasAxes)
+        operands.push_back(c.inputs[3]);
+      if (hasSteps)
+        operands.push_back(c.inputs[4]);
+      return single(
+          c.create(SliceByOp::getOperationName(), operands,
+                   {c.builder.getNamedAttr(
+                       "operandSegmentSizes",
+                       c.builder.getDenseI32ArrayAttr(
+                           {1, 1, 1, hasAxes ? 1 : 0, hasSteps ? 1 : 0}))}));
+    }
   }
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i)
@@ -1234,6 +1266,42 @@ FailureOr<Values> size(NodeContext &c) {
       DenseElementsAttr::get(plain, type.getNumElements()))};
 }
 
+// ONNX Pad: pads (and value) as attributes before opset 11, as inputs
+// (with optional axes from opset 18) since.
+FailureOr<Values> pad(NodeContext &c) {
+  if (failed(arity(c, 1, 4)))
+    return failure();
+  std::string mode = c.getString("mode", "constant");
+  if (!llvm::is_contained({"constant", "edge", "reflect", "wrap"}, mode))
+    return c.error("Pad mode '" + mode + "' is not supported");
+  Value input = c.inputs[0], pads, value, axes;
+  if (c.inputs.size() > 1 && c.inputs[1]) {
+    pads = c.inputs[1];
+    if (c.inputs.size() > 2)
+      value = c.inputs[2];
+    if (c.inputs.size() > 3)
+      axes = c.inputs[3];
+  } else {
+    std::vector<int64_t> list = ints(c, "pads", {});
+    pads = int64Constant(c, {(int64_t)list.size()}, list, "pads");
+    if (c.attr("value") && c.getFloat("value", 0) != 0)
+      value = scalarLike(c, input, c.getFloat("value", 0));
+  }
+  if (value && typeOf(value).getElementType() != typeOf(input).getElementType())
+    return c.error("Pad value must have the input's element type");
+  SmallVector<Value> operands = {input, pads};
+  if (value)
+    operands.push_back(value);
+  if (axes)
+    operands.push_back(axes);
+  return single(c.create(
+      PadOp::getOperationName(), operands,
+      {c.builder.getNamedAttr("mode", c.builder.getStringAttr(mode)),
+       c.builder.getNamedAttr("operandSegmentSizes",
+                              c.builder.getDenseI32ArrayAttr(
+                                  {1, 1, value ? 1 : 0, axes ? 1 : 0}))}));
+}
+
 FailureOr<Values> constantOfShape(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
@@ -1380,6 +1448,7 @@ const llvm::StringMap<Converter> &table() {
       {"LogSoftmax", logSoftmax},
       {"Size", size},
       {"ConstantOfShape", constantOfShape},
+      {"Pad", pad},
       {"CastLike", castLike},
       {"Sign", unary<SignOp>},
       {"Round", unary<RoundOp>},

@@ -581,6 +581,7 @@ KILN_INFER(ReshapeToOp) {
   StringRef mode = adaptor.getMode();
   int64_t out = mode == "reshape"     ? *length
                 : mode == "unsqueeze" ? rank + *length
+                : mode == "flatten"   ? 2
                                       : rank - *length;
   if (out < 0)
     return fail(loc, "cannot squeeze " + Twine(*length) + " axes of rank " +
@@ -592,11 +593,82 @@ KILN_INFER(ReshapeToOp) {
 KILN_COMPATIBLE(ReshapeToOp)
 
 LogicalResult ReshapeToOp::verify() {
-  if (!llvm::is_contained({"reshape", "unsqueeze", "squeeze"}, getMode()))
+  if (!llvm::is_contained({"reshape", "unsqueeze", "squeeze", "flatten"},
+                          getMode()))
     return emitOpError() << "mode '" << getMode()
-                         << "' is not one of reshape, unsqueeze, squeeze";
+                         << "' is not one of reshape, unsqueeze, squeeze, "
+                            "flatten";
   return success();
 }
+
+KILN_INFER(PadOp) {
+  PadOp::Adaptor adaptor(operands, attributes, properties, regions);
+  auto length = specLength(loc, adaptor.getPads());
+  if (failed(length))
+    return failure();
+  Shape in = shapeOf(adaptor.getInput()), out = in;
+  // Static where the pads are constants (and the axes, when given).
+  auto ints = [](Value v) -> std::optional<SmallVector<int64_t>> {
+    auto constant = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
+    if (!constant)
+      return std::nullopt;
+    auto dense = dyn_cast<DenseIntElementsAttr>(constant.getValue());
+    if (!dense)
+      return std::nullopt;
+    SmallVector<int64_t> values;
+    for (const APInt &v : dense.getValues<APInt>())
+      values.push_back(v.getSExtValue());
+    return values;
+  };
+  auto pads = ints(adaptor.getPads());
+  std::optional<SmallVector<int64_t>> axes;
+  if (adaptor.getAxes())
+    axes = ints(adaptor.getAxes());
+  else
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, in.size()));
+  int64_t rank = in.size();
+  if (!pads || !axes) {
+    out.assign(rank, ShapedType::kDynamic);
+  } else {
+    if ((int64_t)pads->size() != 2 * (int64_t)axes->size())
+      return fail(loc, "pad needs a begin and an end pad per axis, got " +
+                           Twine(pads->size()) + " pads for " +
+                           Twine(axes->size()) + " axes");
+    for (auto [k, a] : llvm::enumerate(*axes)) {
+      int64_t axis = a < 0 ? a + rank : a;
+      if (axis < 0 || axis >= rank)
+        return fail(loc, "pad axis " + Twine(a) + " is out of range");
+      if (ShapedType::isDynamic(out[axis]))
+        continue;
+      out[axis] += (*pads)[k] + (*pads)[axes->size() + k];
+      if (out[axis] < 0)
+        return fail(loc, "pads crop dim " + Twine(axis) + " below zero");
+    }
+  }
+  results.push_back(resultOf(out, adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(PadOp)
+
+LogicalResult PadOp::verify() {
+  if (!llvm::is_contained({"constant", "edge", "reflect", "wrap"}, getMode()))
+    return emitOpError() << "mode '" << getMode()
+                         << "' is not one of constant, edge, reflect, wrap";
+  return success();
+}
+
+KILN_INFER(SliceByOp) {
+  SliceByOp::Adaptor adaptor(operands, attributes, properties, regions);
+  for (Value spec : {adaptor.getStarts(), adaptor.getEnds(), adaptor.getAxes(),
+                     adaptor.getSteps()})
+    if (spec && failed(specLength(loc, spec)))
+      return failure();
+  Shape in = shapeOf(adaptor.getInput());
+  results.push_back(
+      resultOf(Shape(in.size(), ShapedType::kDynamic), adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(SliceByOp)
 
 KILN_INFER(ReduceByOp) {
   ReduceByOp::Adaptor adaptor(operands, attributes, properties, regions);

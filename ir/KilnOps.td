@@ -402,7 +402,8 @@ def Kiln_ReshapeToOp : Kiln_ComputeOp<"reshape_to"> {
   let description = [{
     `mode` "reshape": `spec` holds the ONNX Reshape shape (0 copies the
     input's dim, -1 is inferred); "unsqueeze" / "squeeze": `spec` holds the
-    axes to insert / remove (negative counts from the end).
+    axes to insert / remove (negative counts from the end); "flatten":
+    `spec` holds the axis, the result is 2-D.
   }];
   let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$spec, StrAttr:$mode);
   let results = (outs Kiln_Tensor:$result);
@@ -411,6 +412,36 @@ def Kiln_ReshapeToOp : Kiln_ComputeOp<"reshape_to"> {
     type($result)
   }];
   let hasVerifier = 1;
+}
+
+def Kiln_PadOp : Kiln_ComputeOp<"pad", [AttrSizedOperandSegments]> {
+  let summary = "ONNX Pad: pads (or crops, when negative) each dim";
+  let description = [{
+    `pads` holds the begin pads then the end pads of each dim, or of each
+    of `axes` when given; `mode` is constant (with `value`, default 0),
+    edge, reflect or wrap.
+  }];
+  let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$pads,
+                       Optional<Kiln_Tensor>:$value,
+                       Optional<Kiln_Tensor>:$axes, StrAttr:$mode);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $pads (`value` $value^)? (`axes` $axes^)? attr-dict `:`
+    type(operands) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_SliceByOp : Kiln_ComputeOp<"slice_by", [AttrSizedOperandSegments]> {
+  let summary = "ONNX Slice with starts, ends, axes and steps as data";
+  let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$starts,
+                       Kiln_Tensor:$ends, Optional<Kiln_Tensor>:$axes,
+                       Optional<Kiln_Tensor>:$steps);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $starts `,` $ends (`axes` $axes^)? (`steps` $steps^)?
+    attr-dict `:` type(operands) `->` type($result)
+  }];
 }
 
 def Kiln_ReduceByOp : Kiln_ComputeOp<"reduce_by"> {

@@ -11,6 +11,12 @@
 // - reshape_to: the ONNX Reshape / Unsqueeze / Squeeze sizes as select
 //   chains over the spec's elements, then one generic over the result that
 //   reads the input at the same row-major position (a copy).
+// - pad: begin and end pads of each dim read from the pads (summed over
+//   the axes that name it, when axes are given); each element reads the
+//   input at its index minus the begin pad, clamped (constant: the value
+//   outside), repeated at the edge, reflected or wrapped.
+// - slice_by: ONNX's clamping of starts and ends per sliced axis, as index
+//   arithmetic; each element reads the input at start + d * step.
 // - reduce_by: whether dim i is reduced is data (is i in axes?). One generic
 //   per dim folds dim i into size 1 or keeps it: result dim i has size
 //   (reduced ? 1 : n) and a reduction loop k of size (reduced ? n : 1), and
@@ -25,7 +31,8 @@ using namespace mlir;
 using namespace kiln;
 
 bool lowering::isDataShapeFamily(Operation *op) {
-  return isa<ExpandToOp, ConstantOfShapeOp, ReshapeToOp, ReduceByOp>(op);
+  return isa<ExpandToOp, ConstantOfShapeOp, ReshapeToOp, ReduceByOp, PadOp,
+             SliceByOp>(op);
 }
 
 namespace {
@@ -81,6 +88,21 @@ struct IndexMath {
   }
 };
 
+// A generic over every element of `init` (no inputs) yielding `element`.
+Value generateOver(OpBuilder &b, Location loc, Value init,
+                   function_ref<Value(OpBuilder &, Location)> element) {
+  int64_t rank = cast<RankedTensorType>(init.getType()).getRank();
+  return b
+      .create<linalg::GenericOp>(
+          loc, TypeRange{init.getType()}, ValueRange{}, ValueRange{init},
+          SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank)},
+          SmallVector<Iter>(rank, Iter::parallel),
+          [&](OpBuilder &nb, Location l, ValueRange) {
+            nb.create<linalg::YieldOp>(l, element(nb, l));
+          })
+      .getResult(0);
+}
+
 // `input`'s elements in row-major order as a tensor of `type` with dims
 // `sizes` (a generic over the result reading the input at the same flat
 // position).
@@ -91,26 +113,18 @@ Value copyReshaped(IndexMath &h, Value input, RankedTensorType type,
   Value init = lowering::emptyTensor(b, h.loc, type,
                                      [&](int64_t i) { return sizes[i]; });
   int64_t rank = type.getRank();
-  return b
-      .create<linalg::GenericOp>(
-          h.loc, TypeRange{type}, ValueRange{}, ValueRange{init},
-          SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank)},
-          SmallVector<Iter>(rank, Iter::parallel),
-          [&](OpBuilder &nb, Location l, ValueRange) {
-            IndexMath n{nb, l};
-            Value flat = n.index(0);
-            for (int64_t i = 0; i < rank; ++i)
-              flat = n.add(n.mul(flat, sizes[i]),
-                           nb.create<linalg::IndexOp>(l, i));
-            SmallVector<Value> at(inDims.size());
-            for (int64_t i = (int64_t)inDims.size() - 1; i >= 0; --i) {
-              at[i] = nb.create<arith::RemSIOp>(l, flat, inDims[i]);
-              flat = nb.create<arith::DivSIOp>(l, flat, inDims[i]);
-            }
-            nb.create<linalg::YieldOp>(
-                l, Value(nb.create<tensor::ExtractOp>(l, input, at)));
-          })
-      .getResult(0);
+  return generateOver(b, h.loc, init, [&](OpBuilder &nb, Location l) -> Value {
+    IndexMath n{nb, l};
+    Value flat = n.index(0);
+    for (int64_t i = 0; i < rank; ++i)
+      flat = n.add(n.mul(flat, sizes[i]), nb.create<linalg::IndexOp>(l, i));
+    SmallVector<Value> at(inDims.size());
+    for (int64_t i = (int64_t)inDims.size() - 1; i >= 0; --i) {
+      at[i] = nb.create<arith::RemSIOp>(l, flat, inDims[i]);
+      flat = nb.create<arith::DivSIOp>(l, flat, inDims[i]);
+    }
+    return Value(nb.create<tensor::ExtractOp>(l, input, at));
+  });
 }
 
 // The sizes reshape_to (or reduce_by without keepdims) gives `input`.
@@ -135,6 +149,17 @@ SmallVector<Value> reshapedSizes(IndexMath &h, Value input, Value spec,
     for (Value &d : out)
       d = h.select(h.eq(d, h.index(-1)), inferred, d);
     return out;
+  }
+  if (mode == "flatten") {
+    // The dims before the axis, then the rest, multiplied out.
+    Value axis = h.normalized(h.element(spec, 0), rank);
+    Value left = h.index(1), right = h.index(1);
+    for (int64_t i = 0; i < rank; ++i) {
+      Value before = h.cmp(arith::CmpIPredicate::slt, h.index(i), axis);
+      left = h.mul(left, h.select(before, in[i], h.index(1)));
+      right = h.mul(right, h.select(before, h.index(1), in[i]));
+    }
+    return {left, right};
   }
   if (mode == "unsqueeze") {
     SmallVector<Value> axes = h.axes(spec, outRank);
@@ -197,6 +222,143 @@ Value lowerExpandTo(IndexMath &h, ExpandToOp op, Value input, Value shape) {
             nb.create<linalg::YieldOp>(l, a[0]);
           })
       .getResult(0);
+}
+
+Value lowerPad(IndexMath &h, PadOp op, ValueRange operands) {
+  OpBuilder &b = h.b;
+  Value input = operands[0], pads = operands[1];
+  Value value = op.getValue() ? operands[2] : Value();
+  Value axesSpec = op.getAxes() ? operands.back() : Value();
+  auto inType = cast<RankedTensorType>(input.getType());
+  int64_t rank = inType.getRank();
+  SmallVector<Value> in = h.dims(input), begin, end;
+  if (!axesSpec) {
+    for (int64_t i = 0; i < rank; ++i) {
+      begin.push_back(h.element(pads, i));
+      end.push_back(h.element(pads, rank + i));
+    }
+  } else {
+    SmallVector<Value> axes = h.axes(axesSpec, rank);
+    int64_t n = axes.size();
+    for (int64_t i = 0; i < rank; ++i) {
+      Value bi = h.index(0), ei = h.index(0);
+      for (int64_t k = 0; k < n; ++k) {
+        Value is = h.eq(axes[k], h.index(i));
+        bi = h.add(bi, h.select(is, h.element(pads, k), h.index(0)));
+        ei = h.add(ei, h.select(is, h.element(pads, n + k), h.index(0)));
+      }
+      begin.push_back(bi);
+      end.push_back(ei);
+    }
+  }
+  auto outType = lowering::plainResultType(op);
+  Value init = lowering::emptyTensor(b, h.loc, outType, [&](int64_t i) {
+    return h.add(in[i], h.add(begin[i], end[i]));
+  });
+  Type element = inType.getElementType();
+  Value fillValue =
+      value ? b.create<tensor::ExtractOp>(
+                   h.loc, value,
+                   SmallVector<Value>(
+                       cast<RankedTensorType>(value.getType()).getRank(),
+                       h.index(0)))
+                  .getResult()
+            : lowering::scalar(b, h.loc, element, 0);
+  StringRef mode = op.getMode();
+  return generateOver(b, h.loc, init, [&](OpBuilder &nb, Location l) -> Value {
+    IndexMath n{nb, l};
+    using P = arith::CmpIPredicate;
+    Value inside = nb.create<arith::ConstantIntOp>(l, 1, 1);
+    SmallVector<Value> at;
+    for (int64_t i = 0; i < rank; ++i) {
+      Value last = nb.create<arith::SubIOp>(l, in[i], n.index(1));
+      Value src = nb.create<arith::SubIOp>(l, nb.create<linalg::IndexOp>(l, i),
+                                           begin[i]);
+      if (mode == "constant")
+        inside = nb.create<arith::AndIOp>(
+            l, inside,
+            nb.create<arith::AndIOp>(l, n.cmp(P::sge, src, n.index(0)),
+                                     n.cmp(P::slt, src, in[i])));
+      else if (mode == "reflect")
+        src = n.select(
+            n.cmp(P::slt, src, n.index(0)),
+            nb.create<arith::SubIOp>(l, n.index(0), src),
+            n.select(n.cmp(P::sgt, src, last),
+                     nb.create<arith::SubIOp>(l, n.add(last, last), src), src));
+      else if (mode == "wrap")
+        src = nb.create<arith::RemSIOp>(
+            l, n.add(nb.create<arith::RemSIOp>(l, src, in[i]), in[i]), in[i]);
+      // Clamped: every read stays in bounds (edge mode is this).
+      at.push_back(nb.create<arith::MaxSIOp>(
+          l, n.index(0), nb.create<arith::MinSIOp>(l, src, last)));
+    }
+    Value read = nb.create<tensor::ExtractOp>(l, input, at);
+    return mode == "constant"
+               ? Value(nb.create<arith::SelectOp>(l, inside, read, fillValue))
+               : read;
+  });
+}
+
+Value lowerSliceBy(IndexMath &h, SliceByOp op, ValueRange operands) {
+  OpBuilder &b = h.b;
+  using P = arith::CmpIPredicate;
+  Value input = operands[0], starts = operands[1], ends = operands[2];
+  size_t next = 3;
+  Value axesSpec = op.getAxes() ? operands[next++] : Value();
+  Value stepsSpec = op.getSteps() ? operands[next++] : Value();
+  int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
+  int64_t n = cast<RankedTensorType>(starts.getType()).getDimSize(0);
+  SmallVector<Value> in = h.dims(input);
+  SmallVector<Value> axes;
+  if (axesSpec)
+    axes = h.axes(axesSpec, rank);
+  else
+    for (int64_t k = 0; k < n; ++k)
+      axes.push_back(h.index(k));
+  auto clamp = [&](Value v, Value lo, Value hi) -> Value {
+    return b.create<arith::MaxSIOp>(h.loc, lo,
+                                    b.create<arith::MinSIOp>(h.loc, v, hi));
+  };
+  auto sub = [&](Value x, Value y) -> Value {
+    return b.create<arith::SubIOp>(h.loc, x, y);
+  };
+  // Per dim: start, step, size (the whole dim unless an axis names it).
+  SmallVector<Value> start(rank, h.index(0)), step(rank, h.index(1)),
+      size(in.begin(), in.end());
+  for (int64_t k = 0; k < n; ++k) {
+    Value s = h.element(starts, k), e = h.element(ends, k);
+    Value t = stepsSpec ? h.element(stepsSpec, k) : h.index(1);
+    for (int64_t i = 0; i < rank; ++i) {
+      Value dim = in[i], is = h.eq(axes[k], h.index(i));
+      Value zero = h.index(0), one = h.index(1), last = sub(dim, one);
+      Value sn = h.select(h.cmp(P::slt, s, zero), h.add(s, dim), s);
+      Value en = h.select(h.cmp(P::slt, e, zero), h.add(e, dim), e);
+      Value forward = h.cmp(P::sgt, t, zero);
+      Value s0 = h.select(forward, clamp(sn, zero, dim), clamp(sn, zero, last));
+      Value e0 =
+          h.select(forward, clamp(en, zero, dim), clamp(en, h.index(-1), last));
+      // ceil((e0 - s0) / t), at least 0, for either sign of t.
+      Value span = h.select(forward, sub(e0, s0), sub(s0, e0));
+      Value stride = h.select(forward, t, sub(zero, t));
+      Value count = b.create<arith::DivSIOp>(
+          h.loc, h.add(span, sub(stride, one)), stride);
+      count = b.create<arith::MaxSIOp>(h.loc, count, zero);
+      start[i] = h.select(is, s0, start[i]);
+      step[i] = h.select(is, t, step[i]);
+      size[i] = h.select(is, count, size[i]);
+    }
+  }
+  auto outType = lowering::plainResultType(op);
+  Value init = lowering::emptyTensor(b, h.loc, outType,
+                                     [&](int64_t i) { return size[i]; });
+  return generateOver(b, h.loc, init, [&](OpBuilder &nb, Location l) -> Value {
+    IndexMath m{nb, l};
+    SmallVector<Value> at;
+    for (int64_t i = 0; i < rank; ++i)
+      at.push_back(
+          m.add(start[i], m.mul(nb.create<linalg::IndexOp>(l, i), step[i])));
+    return Value(nb.create<tensor::ExtractOp>(l, input, at));
+  });
 }
 
 FailureOr<Value> lowerReduceBy(IndexMath &h, ReduceByOp op, Value input,
@@ -295,6 +457,10 @@ FailureOr<Value> lowering::lowerDataShape(OpBuilder &b, Operation *op,
     Value v = b.create<arith::ConstantOp>(h.loc, constant.getValue());
     return b.create<linalg::FillOp>(h.loc, v, empty).getResult(0);
   }
+  if (auto slice = dyn_cast<SliceByOp>(op))
+    return lowerSliceBy(h, slice, operands);
+  if (auto pad = dyn_cast<PadOp>(op))
+    return lowerPad(h, pad, operands);
   if (auto reshape = dyn_cast<ReshapeToOp>(op))
     return copyReshaped(h, operands[0], outType,
                         reshapedSizes(h, operands[0], operands[1],

@@ -17,7 +17,7 @@ using namespace kiln;
 namespace {
 // An ONNX index value (i32/i64, negative counts from the end) as an index
 // clamped into [0, size): reads stay in bounds whatever the data holds.
-Value wrappedIndex(OpBuilder &b, Location l, Value value, int64_t size) {
+Value wrappedIndex(OpBuilder &b, Location l, Value value, Value size) {
   auto index = [&](int64_t v) -> Value {
     return b.create<arith::ConstantIndexOp>(l, v);
   };
@@ -25,9 +25,10 @@ Value wrappedIndex(OpBuilder &b, Location l, Value value, int64_t size) {
   Value negative =
       b.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, i, index(0));
   i = b.create<arith::SelectOp>(l, negative,
-                                b.create<arith::AddIOp>(l, i, index(size)), i);
-  return b.create<arith::MaxSIOp>(
-      l, index(0), b.create<arith::MinSIOp>(l, i, index(size - 1)));
+                                b.create<arith::AddIOp>(l, i, size), i);
+  Value last = b.create<arith::SubIOp>(l, size, index(1));
+  return b.create<arith::MaxSIOp>(l, index(0),
+                                  b.create<arith::MinSIOp>(l, i, last));
 }
 } // namespace
 
@@ -122,7 +123,8 @@ Value lowerGather(OpBuilder &b, GatherOp op, Value data, Value indices) {
   auto dataType = cast<RankedTensorType>(data.getType());
   auto idxType = cast<RankedTensorType>(indices.getType());
   int64_t rank = outType.getRank(), axis = op.getAxis(),
-          idxRank = idxType.getRank(), size = dataType.getDimSize(axis);
+          idxRank = idxType.getRank();
+  Value size = lowering::dimOf(b, loc, data, axis); // read before the loop
   SmallVector<AffineExpr> idxExprs;
   for (int64_t i = 0; i < idxRank; ++i)
     idxExprs.push_back(b.getAffineDimExpr(axis + i));
@@ -234,7 +236,7 @@ Value lowerGatherElements(OpBuilder &b, GatherElementsOp op, Value data,
                           Value indices) {
   auto outType = lowering::plainResultType(op);
   int64_t rank = outType.getRank(), axis = op.getAxis();
-  int64_t size = cast<RankedTensorType>(data.getType()).getDimSize(axis);
+  Value size = lowering::dimOf(b, op.getLoc(), data, axis);
   Value init = lowering::emptyResult(b, op, ValueRange{data, indices});
   return b
       .create<linalg::GenericOp>(
