@@ -44,7 +44,8 @@ static cl::opt<kiln::EmitKind> emit(
 static cl::list<std::string>
     inputShapes("input-shape",
                 cl::desc("bind a model input's symbolic dims, e.g. x=64x784 "
-                         "(repeatable)"),
+                         "(repeatable; unbound dims are sized at run time; "
+                         "cuda, data:K and pipeline:K need them bound)"),
                 cl::value_desc("NAME=D0xD1..."), cl::cat(category));
 static cl::opt<std::string>
     device("device",
