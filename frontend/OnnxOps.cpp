@@ -1266,6 +1266,13 @@ FailureOr<Values> size(NodeContext &c) {
       DenseElementsAttr::get(plain, type.getNumElements()))};
 }
 
+// Range with inputs known only at run time (constant ones fold at import).
+FailureOr<Values> range(NodeContext &c) {
+  if (failed(arity(c, 3, 3)))
+    return failure();
+  return single(c.create(RangeOp::getOperationName(), c.inputs));
+}
+
 // ONNX Pad: pads (and value) as attributes before opset 11, as inputs
 // (with optional axes from opset 18) since.
 FailureOr<Values> pad(NodeContext &c) {
@@ -1449,6 +1456,7 @@ const llvm::StringMap<Converter> &table() {
       {"Size", size},
       {"ConstantOfShape", constantOfShape},
       {"Pad", pad},
+      {"Range", range},
       {"CastLike", castLike},
       {"Sign", unary<SignOp>},
       {"Round", unary<RoundOp>},

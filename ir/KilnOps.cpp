@@ -670,6 +670,17 @@ KILN_INFER(SliceByOp) {
 }
 KILN_COMPATIBLE(SliceByOp)
 
+KILN_INFER(RangeOp) {
+  for (Value v : operands)
+    if (shapeOf(v).size() != 0 ||
+        cast<RankedTensorType>(v.getType()).getElementType() !=
+            cast<RankedTensorType>(operands[0].getType()).getElementType())
+      return fail(loc, "range needs scalar start, limit and delta of one type");
+  results.push_back(resultOf({ShapedType::kDynamic}, operands[0]));
+  return success();
+}
+KILN_COMPATIBLE(RangeOp)
+
 KILN_INFER(ReduceByOp) {
   ReduceByOp::Adaptor adaptor(operands, attributes, properties, regions);
   auto length = specLength(loc, adaptor.getAxes());

@@ -444,6 +444,17 @@ def Kiln_SliceByOp : Kiln_ComputeOp<"slice_by", [AttrSizedOperandSegments]> {
   }];
 }
 
+def Kiln_RangeOp : Kiln_ComputeOp<"range"> {
+  let summary = "ONNX Range: start, start + delta, ... short of limit";
+  let arguments = (ins Kiln_Tensor:$start, Kiln_Tensor:$limit,
+                       Kiln_Tensor:$delta);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $start `,` $limit `,` $delta attr-dict `:` type(operands) `->`
+    type($result)
+  }];
+}
+
 def Kiln_ReduceByOp : Kiln_ComputeOp<"reduce_by"> {
   let summary = "sum, mean, max, min or prod over the axes `axes` holds";
   let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$axes, StrAttr:$kind,

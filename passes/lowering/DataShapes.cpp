@@ -17,6 +17,7 @@
 //   outside), repeated at the edge, reflected or wrapped.
 // - slice_by: ONNX's clamping of starts and ends per sliced axis, as index
 //   arithmetic; each element reads the input at start + d * step.
+// - range: max(ceil((limit - start) / delta), 0) elements, start + i * delta.
 // - reduce_by: whether dim i is reduced is data (is i in axes?). One generic
 //   per dim folds dim i into size 1 or keeps it: result dim i has size
 //   (reduced ? 1 : n) and a reduction loop k of size (reduced ? n : 1), and
@@ -32,7 +33,7 @@ using namespace kiln;
 
 bool lowering::isDataShapeFamily(Operation *op) {
   return isa<ExpandToOp, ConstantOfShapeOp, ReshapeToOp, ReduceByOp, PadOp,
-             SliceByOp>(op);
+             SliceByOp, RangeOp>(op);
 }
 
 namespace {
@@ -361,6 +362,57 @@ Value lowerSliceBy(IndexMath &h, SliceByOp op, ValueRange operands) {
   });
 }
 
+Value lowerRange(IndexMath &h, RangeOp op, ValueRange operands) {
+  OpBuilder &b = h.b;
+  Location loc = h.loc;
+  auto read = [&](Value v) -> Value {
+    return b.create<tensor::ExtractOp>(loc, v, ValueRange{});
+  };
+  Value start = read(operands[0]), limit = read(operands[1]),
+        delta = read(operands[2]);
+  Type t = start.getType();
+  Value count; // as i64
+  if (isa<FloatType>(t)) {
+    Value steps = b.create<arith::DivFOp>(
+        loc, b.create<arith::SubFOp>(loc, limit, start), delta);
+    count = b.create<arith::FPToSIOp>(loc, b.getI64Type(),
+                                      b.create<math::CeilOp>(loc, steps));
+  } else {
+    // ceil((limit - start) / delta) for either sign of delta.
+    Value span = b.create<arith::SubIOp>(loc, limit, start);
+    Value zero = lowering::scalar(b, loc, t, 0),
+          one = lowering::scalar(b, loc, t, 1);
+    Value up =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, delta, zero);
+    Value bias = b.create<arith::SelectOp>(
+        loc, up, b.create<arith::SubIOp>(loc, delta, one),
+        b.create<arith::AddIOp>(loc, delta, one));
+    count = b.create<arith::DivSIOp>(
+        loc, b.create<arith::AddIOp>(loc, span, bias), delta);
+    if (!t.isInteger(64))
+      count = b.create<arith::ExtSIOp>(loc, b.getI64Type(), count);
+  }
+  Value size = b.create<arith::MaxSIOp>(
+      loc, b.create<arith::IndexCastOp>(loc, b.getIndexType(), count),
+      h.index(0));
+  auto outType = lowering::plainResultType(op);
+  Value init =
+      lowering::emptyTensor(b, loc, outType, [&](int64_t) { return size; });
+  return generateOver(b, loc, init, [&](OpBuilder &nb, Location l) -> Value {
+    Value i = nb.create<arith::IndexCastOp>(l, nb.getI64Type(),
+                                            nb.create<linalg::IndexOp>(l, 0));
+    if (isa<FloatType>(t))
+      return nb.create<arith::AddFOp>(
+          l, start,
+          nb.create<arith::MulFOp>(l, nb.create<arith::SIToFPOp>(l, t, i),
+                                   delta));
+    if (!t.isInteger(64))
+      i = nb.create<arith::TruncIOp>(l, t, i);
+    return nb.create<arith::AddIOp>(l, start,
+                                    nb.create<arith::MulIOp>(l, i, delta));
+  });
+}
+
 FailureOr<Value> lowerReduceBy(IndexMath &h, ReduceByOp op, Value input,
                                Value axesSpec) {
   OpBuilder &b = h.b;
@@ -457,6 +509,8 @@ FailureOr<Value> lowering::lowerDataShape(OpBuilder &b, Operation *op,
     Value v = b.create<arith::ConstantOp>(h.loc, constant.getValue());
     return b.create<linalg::FillOp>(h.loc, v, empty).getResult(0);
   }
+  if (auto range = dyn_cast<RangeOp>(op))
+    return lowerRange(h, range, operands);
   if (auto slice = dyn_cast<SliceByOp>(op))
     return lowerSliceBy(h, slice, operands);
   if (auto pad = dyn_cast<PadOp>(op))
