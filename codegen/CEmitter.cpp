@@ -181,6 +181,8 @@ std::string CEmitter::dimExpr(Value tensor, int64_t i) {
   Operation *def = tensor.getDefiningOp();
   if (auto empty = dyn_cast<tensor::EmptyOp>(def))
     return scalars.lookup(empty.getDynamicSize(i));
+  if (auto cast = dyn_cast<tensor::CastOp>(def)) // a view
+    return dimExpr(cast.getSource(), i);
   if (auto dps = dyn_cast<DestinationStyleOpInterface>(def))
     return dimExpr(dps.getDpsInits()[cast<OpResult>(tensor).getResultNumber()],
                    i);
@@ -633,6 +635,11 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(&op)
             .Case<tensor::EmptyOp>([](auto) { return success(); })
+            .Case<tensor::CastOp>([&](tensor::CastOp c) {
+              // Only the static knowledge of the type changes: a view.
+              buffers[c.getResult()] = bufferFor(c.getSource());
+              return success();
+            })
             .Case<linalg::FillOp>([&](linalg::FillOp fill) {
               Value result = fill.getResult(0);
               emitFill(cast<RankedTensorType>(result.getType()),
