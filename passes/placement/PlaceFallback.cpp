@@ -9,7 +9,7 @@
 //    a handful of indices to an accelerator and back costs more than it
 //    computes, and the host needs them anyway.
 //  - An op the device's profile does not support moves to the first device
-//    of the list whose profile does.
+//    of the list whose profile does (cuda devices run static shapes only).
 // Every move is a remark naming both devices; an op that no device in the
 // list can run is an error.
 //
@@ -65,36 +65,50 @@ struct PlaceFallback : kiln::impl::KilnPlaceFallbackBase<PlaceFallback> {
     bool haveCpu = llvm::any_of(
         *loaded, [&](const DeviceProfile &p) { return p.device == cpu; });
 
-    WalkResult result = func.walk([&](Operation *op) {
-      if (!isPlaceable(op))
-        return WalkResult::advance();
-      DeviceAttr device = currentDevice(op);
-      if (!device)
-        return WalkResult::advance();
-      if (haveCpu && device != cpu && isShapeArithmetic(op)) {
-        op->emitRemark() << "shape arithmetic stays on the host: placed on "
-                            "cpu instead of "
-                         << device.str();
-        op->setAttr(kPlaceAttr, cpu);
-        return WalkResult::advance();
-      }
-      if (known.get(device).supports(op))
-        return WalkResult::advance();
-      for (const DeviceProfile &p : *loaded)
-        if (p.supports(op)) {
-          op->emitRemark() << device.str() << " cannot run "
-                           << op->getName().getStringRef() << ": placed on "
-                           << p.device.str();
-          op->setAttr(kPlaceAttr, p.device);
-          return WalkResult::advance();
-        }
-      std::string names;
-      for (const DeviceProfile &p : *loaded)
-        names += (names.empty() ? "" : ", ") + p.device.str();
-      op->emitOpError() << "cannot run on " << device.str()
-                        << ", nor on any other device in use (" << names << ")";
-      return WalkResult::interrupt();
-    });
+    WalkResult result =
+        func.walk([&](Operation *op) {
+          if (!isPlaceable(op))
+            return WalkResult::advance();
+          DeviceAttr device = currentDevice(op);
+          if (!device)
+            return WalkResult::advance();
+          if (haveCpu && device != cpu && isShapeArithmetic(op)) {
+            op->emitRemark() << "shape arithmetic stays on the host: placed on "
+                                "cpu instead of "
+                             << device.str();
+            op->setAttr(kPlaceAttr, cpu);
+            return WalkResult::advance();
+          }
+          if (known.get(device).supports(op))
+            return WalkResult::advance();
+          for (const DeviceProfile &p : *loaded)
+            if (p.supports(op)) {
+              op->emitRemark()
+                  << device.str() << " cannot run "
+                  << op->getName().getStringRef()
+                  << (device.getKind() == "cuda" && hasDynamicShape(op)
+                          ? " with dynamic shapes"
+                          : "")
+                  << ": placed on " << p.device.str();
+              op->setAttr(kPlaceAttr, p.device);
+              return WalkResult::advance();
+            }
+          std::string names;
+          for (const DeviceProfile &p : *loaded)
+            names += (names.empty() ? "" : ", ") + p.device.str();
+          if (device.getKind() == "cuda" && hasDynamicShape(op)) {
+            op->emitOpError()
+                << "has dynamic shapes, which " << device.str()
+                << " cannot run yet; add the cpu to the devices (--devices "
+                << names << ",cpu) for it to run there, or bind the symbolic "
+                << "input dims (kilnc --input-shape NAME=D0xD1...)";
+            return WalkResult::interrupt();
+          }
+          op->emitOpError()
+              << "cannot run on " << device.str()
+              << ", nor on any other device in use (" << names << ")";
+          return WalkResult::interrupt();
+        });
     if (result.wasInterrupted())
       signalPassFailure();
   }

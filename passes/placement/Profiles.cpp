@@ -68,8 +68,20 @@ OpCost kiln::estimateCost(Operation *op) {
   return cost;
 }
 
+bool kiln::hasDynamicShape(Operation *op) {
+  auto dynamic = [](Type t) {
+    auto type = dyn_cast<RankedTensorType>(t);
+    return type && !type.hasStaticShape();
+  };
+  return llvm::any_of(op->getOperandTypes(), dynamic) ||
+         llvm::any_of(op->getResultTypes(), dynamic);
+}
+
 bool DeviceProfile::supports(Operation *op) const {
   StringRef name = op->getName().stripDialect();
+  // CUDA kernels are generated for static shapes only (launch sizes).
+  if (device.getKind() == "cuda" && hasDynamicShape(op))
+    return false;
   if (llvm::is_contained(unsupportedOps, name.str()))
     return false;
   return ops.empty() || llvm::is_contained(ops, "*") ||

@@ -28,6 +28,9 @@
 
 namespace kiln {
 
+/// Whether an operand or result of `op` has a dynamic dim.
+bool hasDynamicShape(mlir::Operation *op);
+
 struct DeviceProfile {
   DeviceAttr device;
   double peakGflops = 0;
@@ -40,6 +43,8 @@ struct DeviceProfile {
   std::vector<std::string> ops;
   std::vector<std::string> unsupportedOps;
 
+  /// Whether the device can run `op` (its profile's op lists; cuda devices
+  /// need static shapes).
   bool supports(mlir::Operation *op) const;
   /// Estimated seconds for `op` on this device.
   double seconds(mlir::Operation *op) const;

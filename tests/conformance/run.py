@@ -336,7 +336,9 @@ def _compile_case(task, kilnc, timeout, result, artifact):
     if _CONFIG.get("device"):
         argv.append("--device=" + _CONFIG["device"])
     if cuda_compile:
-        argv.append("--emit=ptx")
+        # Kernels with shapes known only at run time fall back to the cpu
+        # (cuda kernels are static); every other one must assemble.
+        argv += ["--devices=%s,cpu" % _CONFIG["device"], "--emit=ptx"]
     argv += _CONFIG.get("kilnc_args") or []
     proc, secs, err = _exec(argv, timeout)
     result["compile_s"] = secs

@@ -5,6 +5,9 @@
 // RUN: echo '{"peak_gflops": "fast"}' > %t.bad.json
 // RUN: not kiln-opt %s --split-input-file --kiln-place-fallback="devices=cpu,sim:0 profiles=sim:0=%t.bad.json" 2>&1 | FileCheck %s --check-prefix=BAD-PROFILE
 
+// RUN: kiln-opt %s --split-input-file --kiln-place-fallback="devices=cuda:0,cpu" 2>&1 | FileCheck %s --check-prefix=CUDA-CPU
+// RUN: not kiln-opt %s --split-input-file --kiln-place-fallback="devices=cuda:0" 2>&1 | FileCheck %s --check-prefix=CUDA-ONLY
+
 // NOWHERE: error: 'kiln.conv' op cannot run on sim:0, nor on any other device in use (sim:0)
 // BAD-PROFILE: error: device profile '{{.*}}': 'peak_gflops' must be a non-negative number
 
@@ -45,4 +48,21 @@ func.func @shape_arithmetic(%i: !i, %f: !f) -> (!i, !i, !f) {
   %1 = kiln.mul %i, %i {kiln.place = #kiln.device<sim:0>} : !i, !i -> !i
   %2 = kiln.add %f, %f : !f, !f -> !f
   return %0, %1, %2 : !i, !i, !f
+}
+
+// -----
+
+// CUDA kernels are generated for static shapes: an op with a dynamic dim
+// placed on a cuda device falls back to the cpu when the cpu is in use, and
+// is an error saying what to do when it is not.
+// CUDA-CPU-LABEL: func.func @dynamic_on_cuda
+// CUDA-CPU: kiln.relu {{.*}}kiln.place = #kiln.device<cpu>
+// CUDA-CPU: kiln.relu
+// CUDA-CPU-NOT: kiln.place
+// CUDA-ONLY: error: 'kiln.relu' op has dynamic shapes, which cuda:0 cannot run yet; add the cpu to the devices (--devices cuda:0,cpu) for it to run there, or bind the symbolic input dims (kilnc --input-shape NAME=D0xD1...)
+func.func @dynamic_on_cuda(%x: tensor<?x4xf32, #kiln.device<cuda:0>>, %y: tensor<2x4xf32, #kiln.device<cuda:0>>) -> (tensor<?x4xf32, #kiln.device<cuda:0>>, tensor<2x4xf32, #kiln.device<cuda:0>>) {
+  // expected-remark @+1 {{cuda:0 cannot run kiln.relu with dynamic shapes: placed on cpu}}
+  %0 = kiln.relu %x : tensor<?x4xf32, #kiln.device<cuda:0>> -> tensor<?x4xf32, #kiln.device<cuda:0>>
+  %1 = kiln.relu %y : tensor<2x4xf32, #kiln.device<cuda:0>> -> tensor<2x4xf32, #kiln.device<cuda:0>>
+  return %0, %1 : tensor<?x4xf32, #kiln.device<cuda:0>>, tensor<2x4xf32, #kiln.device<cuda:0>>
 }
