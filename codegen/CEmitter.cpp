@@ -164,6 +164,17 @@ std::string CEmitter::index(Value tensor, AffineMap map, bool broadcast) {
   return rowMajor(indices, [&](int64_t i) { return dimExpr(tensor, i); });
 }
 
+// Where argument `arg` (inputs, then outputs) starts in the kernel's dims
+// array: the ranks of the arguments before it.
+static int64_t dimsOffset(KernelOp kernel, unsigned arg) {
+  SmallVector<Type> types(kernel->getOperandTypes());
+  llvm::append_range(types, kernel->getResultTypes());
+  int64_t offset = 0;
+  for (Type type : ArrayRef(types).take_front(arg))
+    offset += cast<RankedTensorType>(type).getRank();
+  return offset;
+}
+
 std::string CEmitter::dimExpr(Value tensor, int64_t i) {
   auto type = cast<RankedTensorType>(tensor.getType());
   if (!type.isDynamicDim(i))
@@ -172,11 +183,8 @@ std::string CEmitter::dimExpr(Value tensor, int64_t i) {
   if (auto arg = dyn_cast<BlockArgument>(tensor)) {
     if (arg.getOwner() != &block)
       return "";
-    int64_t offset = 0;
-    for (BlockArgument before :
-         block.getArguments().take_front(arg.getArgNumber()))
-      offset += cast<RankedTensorType>(before.getType()).getRank();
-    return "dims[" + std::to_string(offset + i) + "]";
+    return "dims[" +
+           std::to_string(dimsOffset(kernel, arg.getArgNumber()) + i) + "]";
   }
   Operation *def = tensor.getDefiningOp();
   if (auto empty = dyn_cast<tensor::EmptyOp>(def))
@@ -214,14 +222,6 @@ std::string CEmitter::loopRange(linalg::GenericOp op, unsigned d) {
         if (std::string s = dimExpr(operand->get(), pos); !s.empty())
           return s;
   return "";
-}
-
-bool CEmitter::hasDynamicDims() {
-  SmallVector<Type> types(kernel.getBody().front().getArgumentTypes());
-  llvm::append_range(types, kernel.getResultTypes());
-  return llvm::any_of(types, [](Type t) {
-    return !cast<RankedTensorType>(t).hasStaticShape();
-  });
 }
 
 /// The ops computing the dynamic sizes of the kernel's tensors, in order.
@@ -310,9 +310,7 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
     }
   }
   auto yield = cast<YieldOp>(block.getTerminator());
-  int64_t offset = 0;
-  for (BlockArgument arg : block.getArguments())
-    offset += cast<RankedTensorType>(arg.getType()).getRank();
+  int64_t offset = dimsOffset(kernel, block.getNumArguments());
   for (Value value : yield.getValues()) {
     auto type = cast<RankedTensorType>(value.getType());
     for (int64_t i = 0; i < type.getRank(); ++i, ++offset) {

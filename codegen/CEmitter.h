@@ -95,8 +95,6 @@ protected:
   std::string numElements(mlir::Value tensor);
   /// The trip count of loop `d` of `op`, a C expression ("" when unknown).
   std::string loopRange(mlir::linalg::GenericOp op, unsigned d);
-  /// Whether any argument or result of the kernel has a dynamic dim.
-  bool hasDynamicDims();
   /// The body of the kernel's dims function: computes the dynamic dims of
   /// the outputs into `dims` from those of the inputs (and the data of the
   /// inputs in kernelDimsData, from `inputs`), returning an error message

@@ -40,7 +40,6 @@ public:
       : CEmitter(kernel, kCppStyle), os(os) {}
   LogicalResult emit(StringRef symbol);
   LogicalResult emitDims(StringRef symbol);
-  using CEmitter::hasDynamicDims;
 
 private:
   raw_ostream &decls() override { return os; }
@@ -110,7 +109,7 @@ LogicalResult CppEmitter::emit(StringRef symbol) {
   Block &block = kernel.getBody().front();
   os << "// kiln kernel " << symbol << ", from " << kernel.getLoc() << "\n";
   os << "extern \"C\" void " << symbol << "(void **buffers) {\n";
-  if (hasDynamicDims())
+  if (hasDynamicShape(kernel))
     os << "  const int64_t *dims = static_cast<const int64_t *>(buffers["
        << block.getNumArguments() + kernel.getNumResults() << "]);\n";
   size_t slot = 0;
@@ -149,7 +148,7 @@ FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
   if (failed(emitter.emit(symbol)))
     return failure();
   // The dims function, from a fresh emitter (its own scalar names).
-  if (emitter.hasDynamicDims() &&
+  if (hasDynamicShape(kernel) &&
       failed(CppEmitter(kernel, os).emitDims(symbol)))
     return failure();
   return text;

@@ -122,11 +122,7 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
                        {"num_inputs", kernel.getInputs().size()},
                        {"nodes", nodeNames(kernel.getLoc())},
                        {"device", roleOf(device)}});
-      auto dynamic = [](Type t) {
-        return !cast<RankedTensorType>(t).hasStaticShape();
-      };
-      if (llvm::any_of(kernel->getOperandTypes(), dynamic) ||
-          llvm::any_of(kernel->getResultTypes(), dynamic))
+      if (hasDynamicShape(kernel))
         steps.back()["dims"] = symbol + "_dims"; // see CppEmitter.cpp
       if (SmallVector<unsigned> data = kernelDimsData(kernel); !data.empty())
         steps.back()["dims_data"] =
@@ -138,11 +134,8 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
       auto id = addValue(copy.getResult(), "temp");
       if (failed(id))
         return failure();
-      auto type = cast<RankedTensorType>(copy.getType());
-      steps.push_back(
-          {{"copy", {ids.lookup(copy.getInput()), *id}},
-           {"bytes", type.hasStaticShape() ? tensorBytes(copy.getResult())
-                                           : 0}}); // 0: known at run time
+      steps.push_back({{"copy", {ids.lookup(copy.getInput()), *id}},
+                       {"bytes", tensorBytes(copy.getResult())}}); // 0: dynamic
       continue;
     }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {

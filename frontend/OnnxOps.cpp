@@ -67,8 +67,10 @@ template <typename OpTy> FailureOr<Values> unary(NodeContext &c) {
   return single(c.create(OpTy::getOperationName(), c.inputs));
 }
 
-template <typename OpTy> FailureOr<Values> binary(NodeContext &c) {
-  if (failed(arity(c, 2, 2)))
+// OpTy on exactly the node's N inputs.
+template <typename OpTy, size_t N = 2>
+FailureOr<Values> binary(NodeContext &c) {
+  if (failed(arity(c, N, N)))
     return failure();
   return single(c.create(OpTy::getOperationName(), c.inputs));
 }
@@ -1266,13 +1268,6 @@ FailureOr<Values> size(NodeContext &c) {
       DenseElementsAttr::get(plain, type.getNumElements()))};
 }
 
-// Range with inputs known only at run time (constant ones fold at import).
-FailureOr<Values> range(NodeContext &c) {
-  if (failed(arity(c, 3, 3)))
-    return failure();
-  return single(c.create(RangeOp::getOperationName(), c.inputs));
-}
-
 // ONNX Pad: pads (and value) as attributes before opset 11, as inputs
 // (with optional axes from opset 18) since.
 FailureOr<Values> pad(NodeContext &c) {
@@ -1456,7 +1451,7 @@ const llvm::StringMap<Converter> &table() {
       {"Size", size},
       {"ConstantOfShape", constantOfShape},
       {"Pad", pad},
-      {"Range", range},
+      {"Range", binary<RangeOp, 3>}, // constant inputs fold at import
       {"CastLike", castLike},
       {"Sign", unary<SignOp>},
       {"Round", unary<RoundOp>},

@@ -120,6 +120,15 @@ DeviceAttr kiln::getDevice(Type type) {
                 : DeviceAttr();
 }
 
+bool kiln::hasDynamicShape(Operation *op) {
+  auto dynamic = [](Type t) {
+    auto type = dyn_cast<RankedTensorType>(t);
+    return type && !type.hasStaticShape();
+  };
+  return llvm::any_of(op->getOperandTypes(), dynamic) ||
+         llvm::any_of(op->getResultTypes(), dynamic);
+}
+
 uint64_t kiln::tensorBytes(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type || !type.hasStaticShape())

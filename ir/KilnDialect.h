@@ -37,6 +37,9 @@ DeviceAttr getDevice(mlir::Type type);
 /// Bytes of a tensor value with a static shape (i1 as one byte); 0 when
 /// the shape is dynamic.
 uint64_t tensorBytes(mlir::Value value);
+
+/// Whether a tensor operand or result of `op` has a dynamic dim.
+bool hasDynamicShape(mlir::Operation *op);
 /// `type` with its encoding replaced by `device` (null removes it).
 mlir::RankedTensorType withDevice(mlir::Type type, mlir::Attribute device);
 

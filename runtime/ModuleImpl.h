@@ -82,6 +82,8 @@ struct Module::Impl {
                const plan::Shapes &shapes, std::vector<void *> &args,
                transfer::Streams &streams,
                std::vector<device::Buffer> &scratch) const;
+  /// Per value: the graph inputs' and the constants' memory, else null.
+  std::vector<void *> hostBuffers(const std::vector<Tensor> &inputs) const;
   /// A run whose shapes depend on data its steps compute (single device).
   std::vector<Tensor>
   runStepByStep(const std::vector<Tensor> &inputs,

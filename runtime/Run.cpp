@@ -129,6 +129,17 @@ void Module::Impl::runOnStreams(const std::vector<void *> &buffers,
     std::rethrow_exception(events.error);
 }
 
+std::vector<void *>
+Module::Impl::hostBuffers(const std::vector<Tensor> &inputs) const {
+  std::vector<void *> buffers(plan.values.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    buffers[plan.inputValues[i]] = const_cast<void *>(inputs[i].raw());
+  for (size_t id = 0; id < plan.values.size(); ++id)
+    if (plan.values[id].kind == ValueKind::Constant)
+      buffers[id] = const_cast<void *>(constants[id]);
+  return buffers;
+}
+
 std::vector<Tensor> Module::Impl::runStepByStep(
     const std::vector<Tensor> &inputs,
     const std::vector<std::vector<int64_t>> &inputShapes) const {
@@ -137,13 +148,8 @@ std::vector<Tensor> Module::Impl::runStepByStep(
   // its outputs are allocated and it runs.
   const plan::Plan &p = plan;
   plan::Shapes shapes = plan::startShapes(p, inputShapes);
-  std::vector<void *> buffers(p.values.size(), nullptr);
+  std::vector<void *> buffers = hostBuffers(inputs);
   std::vector<Tensor> storage; // temps of this call
-  for (size_t i = 0; i < inputs.size(); ++i)
-    buffers[p.inputValues[i]] = const_cast<void *>(inputs[i].raw());
-  for (size_t id = 0; id < p.values.size(); ++id)
-    if (p.values[id].kind == ValueKind::Constant)
-      buffers[id] = const_cast<void *>(constants[id]);
   auto views = [&]() {
     for (size_t id = 0; id < p.values.size(); ++id)
       if (p.values[id].kind == ValueKind::Alias && !buffers[id])
@@ -202,13 +208,7 @@ std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
   if (p.dynamic) {
     // The data dims functions read: graph inputs and constants, on the
     // host (checked at load).
-    std::vector<void *> known(p.values.size(), nullptr);
-    for (size_t i = 0; i < inputs.size(); ++i)
-      known[p.inputValues[i]] = const_cast<void *>(inputs[i].raw());
-    for (size_t id = 0; id < p.values.size(); ++id)
-      if (p.values[id].kind == ValueKind::Constant)
-        known[id] = const_cast<void *>(m.constants[id]);
-    resolved = plan::resolveShapes(p, inputShapes, known);
+    resolved = plan::resolveShapes(p, inputShapes, m.hostBuffers(inputs));
   }
   const plan::Shapes &shapes = p.dynamic ? resolved : m.staticShapes;
   std::vector<void *> buffers(p.values.size(), nullptr);

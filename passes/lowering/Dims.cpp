@@ -154,13 +154,7 @@ LogicalResult lowering::checkDynamicSupport(Operation *op) {
         return true;
     return false;
   };
-  bool dynamic = false;
-  SmallVector<Type> types(op->getOperandTypes());
-  llvm::append_range(types, op->getResultTypes());
-  for (Type t : types)
-    if (auto type = dyn_cast<RankedTensorType>(t))
-      dynamic |= !type.hasStaticShape();
-  if (!dynamic)
+  if (!hasDynamicShape(op))
     return success();
   std::string unsupported =
       llvm::TypeSwitch<Operation *, std::string>(op)

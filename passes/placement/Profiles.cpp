@@ -68,15 +68,6 @@ OpCost kiln::estimateCost(Operation *op) {
   return cost;
 }
 
-bool kiln::hasDynamicShape(Operation *op) {
-  auto dynamic = [](Type t) {
-    auto type = dyn_cast<RankedTensorType>(t);
-    return type && !type.hasStaticShape();
-  };
-  return llvm::any_of(op->getOperandTypes(), dynamic) ||
-         llvm::any_of(op->getResultTypes(), dynamic);
-}
-
 bool DeviceProfile::supports(Operation *op) const {
   StringRef name = op->getName().stripDialect();
   // CUDA kernels are generated for static shapes only (launch sizes).

@@ -28,9 +28,6 @@
 
 namespace kiln {
 
-/// Whether an operand or result of `op` has a dynamic dim.
-bool hasDynamicShape(mlir::Operation *op);
-
 struct DeviceProfile {
   DeviceAttr device;
   double peakGflops = 0;

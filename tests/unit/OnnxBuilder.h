@@ -29,22 +29,14 @@ public:
   }
   OnnxBuilder &weight(const std::string &name, std::vector<int64_t> dims,
                       const std::vector<float> &data) {
-    onnx::TensorProto *t = model_.mutable_graph()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims)
-      t->add_dims(d);
+    onnx::TensorProto *t = initializer(name, dims, onnx::TensorProto::FLOAT);
     t->set_raw_data(std::string(reinterpret_cast<const char *>(data.data()),
                                 data.size() * sizeof(float)));
     return *this;
   }
   OnnxBuilder &int64Weight(const std::string &name, std::vector<int64_t> dims,
                            const std::vector<int64_t> &data) {
-    onnx::TensorProto *t = model_.mutable_graph()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    for (int64_t d : dims)
-      t->add_dims(d);
+    onnx::TensorProto *t = initializer(name, dims, onnx::TensorProto::INT64);
     for (int64_t v : data)
       t->add_int64_data(v);
     return *this;
@@ -71,6 +63,15 @@ public:
   std::string bytes() const { return model_.SerializeAsString(); }
 
 private:
+  onnx::TensorProto *initializer(const std::string &name,
+                                 const std::vector<int64_t> &dims, int type) {
+    onnx::TensorProto *t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : dims)
+      t->add_dims(d);
+    return t;
+  }
   static void value(onnx::ValueInfoProto *v, const std::string &name,
                     const std::vector<int64_t> &dims, int type) {
     v->set_name(name);
