@@ -12,6 +12,7 @@
 
 #include "codegen/CppEmitter.h"
 #include "codegen/CEmitter.h"
+#include "codegen/Gemm.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -22,9 +23,14 @@ std::string kiln::cppType(Type t) { return cTypeName(t, kCppStyle); }
 
 namespace {
 
+/// Loops with fewer iterations than this run on one thread.
+constexpr int64_t kParallelWork = 32768;
+
 constexpr const char *kPrelude = R"(#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <memory>
 
 namespace {
@@ -32,6 +38,44 @@ namespace {
 template <typename T> inline T kiln_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
 template <typename T> inline T kiln_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
 } // namespace
+
+// oneDNN's row-major sgemm, dlopen'ed once per process ($KILN_DNNL names the
+// library; "none" turns it off), or null: then kernels run their own loops.
+typedef int (*kiln_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t,
+                             const float *, int64_t, float, float *, int64_t);
+inline kiln_sgemm_fn kiln_dnnl_sgemm() {
+  static const kiln_sgemm_fn fn = []() -> kiln_sgemm_fn {
+    const char *env = std::getenv("KILN_DNNL");
+    if (env && !std::strcmp(env, "none"))
+      return nullptr;
+    const char *names[] = {env && *env ? env : "libdnnl.so.3", "libdnnl.so.2"};
+    for (const char *name : names)
+      if (void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))
+        if (void *sym = dlsym(lib, "dnnl_sgemm"))
+          return reinterpret_cast<kiln_sgemm_fn>(sym);
+    return nullptr;
+  }();
+  return fn;
+}
+
+// C[i] += A[i] * B[i] for every batch i (row-major; A is [k, m] when
+// transposed, B [n, k]); false, having written nothing, without a library.
+inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                       const float *a, int64_t strideA, const float *b, int64_t strideB, float *c) {
+  kiln_sgemm_fn gemm = kiln_dnnl_sgemm();
+  if (!gemm)
+    return false;
+  if (m == 0 || n == 0 || k == 0)
+    return true;
+  for (int64_t i = 0; i < batch; ++i)
+    if (gemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, 1.0f, a + i * strideA,
+             transA ? m : k, b + i * strideB, transB ? k : n, 1.0f, c + i * m * n, n) != 0) {
+      if (i == 0)
+        return false; // rejected before writing anything
+      std::abort();
+    }
+  return true;
+}
 )";
 
 class CppEmitter : public CEmitter {
@@ -66,12 +110,69 @@ private:
                         from, typeName(type.getElementType()), count);
   }
   LogicalResult emitGenericLoops(linalg::GenericOp op) override;
+  bool emitGemmCall(linalg::GenericOp op);
 
   raw_ostream &os;
 };
 
+/// `if (!kiln_sgemm(...)) {` in front of the loops of an f32 GEMM (Gemm.h):
+/// the loops run only without oneDNN, or when a dynamic dim of an operand is
+/// not the loop's size (a dim of 1 broadcasting). True when emitted.
+bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
+  std::optional<GemmMatch> g = matchGemm(op);
+  if (!g || !g->element.isF32())
+    return false;
+  auto size = [&](ArrayRef<unsigned> dims) {
+    std::string product = "int64_t(1)";
+    for (unsigned d : dims)
+      product += " * " + loopRange(op, d);
+    return product;
+  };
+  std::string m = fresh("m"), n = fresh("n"), k = fresh("k");
+  os << llvm::formatv("  const int64_t {0} = {1}, {2} = {3}, {4} = {5};\n", m,
+                      size(g->m), n, size(g->n), k, size(g->k));
+  std::string check;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    auto type = cast<RankedTensorType>(input->get().getType());
+    AffineMap map = op.getMatchingIndexingMap(input);
+    for (auto [i, e] : llvm::enumerate(map.getResults()))
+      if (auto d = dyn_cast<AffineDimExpr>(e); d && type.isDynamicDim(i)) {
+        std::string dim = dimExpr(input->get(), i),
+                    range = loopRange(op, d.getPosition());
+        if (dim != range)
+          check += dim + " == " + range + " && ";
+      }
+  }
+  std::string strideA = g->batchedA ? m + " * " + k : "0";
+  std::string strideB = g->batchedB ? k + " * " + n : "0";
+  os << llvm::formatv("  if (!({0}kiln_sgemm({1}, {2}, {3}, {4}, {5}, {6}, "
+                      "{7}, {8}, {9}, {10}, "
+                      "{11}))) {{\n",
+                      check, size(g->batch), g->transA, g->transB, m, n, k,
+                      bufferFor(op.getDpsInputs()[g->a]), strideA,
+                      bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
+                      bufferFor(op.getResult(0)));
+  return true;
+}
+
+/// How many leading loops of `op` to share out between threads: parallel
+/// loops whose dim the output is indexed by (so that no two iterations write
+/// one element), leaving the innermost loop whole to vectorize.
+static unsigned parallelPrefix(linalg::GenericOp op) {
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  auto iterators = op.getIteratorTypesArray();
+  size_t limit = std::max<size_t>(1, iterators.size() - 1);
+  unsigned n = 0;
+  while (n < limit && iterators[n] == utils::IteratorType::parallel &&
+         llvm::is_contained(out.getResults(),
+                            getAffineDimExpr(n, op.getContext())))
+    ++n;
+  return n;
+}
+
 LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   declareOperands(op); // before the loops
+  bool gemm = emitGemmCall(op);
   SmallVector<std::string> ranges;
   for (unsigned d = 0; d < op.getNumLoops(); ++d) {
     ranges.push_back(loopRange(op, d));
@@ -80,6 +181,16 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
              << "has a dynamic loop the kernel emitter cannot size";
   }
   os << "  // linalg.generic: " << iteratorList(op) << "\n";
+  // The leading parallel loops are shared out between the threads of the
+  // OpenMP pool (the one oneDNN uses too) when there is enough work.
+  if (unsigned shared = parallelPrefix(op)) {
+    std::string work = "int64_t(1)";
+    for (const std::string &size : ranges)
+      work += " * " + size;
+    os << llvm::formatv("#pragma omp parallel for collapse({0}) "
+                        "schedule(static) if ({1} >= {2})\n",
+                        shared, work, kParallelWork);
+  }
   std::string indent = "  ";
   for (auto [dim, size] : llvm::enumerate(ranges)) {
     os << indent
@@ -93,6 +204,8 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   if (failed(emitGenericBody(op, indent)))
     return failure();
   os << "  }\n";
+  if (gemm)
+    os << "  }\n";
   return success();
 }
 

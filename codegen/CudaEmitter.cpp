@@ -13,6 +13,7 @@
 
 #include "codegen/CudaEmitter.h"
 #include "codegen/CEmitter.h"
+#include "codegen/Gemm.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
@@ -252,98 +253,54 @@ LogicalResult CudaEmitter::emitWarpReduction(linalg::GenericOp op,
   return success();
 }
 
-/// A contraction cuBLAS can run: C[b..., m, n] (+)= sum_k A[b..., m, k] *
-/// B[b..., k, n] on f32/f64, with A and B optionally transposed and each
-/// either batched like C or shared by every batch. Fills everything but the
-/// slots.
-std::optional<nlohmann::json> matchGemm(linalg::GenericOp op) {
-  Type t = getElementTypeOrSelf(op.getResult(0).getType());
-  if (!(t.isF32() || t.isF64()) || op.getNumDpsInputs() != 2)
+/// A contraction cuBLAS can run (codegen/Gemm.h) with static sizes below
+/// 2^31: the launch's description, with `slot` naming its buffers.
+std::optional<nlohmann::json>
+cublasGemm(linalg::GenericOp op, function_ref<nlohmann::json(Value)> slot) {
+  std::optional<GemmMatch> g = matchGemm(op);
+  if (!g)
     return std::nullopt;
-  auto iterators = op.getIteratorTypesArray();
-  if (llvm::count(iterators, utils::IteratorType::reduction) != 1)
-    return std::nullopt;
-  unsigned k =
-      llvm::find(iterators, utils::IteratorType::reduction) - iterators.begin();
-  // The body: acc + a * b, in either order.
-  Block &body = op.getRegion().front();
-  if (body.getOperations().size() != 3)
-    return std::nullopt;
-  auto mul = dyn_cast<arith::MulFOp>(&body.front());
-  auto add = dyn_cast<arith::AddFOp>(mul ? mul->getNextNode() : nullptr);
-  Value a = body.getArgument(0), b = body.getArgument(1),
-        acc = body.getArgument(2);
-  if (!mul || !add || body.getTerminator()->getOperand(0) != add ||
-      !((mul.getLhs() == a && mul.getRhs() == b) ||
-        (mul.getLhs() == b && mul.getRhs() == a)) ||
-      !((add.getLhs() == acc && add.getRhs() == mul) ||
-        (add.getLhs() == mul && add.getRhs() == acc)))
-    return std::nullopt;
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  auto dims = [](AffineMap map) -> std::optional<SmallVector<unsigned>> {
-    SmallVector<unsigned> out;
-    for (AffineExpr e : map.getResults()) {
-      auto d = dyn_cast<AffineDimExpr>(e);
-      if (!d)
-        return std::nullopt;
-      out.push_back(d.getPosition());
-    }
-    return out;
-  };
-  auto c = dims(maps[2]), x = dims(maps[0]), y = dims(maps[1]);
-  if (!c || !x || !y || c->size() < 2 || llvm::is_contained(*c, k))
-    return std::nullopt;
-  unsigned m = (*c)[c->size() - 2], n = (*c)[c->size() - 1];
-  ArrayRef<unsigned> batch = ArrayRef<unsigned>(*c).drop_back(2);
-  // An operand's dims: all of C's batch dims or none, then its two matrix
-  // dims in either order.
-  auto operand = [&](ArrayRef<unsigned> ds, unsigned row,
-                     unsigned col) -> std::optional<bool> {
-    if (ds.size() < 2)
-      return std::nullopt;
-    ArrayRef<unsigned> lead = ds.drop_back(2);
-    if (!lead.empty() && lead != batch)
-      return std::nullopt;
-    if (ds[ds.size() - 2] == row && ds.back() == col)
-      return false;
-    if (ds[ds.size() - 2] == col && ds.back() == row)
-      return true;
-    return std::nullopt;
-  };
-  std::optional<bool> transA = operand(*x, m, k), transB = operand(*y, k, n);
-  if (!transA || !transB)
-    return std::nullopt;
-  int64_t batches = 1;
-  for (unsigned d : batch)
-    batches *= ranges[d];
-  int64_t M = ranges[m], N = ranges[n], K = ranges[k];
   const int64_t limit = int64_t(1) << 31;
-  if (batches >= limit || M >= limit || N >= limit || K >= limit)
+  auto size = [&](ArrayRef<unsigned> dims) -> std::optional<int64_t> {
+    int64_t n = 1;
+    for (unsigned d : dims) {
+      if (ShapedType::isDynamic(ranges[d]))
+        return std::nullopt;
+      n *= ranges[d];
+    }
+    if (n >= limit)
+      return std::nullopt;
+    return n;
+  };
+  auto batches = size(g->batch), M = size(g->m), N = size(g->n), K = size(g->k);
+  if (!batches || !M || !N || !K)
     return std::nullopt;
   bool emptyInit =
       op.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>() != nullptr;
-  return nlohmann::json{{"dtype", t.isF64() ? "f64" : "f32"},
-                        {"batch", batches},
-                        {"m", M},
-                        {"n", N},
-                        {"k", K},
-                        {"trans_a", *transA},
-                        {"trans_b", *transB},
-                        {"stride_a", x->size() > 2 ? M * K : 0},
-                        {"stride_b", y->size() > 2 ? K * N : 0},
-                        {"stride_c", M * N},
-                        {"beta", emptyInit ? 0 : 1}};
+  return nlohmann::json{{"dtype", g->element.isF64() ? "f64" : "f32"},
+                        {"batch", *batches},
+                        {"m", *M},
+                        {"n", *N},
+                        {"k", *K},
+                        {"trans_a", g->transA},
+                        {"trans_b", g->transB},
+                        {"stride_a", g->batchedA ? *M * *K : 0},
+                        {"stride_b", g->batchedB ? *K * *N : 0},
+                        {"stride_c", *M * *N},
+                        {"beta", emptyInit ? 0 : 1},
+                        {"a", slot(op.getDpsInputs()[g->a])},
+                        {"b", slot(op.getDpsInputs()[1 - g->a])},
+                        {"c", slot(op.getResult(0))}};
 }
 
 LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
   declareOperands(op);
   if (gemmLibrary) {
-    if (std::optional<nlohmann::json> gemm = matchGemm(op)) {
-      auto slot = [&](Value v) { return slotOf.at(bufferFor(v)); };
-      (*gemm)["a"] = slot(op.getDpsInputs()[0]);
-      (*gemm)["b"] = slot(op.getDpsInputs()[1]);
-      (*gemm)["c"] = slot(op.getResult(0));
+    auto slot = [&](Value v) -> nlohmann::json {
+      return slotOf.at(bufferFor(v));
+    };
+    if (std::optional<nlohmann::json> gemm = cublasGemm(op, slot)) {
       phases.push_back({0, "", *gemm});
       return success();
     }

@@ -128,9 +128,10 @@ compileSharedObject(const std::string &prelude,
   auto compiler = findCompiler(options);
   if (!compiler)
     return compiler.takeError();
-  std::vector<std::string> common = {"-std=c++17",
-                                     "-O" + std::to_string(options.optLevel),
-                                     "-fPIC", "-fno-math-errno", "-w"};
+  std::vector<std::string> common = {
+      "-std=c++17", "-O" + std::to_string(options.optLevel),
+      "-fPIC",      "-fno-math-errno",
+      "-fopenmp",   "-w"};
   if (!options.targetCpu.empty())
     common.push_back("-march=" + options.targetCpu);
 
@@ -224,8 +225,9 @@ compileSharedObject(const std::string &prelude,
       }))
     return e;
   if (numUnits > 1) {
-    std::vector<Job> link = {
-        {"the link step", {"-shared", "-o", so}, (dir + "/link.log").str()}};
+    std::vector<Job> link = {{"the link step",
+                              {"-shared", "-fopenmp", "-o", so},
+                              (dir + "/link.log").str()}};
     link[0].args.insert(link[0].args.end(), objects.begin(), objects.end());
     if (Error e = runJobs(*compiler, link, 1, nullptr))
       return e;

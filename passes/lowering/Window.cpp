@@ -7,6 +7,11 @@
 // is a unit-stride (stride-1 conv) multiply-add that vectorizes.
 // Input index along spatial dim i: o_i * stride_i + k_i * dilation_i.
 // Grouped conv: input channel (m floordiv M/group) * C/group + c.
+// An f32 conv without groups gathers its windows first (im2col: col[n, c,
+// k..., o...] = input[n, c, o * s + k * d]), so that the reduction reads
+// plain dims and is a GEMM (W as [M, C*K], col as [C*K, O]) that the
+// backends hand to a library (codegen/Gemm.h); a 1x1 window with stride 1
+// and no padding is one already, on the input itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +41,38 @@ SmallVector<AffineExpr> windowExprs(OpBuilder &b, ArrayRef<int64_t> strides,
   return exprs;
 }
 
+// col[n, c, k..., o...] = in[n, c, o * s + k * d] for a window of `wType`'s
+// spatial dims and the output's.
+Value im2col(OpBuilder &b, Location loc, Value in, RankedTensorType wType,
+             RankedTensorType outType, ArrayRef<int64_t> strides,
+             ArrayRef<int64_t> dilations) {
+  int64_t r = wType.getRank() - 2;
+  auto inType = cast<RankedTensorType>(in.getType());
+  SmallVector<int64_t> shape = {inType.getDimSize(0), inType.getDimSize(1)};
+  llvm::append_range(shape, wType.getShape().drop_front(2));
+  llvm::append_range(shape, outType.getShape().drop_front(2));
+  auto colType = RankedTensorType::get(shape, inType.getElementType());
+  Value empty = lowering::emptyTensor(b, loc, colType, [&](int64_t i) {
+    return i < 2 ? lowering::dimOf(b, loc, in, i) : Value();
+  });
+  // Dims: n = 0, c = 1, k = 2.., o = 2 + r..
+  SmallVector<AffineExpr> inExprs = {b.getAffineDimExpr(0),
+                                     b.getAffineDimExpr(1)};
+  llvm::append_range(inExprs, windowExprs(b, strides, dilations, 2, 2 + r));
+  int64_t rank = colType.getRank();
+  MLIRContext *ctx = b.getContext();
+  return b
+      .create<linalg::GenericOp>(
+          loc, TypeRange{colType}, ValueRange{in}, ValueRange{empty},
+          SmallVector<AffineMap>{AffineMap::get(rank, 0, inExprs, ctx),
+                                 b.getMultiDimIdentityMap(rank)},
+          SmallVector<Iter>(rank, Iter::parallel),
+          [](OpBuilder &nb, Location l, ValueRange a) {
+            nb.create<linalg::YieldOp>(l, a[0]);
+          })
+      .getResult(0);
+}
+
 Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   Location loc = op.getLoc();
   auto outType = lowering::plainResultType(op);
@@ -55,8 +92,26 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   AffineExpr channel =
       op.getGroup() == 1 ? d(2) : d(1).floorDiv(mg) * cg + d(2);
   SmallVector<AffineExpr> inExprs = {d(0), channel};
-  llvm::append_range(
-      inExprs, windowExprs(b, op.getStrides(), op.getDilations(), 3, 3 + r));
+  bool gemm =
+      outType.getElementType().isF32() && op.getGroup() == 1 &&
+      llvm::none_of(outType.getShape().drop_front(2), ShapedType::isDynamic);
+  bool pointwise =
+      llvm::all_of(wType.getShape().drop_front(2),
+                   [](int64_t k) { return k == 1; }) &&
+      llvm::all_of(op.getStrides(), [](int64_t s) { return s == 1; }) &&
+      input == operands[0];
+  if (gemm && pointwise) {
+    for (int64_t i = 0; i < r; ++i)
+      inExprs.push_back(d(3 + r + i));
+  } else if (gemm) {
+    input = im2col(b, loc, input, wType, outType, op.getStrides(),
+                   op.getDilations());
+    for (int64_t i = 0; i < 2 * r; ++i)
+      inExprs.push_back(d(3 + i));
+  } else {
+    llvm::append_range(
+        inExprs, windowExprs(b, op.getStrides(), op.getDilations(), 3, 3 + r));
+  }
   SmallVector<AffineExpr> wExprs = {d(1), d(2)}, outExprs = {d(0), d(1)};
   for (int64_t i = 0; i < r; ++i) {
     wExprs.push_back(d(3 + i));

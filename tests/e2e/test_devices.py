@@ -784,7 +784,10 @@ class PlacementErrorTest(_DeviceTestCase):
 
 class ParallelPlacementTest(kt.KilnTestCase):
     """--placement=data:K and pipeline:K on examples/mlp.onnx (symbolic batch
-    N): every split must give the bytes of the single-device compile."""
+    N): every split must give the single-device compile's result. Not to the
+    bit: a split runs each Gemm on fewer rows, and oneDNN's sgemm (which the
+    cpu kernels call when it loads) blocks its sums by the matrix sizes, so
+    within 1e-6 relative L2."""
 
     MODEL = os.path.join(kt.KILN_SOURCE, "examples", "mlp.onnx")
 
@@ -821,8 +824,9 @@ class ParallelPlacementTest(kt.KilnTestCase):
         kt.assert_success(self, proc)
         out = self.run_artifact(artifact, batch, name)
         ref = self.cpu(batch)
-        self.assertEqual(out.tobytes(), ref.tobytes(),
-                         "%s at batch %d differs from the cpu compile" % (options, batch))
+        self.assertEqual(out.shape, ref.shape)
+        self.assertLess(kt.rel_l2(out, ref), 1e-6,
+                        "%s at batch %d differs from the cpu compile" % (options, batch))
         return proc
 
     def gemm_devices(self, proc):

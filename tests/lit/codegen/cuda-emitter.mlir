@@ -172,12 +172,13 @@ func.func @row_max(%x: tensor<4x64xf32, #kiln.device<cuda:0>>) -> tensor<4xf32, 
 }
 
 // A contraction cuBLAS can do: no entry point, a GEMM launch on the slots.
-// Here B is shared by both batches and used transposed (stored n x k); the
-// init is a fill, so the GEMM accumulates onto it (beta 1).
+// Here B is shared by both batches and used transposed (stored n x k), so
+// the batch folds into M: one 6x4 by 4x10 GEMM. The init is a fill, so the
+// GEMM accumulates onto it (beta 1).
 // CHECK-LABEL: // kiln kernel kiln_k5
 // CHECK: kiln_k5_p0(kiln_k5_slots s) {
 // CHECK-NOT: kiln_k5_p1
-// CHECK: // slots 3, scratch [], launches: kiln_k5_p0(60) gemm{"a":0,"b":1,"batch":2,"beta":1,"c":2,"dtype":"f32","k":4,"m":3,"n":10,"stride_a":12,"stride_b":0,"stride_c":30,"trans_a":false,"trans_b":true}
+// CHECK: // slots 3, scratch [], launches: kiln_k5_p0(60) gemm{"a":0,"b":1,"batch":1,"beta":1,"c":2,"dtype":"f32","k":4,"m":6,"n":10,"stride_a":0,"stride_b":0,"stride_c":60,"trans_a":false,"trans_b":true}
 func.func @batched_matmul(%a: tensor<2x3x4xf32, #kiln.device<cuda:0>>, %b: tensor<10x4xf32, #kiln.device<cuda:0>>) -> tensor<2x3x10xf32, #kiln.device<cuda:0>> {
   %0 = kiln.kernel(%a, %b : tensor<2x3x4xf32, #kiln.device<cuda:0>>, tensor<10x4xf32, #kiln.device<cuda:0>>) -> (tensor<2x3x10xf32, #kiln.device<cuda:0>>) {
   ^bb0(%a0: tensor<2x3x4xf32>, %a1: tensor<10x4xf32>):

@@ -1,0 +1,141 @@
+//===- Gemm.cpp - contractions a GEMM library can run ---------------------===//
+//
+// A generic is a GEMM when its body is a multiply-accumulate and its indexing
+// maps, read as lists of loop dims, split into groups that each lie
+// contiguously in memory: C = batch ++ M ++ N, A = [batch] ++ M ++ K (or
+// K ++ M), B = [batch] ++ K ++ N (or N ++ K), with K in the same order in A
+// and B. N is the run of C's trailing dims that only B indexes, M the run
+// before it that only A indexes, and the batch whatever leads C. A conv
+// lowered through im2col (N = the output's spatial dims, K = channel and
+// window) and a matmul with any batch dims are both such generics.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Gemm.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+using Dims = SmallVector<unsigned>;
+
+bool isMultiplyAccumulate(linalg::GenericOp op) {
+  Block &body = op.getRegion().front();
+  if (body.getOperations().size() != 3)
+    return false;
+  Operation *mul = &body.front();
+  Operation *add = mul->getNextNode();
+  if (!(isa<arith::MulFOp>(mul) && isa<arith::AddFOp>(add)))
+    return false;
+  Value a = body.getArgument(0), b = body.getArgument(1),
+        acc = body.getArgument(2);
+  auto pair = [](Operation *op, Value x, Value y) {
+    return (op->getOperand(0) == x && op->getOperand(1) == y) ||
+           (op->getOperand(0) == y && op->getOperand(1) == x);
+  };
+  return body.getTerminator()->getOperand(0) == add->getResult(0) &&
+         pair(mul, a, b) && pair(add, acc, mul->getResult(0));
+}
+
+/// The loop dims `operand` is indexed by, in memory order, leaving out dims of
+/// size 1; nullopt when an index is not a plain loop dim (constant 0 on a
+/// dim of static size 1 excepted) or a dim repeats.
+std::optional<Dims> operandDims(linalg::GenericOp op, OpOperand &operand,
+                                ArrayRef<int64_t> ranges) {
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  auto type = cast<RankedTensorType>(operand.get().getType());
+  Dims dims;
+  for (auto [i, e] : llvm::enumerate(map.getResults())) {
+    if (auto d = dyn_cast<AffineDimExpr>(e)) {
+      if (ranges[d.getPosition()] == 1)
+        continue;
+      if (llvm::is_contained(dims, d.getPosition()))
+        return std::nullopt;
+      dims.push_back(d.getPosition());
+      continue;
+    }
+    auto c = dyn_cast<AffineConstantExpr>(e);
+    if (!c || c.getValue() != 0 || type.getDimSize(i) != 1)
+      return std::nullopt;
+  }
+  return dims;
+}
+
+Dims concat(ArrayRef<unsigned> x, ArrayRef<unsigned> y) {
+  Dims out(x.begin(), x.end());
+  out.append(y.begin(), y.end());
+  return out;
+}
+
+/// Splits an operand's dims into [batch] ++ (rows ++ cols | cols ++ rows).
+bool layout(ArrayRef<unsigned> dims, ArrayRef<unsigned> batch,
+            ArrayRef<unsigned> rows, ArrayRef<unsigned> cols, bool &batched,
+            bool &transposed) {
+  batched = !batch.empty() && dims.take_front(batch.size()) == batch;
+  ArrayRef<unsigned> rest = batched ? dims.drop_front(batch.size()) : dims;
+  transposed = false;
+  if (rest == ArrayRef<unsigned>(concat(rows, cols)))
+    return true;
+  transposed = true;
+  return rest == ArrayRef<unsigned>(concat(cols, rows));
+}
+
+/// The GEMM with input `first` as A.
+std::optional<GemmMatch> matchOrder(linalg::GenericOp op, unsigned first) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  std::optional<Dims> a =
+      operandDims(op, *op.getDpsInputOperand(first), ranges);
+  std::optional<Dims> b =
+      operandDims(op, *op.getDpsInputOperand(1 - first), ranges);
+  std::optional<Dims> c = operandDims(op, *op.getDpsInitOperand(0), ranges);
+  if (!a || !b || !c)
+    return std::nullopt;
+  auto inA = [&](unsigned d) { return llvm::is_contained(*a, d); };
+  auto inB = [&](unsigned d) { return llvm::is_contained(*b, d); };
+  auto inC = [&](unsigned d) { return llvm::is_contained(*c, d); };
+  auto iterators = op.getIteratorTypesArray();
+  for (unsigned d = 0; d < iterators.size(); ++d) {
+    if (ranges[d] == 1)
+      continue;
+    bool reduction = iterators[d] == utils::IteratorType::reduction;
+    if (reduction ? !(inA(d) && inB(d) && !inC(d)) : !inC(d))
+      return std::nullopt;
+  }
+  GemmMatch g;
+  g.element = getElementTypeOrSelf(op.getResult(0).getType());
+  g.a = first;
+  size_t end = c->size();
+  while (end > 0 && inB((*c)[end - 1]) && !inA((*c)[end - 1]))
+    --end;
+  size_t mid = end;
+  while (mid > 0 && inA((*c)[mid - 1]) && !inB((*c)[mid - 1]))
+    --mid;
+  ArrayRef<unsigned> cDims = *c;
+  g.batch = Dims(cDims.take_front(mid));
+  g.m = Dims(cDims.slice(mid, end - mid));
+  g.n = Dims(cDims.drop_front(end));
+  for (unsigned d : *a)
+    if (!inC(d))
+      g.k.push_back(d);
+  if (!layout(*a, g.batch, g.m, g.k, g.batchedA, g.transA) ||
+      !layout(*b, g.batch, g.k, g.n, g.batchedB, g.transB) || g.k.empty() ||
+      (g.m.empty() && g.n.empty()))
+    return std::nullopt;
+  return g;
+}
+} // namespace
+
+std::optional<GemmMatch> kiln::matchGemm(linalg::GenericOp op) {
+  Type t = getElementTypeOrSelf(op.getResult(0).getType());
+  if (!(t.isF32() || t.isF64()) || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || !op.hasPureTensorSemantics() ||
+      !isMultiplyAccumulate(op))
+    return std::nullopt;
+  if (std::optional<GemmMatch> g = matchOrder(op, 0))
+    return g;
+  return matchOrder(op, 1);
+}

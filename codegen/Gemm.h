@@ -1,0 +1,38 @@
+//===- Gemm.h - contractions a GEMM library can run --------------*- C++
+//-*-===//
+//
+// Both backends hand the contractions they can to a vendor GEMM (cuBLAS on
+// cuda devices, oneDNN's sgemm on the CPU) and emit loops for the rest. This
+// is the one place that decides which linalg.generic is such a GEMM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_GEMM_H
+#define KILN_CODEGEN_GEMM_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+#include <optional>
+
+namespace kiln {
+
+/// A generic computing C[batch, M, N] (+)= sum_K A[batch?, M, K] * B[batch?,
+/// K, N] on dense row-major tensors, where each of batch, M, N and K is a
+/// group of loop dims (flattened in memory order) and A and B may each be
+/// stored transposed ([K, M] and [N, K]) or shared by every batch. Loop dims
+/// of static size 1 belong to no group.
+struct GemmMatch {
+  mlir::Type element; // f32 or f64
+  unsigned a = 0;     // the input that is A; the other is B
+  llvm::SmallVector<unsigned> batch, m, n, k;
+  bool transA = false, transB = false;
+  bool batchedA = false, batchedB = false;
+};
+
+/// The GEMM `op` computes, or nullopt. The body must be exactly `acc + a * b`
+/// (either operand order), K must not be empty, nor both M and N.
+std::optional<GemmMatch> matchGemm(mlir::linalg::GenericOp op);
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_GEMM_H

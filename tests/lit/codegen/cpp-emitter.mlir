@@ -1,0 +1,100 @@
+// RUN: kiln-translate --kiln-to-cpp %s | FileCheck %s
+
+// Contractions that are GEMMs (codegen/Gemm.h) call kiln_sgemm (oneDNN when
+// it loads) in front of their own loops, which run only without it; the
+// leading parallel loops of every generic are shared out by OpenMP.
+
+#cdim = affine_map<(n, m, c, kh, kw, oh, ow) -> (n, c, kh, kw, oh, ow)>
+#wdim = affine_map<(n, m, c, kh, kw, oh, ow) -> (m, c, kh, kw)>
+#odim = affine_map<(n, m, c, kh, kw, oh, ow) -> (n, m, oh, ow)>
+
+// A conv after im2col: the weights (input 1) are A, shared by both images
+// (stride 0); the patches are B, one [c*kh*kw, oh*ow] matrix per image.
+// CHECK-LABEL: // kiln kernel kiln_k0
+// CHECK:      const int64_t [[M:m[0-9]+]] = int64_t(1) * 8, [[N:n[0-9]+]] = int64_t(1) * 4 * 4, [[K:k[0-9]+]] = int64_t(1) * 3 * 2 * 2;
+// CHECK-NEXT: if (!(kiln_sgemm(int64_t(1) * 2, false, false, [[M]], [[N]], [[K]], in1, 0, in0, [[K]] * [[N]], out0))) {
+// CHECK:      #pragma omp parallel for collapse(2) schedule(static) if (int64_t(1) * 2 * 8 * 3 * 2 * 2 * 4 * 4 >= 32768)
+// CHECK-NEXT: for (int64_t d0 = 0; d0 < 2; ++d0)
+// CHECK:      }
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+func.func @conv(%col: tensor<2x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<8x3x2x2xf32, #kiln.device<cpu>>) -> tensor<2x8x4x4xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%col, %w : tensor<2x3x2x2x4x4xf32, #kiln.device<cpu>>, tensor<8x3x2x2xf32, #kiln.device<cpu>>) -> (tensor<2x8x4x4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<2x3x2x2x4x4xf32>, %a1: tensor<8x3x2x2xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<2x8x4x4xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+    %r = linalg.generic {indexing_maps = [#cdim, #wdim, #odim], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<2x3x2x2x4x4xf32>, tensor<8x3x2x2xf32>) outs(%f : tensor<2x8x4x4xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<2x8x4x4xf32>
+    kiln.yield %r : tensor<2x8x4x4xf32>
+  }
+  return %0 : tensor<2x8x4x4xf32, #kiln.device<cpu>>
+}
+
+// A batched matmul with a dynamic batch whose B is shared folds the batch
+// into M. The GEMM runs only when A's dynamic dim is the loop's (a dim of
+// 1 broadcasting runs the loops).
+// CHECK-LABEL: // kiln kernel kiln_k1
+// CHECK:      const int64_t [[M:m[0-9]+]] = int64_t(1) * dims[5] * 3, [[N:n[0-9]+]] = int64_t(1) * 5, [[K:k[0-9]+]] = int64_t(1) * 4;
+// CHECK-NEXT: if (!(dims[0] == dims[5] && kiln_sgemm(int64_t(1), false, true, [[M]], [[N]], [[K]], in0, 0, in1, 0, out0))) {
+func.func @matmul(%a: tensor<?x3x4xf32, #kiln.device<cpu>>, %b: tensor<5x4xf32, #kiln.device<cpu>>, %c: tensor<?x3x5xf32, #kiln.device<cpu>>) -> tensor<?x3x5xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%a, %b, %c : tensor<?x3x4xf32, #kiln.device<cpu>>, tensor<5x4xf32, #kiln.device<cpu>>, tensor<?x3x5xf32, #kiln.device<cpu>>) -> (tensor<?x3x5xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<?x3x4xf32>, %a1: tensor<5x4xf32>, %a2: tensor<?x3x5xf32>):
+    %r = linalg.generic {indexing_maps = [affine_map<(b, m, k, n) -> (b, m, k)>, affine_map<(b, m, k, n) -> (n, k)>, affine_map<(b, m, k, n) -> (b, m, n)>], iterator_types = ["parallel", "parallel", "reduction", "parallel"]} ins(%a0, %a1 : tensor<?x3x4xf32>, tensor<5x4xf32>) outs(%a2 : tensor<?x3x5xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<?x3x5xf32>
+    kiln.yield %r : tensor<?x3x5xf32>
+  }
+  return %0 : tensor<?x3x5xf32, #kiln.device<cpu>>
+}
+
+// f64 has no library GEMM: loops only. A reduction loop stops the parallel
+// prefix.
+// CHECK-LABEL: // kiln kernel kiln_k2
+// CHECK-NOT:  kiln_sgemm(
+// CHECK:      #pragma omp parallel for collapse(1) schedule(static) if (int64_t(1) * 3 * 4 * 5 >= 32768)
+// CHECK-NEXT: for (int64_t d0 = 0; d0 < 3; ++d0)
+// CHECK-NEXT:   for (int64_t d1 = 0; d1 < 4; ++d1)
+func.func @matmul_f64(%a: tensor<3x4xf64, #kiln.device<cpu>>, %b: tensor<4x5xf64, #kiln.device<cpu>>, %c: tensor<3x5xf64, #kiln.device<cpu>>) -> tensor<3x5xf64, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%a, %b, %c : tensor<3x4xf64, #kiln.device<cpu>>, tensor<4x5xf64, #kiln.device<cpu>>, tensor<3x5xf64, #kiln.device<cpu>>) -> (tensor<3x5xf64, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<3x4xf64>, %a1: tensor<4x5xf64>, %a2: tensor<3x5xf64>):
+    %r = linalg.generic {indexing_maps = [affine_map<(m, k, n) -> (m, k)>, affine_map<(m, k, n) -> (k, n)>, affine_map<(m, k, n) -> (m, n)>], iterator_types = ["parallel", "reduction", "parallel"]} ins(%a0, %a1 : tensor<3x4xf64>, tensor<4x5xf64>) outs(%a2 : tensor<3x5xf64>) {
+    ^bb0(%x: f64, %y: f64, %acc: f64):
+      %p = arith.mulf %x, %y : f64
+      %s = arith.addf %acc, %p : f64
+      linalg.yield %s : f64
+    } -> tensor<3x5xf64>
+    kiln.yield %r : tensor<3x5xf64>
+  }
+  return %0 : tensor<3x5xf64, #kiln.device<cpu>>
+}
+
+// An elementwise op whose second operand's rows are not contiguous (a
+// constant index on a dim of size 3) is no GEMM even with a multiply-add
+// body. A single loop is shared out whole.
+// CHECK-LABEL: // kiln kernel kiln_k3
+// CHECK-NOT:  kiln_sgemm(
+// CHECK:      #pragma omp parallel for collapse(1) schedule(static) if (int64_t(1) * 8 >= 32768)
+func.func @not_gemm(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8x3xf32, #kiln.device<cpu>>) -> tensor<8xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%a, %b : tensor<8xf32, #kiln.device<cpu>>, tensor<8x3xf32, #kiln.device<cpu>>) -> (tensor<8xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<8xf32>, %a1: tensor<8x3xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<8xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i, 1)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%a0, %a1 : tensor<8xf32>, tensor<8x3xf32>) outs(%f : tensor<8xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<8xf32>
+    kiln.yield %r : tensor<8xf32>
+  }
+  return %0 : tensor<8xf32, #kiln.device<cpu>>
+}
