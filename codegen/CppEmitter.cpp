@@ -39,6 +39,11 @@ template <typename T> inline T kiln_maximum(T a, T b) { return (a != a || a > b)
 template <typename T> inline T kiln_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
 } // namespace
 
+// OpenMP's worker threads outlive a parallel loop: the runtime must stay
+// loaded when this code is unloaded, or the idle threads crash the process.
+static const bool kiln_openmp_pinned =
+    dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != nullptr;
+
 // oneDNN's row-major sgemm, dlopen'ed once per process ($KILN_DNNL names the
 // library; "none" turns it off), or null: then kernels run their own loops.
 typedef int (*kiln_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t,

@@ -135,6 +135,8 @@ Device::~Device() {
   compute_.reset();
   copy_.reset();
   cuda_.reset();
+  for (auto [data, size] : blockSizes_)
+    std::free(data);
 }
 
 void *Device::allocate(size_t bytes) {
@@ -168,11 +170,17 @@ void *Device::allocate(size_t bytes) {
     return reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
   }
   void *data = nullptr;
-  if (bytes <= SIZE_MAX - 64) {
+  if (bytes <= SIZE_MAX / 2) {
     size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    data = std::aligned_alloc(64, rounded);
-    if (data)
-      std::memset(data, 0, rounded);
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The smallest free block that fits, unless it wastes over half of it.
+    auto it = freeBlocks_.lower_bound(rounded);
+    if (it != freeBlocks_.end() && it->first <= 2 * rounded) {
+      data = it->second;
+      freeBlocks_.erase(it);
+    } else if ((data = std::aligned_alloc(64, rounded))) {
+      blockSizes_[data] = rounded;
+    }
   }
   if (!data) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -186,9 +194,9 @@ void *Device::allocate(size_t bytes) {
 void Device::release(void *data, size_t bytes) {
   if (cuda_)
     cuda_->release(reinterpret_cast<uintptr_t>(data), bytes);
-  else
-    std::free(data);
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!cuda_)
+    freeBlocks_.emplace(blockSizes_.at(data), data);
   inUse_ -= bytes;
 }
 

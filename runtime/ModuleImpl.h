@@ -17,6 +17,7 @@
 #include "runtime/Plan.h"
 #include "runtime/Transfer.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <dlfcn.h>
 #include <exception>
@@ -35,6 +36,18 @@ struct RunEvents {
   std::vector<char> ready; // per value
   size_t pending = 0;
   std::exception_ptr error;
+};
+
+/// Collects the steps of a profiled run, from any thread.
+struct Profiler {
+  explicit Profiler(std::vector<ProfileEvent> &events) : events(events) {}
+  void record(const plan::Step &step, const std::string &device,
+              std::chrono::steady_clock::time_point begin);
+
+  std::mutex mutex;
+  std::vector<ProfileEvent> &events;
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
 };
 
 struct Module::Impl {
@@ -78,20 +91,29 @@ struct Module::Impl {
   /// Runs (on a cuda device: enqueues) step `index` on the buffers of a run;
   /// `args` is space for the kernel arguments; `scratch` receives the
   /// step's scratch buffers, to be released once `streams` are synchronised.
+  /// With a `profiler`, the step is synchronised and recorded.
   void execute(size_t index, const std::vector<void *> &buffers,
                const plan::Shapes &shapes, std::vector<void *> &args,
-               transfer::Streams &streams,
-               std::vector<device::Buffer> &scratch) const;
+               transfer::Streams &streams, std::vector<device::Buffer> &scratch,
+               Profiler *profiler) const;
+  void executeStep(size_t index, const std::vector<void *> &buffers,
+                   const plan::Shapes &shapes, std::vector<void *> &args,
+                   transfer::Streams &streams,
+                   std::vector<device::Buffer> &scratch) const;
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs,
+                          Profiler *profiler) const;
   /// Per value: the graph inputs' and the constants' memory, else null.
   std::vector<void *> hostBuffers(const std::vector<Tensor> &inputs) const;
   /// A run whose shapes depend on data its steps compute (single device).
   std::vector<Tensor>
   runStepByStep(const std::vector<Tensor> &inputs,
-                const std::vector<std::vector<int64_t>> &inputShapes) const;
+                const std::vector<std::vector<int64_t>> &inputShapes,
+                Profiler *profiler) const;
   void runOnStreams(const std::vector<void *> &buffers,
-                    const plan::Shapes &shapes) const;
+                    const plan::Shapes &shapes, Profiler *profiler) const;
   void runStep(size_t index, const std::vector<void *> &buffers,
-               const plan::Shapes &shapes, RunEvents &events) const;
+               const plan::Shapes &shapes, RunEvents &events,
+               Profiler *profiler) const;
 };
 
 } // namespace kiln

@@ -305,6 +305,8 @@ void decodeSteps(Plan &plan, const json &steps,
       fail(what + " has an unknown kind (expected a \"kernel\" or a \"copy\")");
     if (isKernel) {
       step.kernel = s.at("kernel").get<std::string>();
+      if (s.contains("nodes") && s.at("nodes").is_string())
+        step.nodes = s.at("nodes").get<std::string>();
       what += " (kernel '" + step.kernel + "')";
       step.fn = lookup(step.kernel);
       if (!step.fn)

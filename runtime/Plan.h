@@ -89,6 +89,7 @@ struct CudaKernel {
 struct Step {
   bool isCopy = false;
   std::string kernel; // kernel steps: the symbol
+  std::string nodes;  // kernel steps: the ONNX nodes it computes, if known
   KernelFn fn = nullptr;
   DimsFn dims = nullptr; // kernel steps with dynamic dims
   /// The inputs (positions in args) whose data `dims` reads: a shape or

@@ -19,7 +19,24 @@ void Module::Impl::execute(size_t index, const std::vector<void *> &buffers,
                            const plan::Shapes &shapes,
                            std::vector<void *> &args,
                            transfer::Streams &streams,
-                           std::vector<device::Buffer> &scratch) const {
+                           std::vector<device::Buffer> &scratch,
+                           Profiler *profiler) const {
+  if (!profiler) {
+    executeStep(index, buffers, shapes, args, streams, scratch);
+    return;
+  }
+  const plan::Step &step = plan.steps[index];
+  auto begin = std::chrono::steady_clock::now();
+  executeStep(index, buffers, shapes, args, streams, scratch);
+  streams.synchronize(step.describe(index));
+  profiler->record(step, roleDevice[step.role]->name(), begin);
+}
+
+void Module::Impl::executeStep(size_t index, const std::vector<void *> &buffers,
+                               const plan::Shapes &shapes,
+                               std::vector<void *> &args,
+                               transfer::Streams &streams,
+                               std::vector<device::Buffer> &scratch) const {
   const plan::Step &step = plan.steps[index];
   if (step.isCopy) {
     size_t src = step.args[0], dst = step.args[1];
@@ -64,8 +81,8 @@ void Module::Impl::execute(size_t index, const std::vector<void *> &buffers,
 }
 
 void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
-                           const plan::Shapes &shapes,
-                           RunEvents &events) const {
+                           const plan::Shapes &shapes, RunEvents &events,
+                           Profiler *profiler) const {
   const plan::Step &step = plan.steps[index];
   const std::vector<size_t> &waits = schedule[index].waits;
   bool skip;
@@ -83,7 +100,7 @@ void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
       std::vector<void *> args;
       std::vector<device::Buffer> scratch;
       transfer::Streams streams; // destroyed first: waits for the GPU
-      execute(index, buffers, shapes, args, streams, scratch);
+      execute(index, buffers, shapes, args, streams, scratch, profiler);
       streams.synchronize(step.describe(index));
     } catch (...) {
       error = std::current_exception();
@@ -101,7 +118,8 @@ void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
 }
 
 void Module::Impl::runOnStreams(const std::vector<void *> &buffers,
-                                const plan::Shapes &shapes) const {
+                                const plan::Shapes &shapes,
+                                Profiler *profiler) const {
   RunEvents events;
   events.ready.assign(plan.values.size(), 0);
   events.pending = plan.steps.size();
@@ -110,8 +128,8 @@ void Module::Impl::runOnStreams(const std::vector<void *> &buffers,
     std::lock_guard<std::mutex> lock(enqueueMutex);
     for (; queued < plan.steps.size(); ++queued)
       schedule[queued].stream->enqueue(
-          [this, &buffers, &shapes, &events, queued] {
-            runStep(queued, buffers, shapes, events);
+          [this, &buffers, &shapes, &events, queued, profiler] {
+            runStep(queued, buffers, shapes, events, profiler);
           });
   } catch (...) {
     // Let what was queued finish at once: it skips its work and waits on
@@ -142,7 +160,8 @@ Module::Impl::hostBuffers(const std::vector<Tensor> &inputs) const {
 
 std::vector<Tensor> Module::Impl::runStepByStep(
     const std::vector<Tensor> &inputs,
-    const std::vector<std::vector<int64_t>> &inputShapes) const {
+    const std::vector<std::vector<int64_t>> &inputShapes,
+    Profiler *profiler) const {
   // One device in host memory, no copies (checked at load): each step's
   // shapes are resolved once the data its dims function reads exists, then
   // its outputs are allocated and it runs.
@@ -168,7 +187,7 @@ std::vector<Tensor> Module::Impl::runStepByStep(
       buffers[id] = storage.back().raw();
     }
     views();
-    execute(index, buffers, shapes, args, streams, scratch);
+    execute(index, buffers, shapes, args, streams, scratch, profiler);
   }
   std::vector<Tensor> outputs;
   for (size_t id : p.outputValues) {
@@ -180,7 +199,18 @@ std::vector<Tensor> Module::Impl::runStepByStep(
 }
 
 std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
-  const Impl &m = *impl_;
+  return impl_->run(inputs, nullptr);
+}
+
+std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs,
+                                std::vector<ProfileEvent> &profile) const {
+  Profiler profiler(profile);
+  return impl_->run(inputs, &profiler);
+}
+
+std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
+                                      Profiler *profiler) const {
+  const Impl &m = *this;
   const plan::Plan &p = m.plan;
   if (inputs.size() != p.inputInfo.size())
     throw Error("expected " + std::to_string(p.inputInfo.size()) +
@@ -203,7 +233,7 @@ std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
     inputShapes.push_back(have);
   }
   if (p.lateShapes)
-    return m.runStepByStep(inputs, inputShapes);
+    return m.runStepByStep(inputs, inputShapes, profiler);
   plan::Shapes resolved;
   if (p.dynamic) {
     // The data dims functions read: graph inputs and constants, on the
@@ -257,10 +287,10 @@ std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
   if (m.runsInline) {
     std::vector<void *> args;
     for (size_t i = 0; i < p.steps.size(); ++i)
-      m.execute(i, buffers, shapes, args, streams, scratch);
+      m.execute(i, buffers, shapes, args, streams, scratch, profiler);
   } else {
     streams.synchronize("staging the inputs");
-    m.runOnStreams(buffers, shapes);
+    m.runOnStreams(buffers, shapes, profiler);
   }
   for (size_t i = 0; i < outputs.size(); ++i)
     if (copyOut[i])

@@ -2,6 +2,7 @@
 //
 //   kiln-run OUT.kiln INPUT... [--output-dir DIR] [--bench N] [--device D]
 //            [--bind ROLE=DEVICE]... [--device-memory DEVICE=BYTES]...
+//            [--profile FILE.json]
 //
 // Loads an artifact with the kiln runtime, binding the plan's device roles
 // as --device/--bind say (docs/devices.md), reads one tensor per graph input
@@ -11,6 +12,8 @@
 // more runs (after 3 warm-up runs) and prints the median and minimum latency
 // (host wall time: a run returns once its outputs are on the host), and for a
 // plan on several roles or on a GPU the peak memory of each device.
+// --profile FILE.json runs once more with every step timed, writes a Chrome
+// trace (one slice per kernel and copy) and prints the slowest steps.
 //
 // Depends only on the runtime (no LLVM); arguments are parsed by hand. Every
 // failure prints "kiln-run: error: <message>" to stderr and exits with 1.
@@ -30,6 +33,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <new>
 #include <string>
@@ -55,6 +59,10 @@ const char kUsage[] =
     "                      median and minimum latency (and, for a plan on\n"
     "                      several device roles or a GPU, each device's peak\n"
     "                      memory)\n"
+    "  --profile FILE.json after the runs above, run once more with every\n"
+    "                      kernel and copy timed; write a Chrome trace\n"
+    "                      (chrome://tracing, ui.perfetto.dev) and print the\n"
+    "                      ten slowest steps\n"
     "  --device D          run every device role of the plan on D: cpu,\n"
     "                      sim:N (a host-memory test device), cuda:N or\n"
     "                      cuda:auto (the GPU with the most free memory); by\n"
@@ -77,7 +85,8 @@ const char kUsage[] =
 
 const char kUsageHint[] =
     "usage: kiln-run OUT.kiln INPUT... [--output-dir DIR] [--bench N] "
-    "[--device D] [--bind ROLE=DEVICE] [--device-memory DEVICE=BYTES]; see "
+    "[--device D] [--bind ROLE=DEVICE] [--device-memory DEVICE=BYTES] "
+    "[--profile FILE.json]; see "
     "'kiln-run --help'\n";
 
 /// A command-line mistake: reported with a usage hint.
@@ -92,6 +101,7 @@ struct Options {
   std::string outputDir;
   bool haveOutputDir = false;
   long bench = 0;
+  std::string profile;
   kiln::LoadOptions load;
   bool help = false;
 };
@@ -173,7 +183,7 @@ Options parseArguments(int argc, char **argv) {
       haveValue = true;
     }
     if (flag != "--output-dir" && flag != "--bench" && flag != "--device" &&
-        flag != "--bind" && flag != "--device-memory")
+        flag != "--bind" && flag != "--device-memory" && flag != "--profile")
       throw UsageError("unknown option '" + arg + "'");
     if (!haveValue) {
       if (i + 1 >= argc)
@@ -187,6 +197,10 @@ Options parseArguments(int argc, char **argv) {
       options.haveOutputDir = true;
     } else if (flag == "--bench") {
       options.bench = parseBenchCount(value);
+    } else if (flag == "--profile") {
+      if (value.empty())
+        throw UsageError("--profile needs a file name");
+      options.profile = value;
     } else if (flag == "--device") {
       if (value.empty())
         throw UsageError(
@@ -442,6 +456,32 @@ void benchmark(const kiln::Module &module,
   std::printf("%s\n", line.c_str());
 }
 
+/// One profiled run: the trace to `path`, the slowest steps to stdout.
+void profile(const kiln::Module &module,
+             const std::vector<kiln::Tensor> &inputs, const std::string &path) {
+  std::vector<kiln::ProfileEvent> events;
+  module.run(inputs, events);
+  std::ofstream out(path, std::ios::binary);
+  out << kiln::chromeTrace(events) << "\n";
+  out.close();
+  if (!out)
+    throw kiln::Error("cannot write the profile to " + path);
+  double total = 0;
+  for (const kiln::ProfileEvent &e : events)
+    total += e.durationUs;
+  std::stable_sort(
+      events.begin(), events.end(),
+      [](const auto &a, const auto &b) { return a.durationUs > b.durationUs; });
+  std::printf("profile: %zu steps, %.3f ms in steps, written to %s\n",
+              events.size(), total / 1000, path.c_str());
+  for (size_t i = 0; i < events.size() && i < 10; ++i)
+    std::printf("  %9.3f ms %5.1f%%  %-10s %-8s %s\n",
+                events[i].durationUs / 1000,
+                total > 0 ? 100 * events[i].durationUs / total : 0.0,
+                events[i].name.c_str(), events[i].device.c_str(),
+                events[i].nodes.c_str());
+}
+
 int runTool(int argc, char **argv) {
   Options options = parseArguments(argc, argv);
   if (options.help) {
@@ -466,6 +506,8 @@ int runTool(int argc, char **argv) {
     writeOutputs(options.outputDir, outputs);
   if (options.bench > 0)
     benchmark(module, inputs, options.bench);
+  if (!options.profile.empty())
+    profile(module, inputs, options.profile);
   if (std::fflush(stdout) != 0 || std::ferror(stdout))
     throw kiln::Error("cannot write to stdout");
   return 0;

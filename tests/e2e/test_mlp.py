@@ -163,6 +163,40 @@ class MLPTest(kt.KilnTestCase):
         b, _ = self.run_artifact(artifact, [self.x_file], out_name="rep_b")
         np.testing.assert_array_equal(a[0], b[0])
 
+    def test_profile_writes_one_slice_per_step(self):
+        # --profile: a Chrome trace with one complete event per kernel,
+        # named by the kernel symbol and carrying the ONNX nodes, and a
+        # summary of the slowest steps on stdout.
+        import json
+        artifact = self.artifact("static", self.static_onnx)
+        trace_path = self.path("mlp_profile.json")
+        proc = kt.kiln_run(artifact, self.x_file, "--profile", trace_path)
+        kt.assert_success(self, proc)
+        with open(trace_path) as f:
+            trace = json.load(f)
+        slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+        self.assertGreater(len(slices), 1)
+        self.assertEqual(len({e["name"] for e in slices}), len(slices))
+        for e in slices:
+            self.assertRegex(e["name"], r"^kiln_k\d+$")
+            self.assertGreaterEqual(e["dur"], 0)
+            self.assertEqual(e["args"]["device"], "cpu")
+        nodes = ",".join(e["args"].get("nodes", "") for e in slices)
+        for node in ("/fc1/Gemm", "/fc2/Gemm", "/fc3/Gemm"):
+            self.assertIn(node, nodes)
+        # Steps run one after another on one thread: the slices do not overlap.
+        slices.sort(key=lambda e: e["ts"])
+        for a, b in zip(slices, slices[1:]):
+            self.assertLessEqual(a["ts"] + a["dur"], b["ts"] + 1e-3)
+        self.assertRegex(proc.stdout, r"profile: %d steps, [0-9.]+ ms in steps" % len(slices))
+        self.assertRegex(proc.stdout, r"\n +[0-9.]+ ms +[0-9.]+% +kiln_k\d+ +cpu ")
+
+    def test_profile_to_an_unwritable_path_fails_cleanly(self):
+        artifact = self.artifact("static", self.static_onnx)
+        proc = kt.kiln_run(artifact, self.x_file, "--profile",
+                           self.path("no/such/dir/profile.json"))
+        kt.assert_clean_failure(self, proc, "cannot write the profile")
+
     def test_tensorproto_input_gives_the_same_result(self):
         from onnx import numpy_helper
         artifact = self.artifact("static", self.static_onnx)

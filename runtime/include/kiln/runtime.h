@@ -122,6 +122,19 @@ struct DeviceInfo {
   std::string boundName;    // "sim:3": where it runs
 };
 
+/// One step of a profiled run: a kernel or a copy.
+struct ProfileEvent {
+  std::string name;      // "kiln_k3" or "copy"
+  std::string nodes;     // the ONNX nodes a kernel computes (may be empty)
+  std::string device;    // where it ran ("cpu", "sim:1", "cuda:0")
+  double startUs = 0;    // from the start of the run
+  double durationUs = 0; // GPU work included: each step is synchronised
+};
+
+/// `events` as a Chrome trace (chrome://tracing, ui.perfetto.dev): one slice
+/// per event, one track per device.
+std::string chromeTrace(const std::vector<ProfileEvent> &events);
+
 /// A loaded artifact. Movable, not copyable.
 class Module {
 public:
@@ -138,6 +151,11 @@ public:
   const std::vector<TensorInfo> &outputs() const;
   /// Runs the model; inputs in graph-input order, checked against inputs().
   std::vector<Tensor> run(const std::vector<Tensor> &inputs) const;
+  /// Runs the model and appends one event per step to `profile`. Every step
+  /// waits for its device to finish, so a profiled run is slower than a
+  /// plain one where GPU work would overlap.
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs,
+                          std::vector<ProfileEvent> &profile) const;
 
   /// The plan's roles, in role order, with the devices they are bound to.
   std::vector<DeviceInfo> devices() const;
