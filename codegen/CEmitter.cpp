@@ -23,8 +23,10 @@
 using namespace mlir;
 using namespace kiln;
 
-const CStyle kiln::kCppStyle = {"std::", "__restrict", "_Float16"};
-const CStyle kiln::kCudaStyle = {"", "__restrict__", "__half"};
+const CStyle kiln::kCppStyle = {"std::", "__restrict", "_Float16", "kiln_expf",
+                                "kiln_erff"};
+const CStyle kiln::kCudaStyle = {"", "__restrict__", "__half", nullptr,
+                                 nullptr};
 
 std::string kiln::cTypeName(Type t, const CStyle &style) {
   if (t.isF32())
@@ -552,8 +554,16 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
                    std::to_string(c.getType().getIntOrFloatBitWidth()) +
                    "_t>(" + v(0) + ")";
           })
-          .Case<math::ErfOp>([&](auto) { return math("erf") + m(0) + ")"; })
-          .Case<math::ExpOp>([&](auto) { return math("exp") + m(0) + ")"; })
+          .Case<math::ErfOp>([&](auto) {
+            if (style.erfF32 && op->getResultTypes()[0].isF32())
+              return std::string(style.erfF32) + "(" + m(0) + ")";
+            return math("erf") + m(0) + ")";
+          })
+          .Case<math::ExpOp>([&](auto) {
+            if (style.expF32 && op->getResultTypes()[0].isF32())
+              return std::string(style.expF32) + "(" + m(0) + ")";
+            return math("exp") + m(0) + ")";
+          })
           .Case<math::LogOp>([&](auto) { return math("log") + m(0) + ")"; })
           .Case<math::TanhOp>([&](auto) { return math("tanh") + m(0) + ")"; })
           .Case<math::SqrtOp>([&](auto) { return math("sqrt") + m(0) + ")"; })

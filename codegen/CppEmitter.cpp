@@ -37,6 +37,49 @@ namespace {
 // NaN-propagating max/min, as arith.maximumf/minimumf (and torch) define them.
 template <typename T> inline T kiln_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
 template <typename T> inline T kiln_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
+
+// f32 exp and erf without branches or calls, so that loops over them
+// vectorize (with -fno-trapping-math); NaN in, NaN out.
+inline float kiln_pow2i(int32_t n) { return __builtin_bit_cast(float, (n + 127) << 23); }
+// exp(x) = 2^n e^r with n = round(x log2(e)) and r = x - n ln(2), ln(2) in
+// two parts; e^r by Cephes' polynomial; 2^n applied in two halves so that
+// subnormal results come out right. Within 1 ulp of exp.
+inline float kiln_expf(float x) {
+  float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  float n = std::floor(c * 1.44269504088896341f + 0.5f);
+  float r = c - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t k = static_cast<int32_t>(n), h = k / 2;
+  float y = p * kiln_pow2i(h) * kiln_pow2i(k - h);
+  return x != x ? x : y;
+}
+// erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (the rational approximation of
+// Eigen and XLA), +-1 beyond; within 6 ulp of erf.
+inline float kiln_erff(float x) {
+  float c = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
+  float x2 = c * c;
+  float p = -2.72614225801306e-10f;
+  p = p * x2 + 2.77068142495902e-08f;
+  p = p * x2 + -2.10102402082508e-06f;
+  p = p * x2 + -5.69250639462346e-05f;
+  p = p * x2 + -7.34990630326855e-04f;
+  p = p * x2 + -2.95459980854025e-03f;
+  p = p * x2 + -1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * x2 + -2.13374055278905e-04f;
+  q = q * x2 + -1.68282697438203e-03f;
+  q = q * x2 + -7.37332916720468e-03f;
+  q = q * x2 + -1.42647390514189e-02f;
+  float y = c * p / q;
+  return x != x ? x : y;
+}
 } // namespace
 
 // OpenMP's worker threads outlive a parallel loop: the runtime must stay

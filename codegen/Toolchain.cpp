@@ -129,9 +129,13 @@ compileSharedObject(const std::string &prelude,
   if (!compiler)
     return compiler.takeError();
   std::vector<std::string> common = {
-      "-std=c++17", "-O" + std::to_string(options.optLevel),
-      "-fPIC",      "-fno-math-errno",
-      "-fopenmp",   "-w"};
+      "-std=c++17",
+      "-O" + std::to_string(options.optLevel),
+      "-fPIC",
+      "-fno-math-errno",
+      "-fno-trapping-math", // lets loops with conversions and selects vectorize
+      "-fopenmp",
+      "-w"};
   if (!options.targetCpu.empty())
     common.push_back("-march=" + options.targetCpu);
 

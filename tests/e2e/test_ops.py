@@ -20,6 +20,7 @@ with that reason. Anything that compiles must produce the right numbers.
 import collections
 import contextlib
 import io
+import math
 import os
 import re
 import unittest
@@ -304,6 +305,19 @@ def _built_cases():
     cases.append(unary("Sqrt", [0.0, 1e-30, 0.25, 2.0, 1e30, np.inf, -1.0]))
     cases.append(unary("Tanh", [-1000.0, -50.0, -10.0, -1e-4, 0.0, 1e-4, 0.5, 10.0, 50.0, 1000.0]))
     cases.append(unary("Erf", [-1000.0, -10.0, -3.0, -1e-3, 0.0, 1e-3, 0.5, 3.0, 10.0, 1000.0]))
+    # Dense sweeps for the C++ backend's own f32 exp and erf (a few ulp):
+    # every binade exp reaches, down through the subnormal results, and erf
+    # from tiny arguments (relative accuracy) to where it is +-1.
+    sweep = np.concatenate([np.linspace(-103.9, 88.7, 2001), [np.nan, -87.5, -100.0, -103.0]])
+    cases.append(built("exp_sweep_edge_values", [n("Exp", ["x"], ["y"])],
+                       [("x", sweep.astype(np.float32))], ["y"], rtol=1e-6, atol=0,
+                       expected=lambda x: [np.exp(x.astype(np.float64)).astype(np.float32)]))
+    tiny = np.array([1e-30, -1e-20, 3e-8, -1e-5, 2e-3, np.nan], np.float32)
+    sweep = np.concatenate([np.linspace(-6, 6, 2001, dtype=np.float32), tiny])
+    cases.append(built("erf_sweep_edge_values", [n("Erf", ["x"], ["y"])],
+                       [("x", sweep.astype(np.float32))], ["y"], rtol=1e-6, atol=0,
+                       expected=lambda x: [np.vectorize(math.erf)(
+                           x.astype(np.float64)).astype(np.float32)]))
     wide = np.concatenate([np.linspace(-12, 12, 97), [-1000.0, -100.0, 100.0, 1000.0]])
     cases.append(unary("Gelu", wide, opset=20))
     cases.append(unary("Gelu", wide, opset=20, approximate="tanh"))

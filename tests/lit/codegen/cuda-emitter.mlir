@@ -29,7 +29,7 @@
 // CPP: extern "C" void kiln_k0(void **buffers) {
 // CPP:   for (int64_t d0 = 0; d0 < 3; ++d0)
 // CPP:     for (int64_t d1 = 0; d1 < 4; ++d1) {
-// CPP:       = std::exp(
+// CPP:       = kiln_expf(
 
 func.func @elementwise(%x: tensor<3x4xf32, #kiln.device<cuda:0>>, %b: tensor<4xf32, #kiln.device<cuda:0>>) -> tensor<3x4xf32, #kiln.device<cuda:0>> {
   %0 = kiln.kernel(%x, %b : tensor<3x4xf32, #kiln.device<cuda:0>>, tensor<4xf32, #kiln.device<cuda:0>>) -> (tensor<3x4xf32, #kiln.device<cuda:0>>) {
