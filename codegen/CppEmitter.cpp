@@ -31,7 +31,9 @@ constexpr const char *kPrelude = R"(#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <map>
 #include <memory>
+#include <new>
 
 namespace {
 // NaN-propagating max/min, as arith.maximumf/minimumf (and torch) define them.
@@ -81,6 +83,40 @@ inline float kiln_erff(float x) {
   return x != x ? x : y;
 }
 } // namespace
+
+// A kernel's local tensors. Blocks go back to a per-thread cache and are
+// reused by the next request they fit (with at most half to spare), so a
+// model run again touches no fresh pages; big blocks would otherwise be
+// mmap'ed and faulted in on every call.
+struct kiln_scratch_cache {
+  std::multimap<size_t, void *> free;
+  ~kiln_scratch_cache() {
+    for (auto &block : free)
+      std::free(block.second);
+  }
+};
+inline kiln_scratch_cache &kiln_scratch_blocks() {
+  thread_local kiln_scratch_cache cache;
+  return cache;
+}
+struct kiln_scratch {
+  explicit kiln_scratch(size_t bytes) : size((bytes + 63) / 64 * 64) {
+    std::multimap<size_t, void *> &free = kiln_scratch_blocks().free;
+    auto it = free.lower_bound(size);
+    if (it != free.end() && it->first <= 2 * size) {
+      size = it->first;
+      data = it->second;
+      free.erase(it);
+    } else if (!(data = std::aligned_alloc(64, size))) {
+      throw std::bad_alloc();
+    }
+  }
+  ~kiln_scratch() { kiln_scratch_blocks().free.emplace(size, data); }
+  kiln_scratch(const kiln_scratch &) = delete;
+  kiln_scratch &operator=(const kiln_scratch &) = delete;
+  size_t size;
+  void *data = nullptr;
+};
 
 // OpenMP's worker threads outlive a parallel loop: the runtime must stay
 // loaded when this code is unloaded, or the idle threads crash the process.
@@ -142,9 +178,10 @@ private:
         type.hasStaticShape()
             ? std::to_string(std::max<int64_t>(type.getNumElements(), 1))
             : "std::max<int64_t>(" + count + ", 1)";
-    os << llvm::formatv("  std::unique_ptr<{0}[]> {1}_owner(new {0}[{2}]);\n"
-                        "  {0} *__restrict {1} = {1}_owner.get();\n",
-                        typeName(type.getElementType()), name, n);
+    os << llvm::formatv(
+        "  kiln_scratch {1}_owner(sizeof({0}) * {2});\n"
+        "  {0} *__restrict {1} = static_cast<{0} *>({1}_owner.data);\n",
+        typeName(type.getElementType()), name, n);
   }
   void emitFill(RankedTensorType, const std::string &count,
                 const std::string &out, const std::string &value) override {

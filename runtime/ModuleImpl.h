@@ -65,6 +65,10 @@ struct Module::Impl {
   std::vector<std::vector<cuda::CUfunction>> functions;
   /// Roles all on one device and no copies: run on the calling thread.
   bool runsInline = true;
+  /// Inline runs in host memory: per step, the temps (roots) no later step
+  /// reads, released right after it so later steps reuse their memory.
+  std::vector<std::vector<size_t>> releaseAfter;
+  bool releasesEarly = false;
   /// Per step (stream plans): its stream and the values it waits for.
   struct Scheduled {
     device::Stream *stream = nullptr;

@@ -279,12 +279,32 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
       buffers[id] = buffers[v.aliasOf];
     } else if (v.kind == ValueKind::Constant) {
       buffers[id] = const_cast<void *>(m.constants[id]);
-    } else if (v.kind == ValueKind::Temp && !buffers[id]) {
+    } else if (v.kind == ValueKind::Temp && !buffers[id] && !m.releasesEarly) {
       storage.emplace_back(m.deviceOf(id), shapes.nbytes[id]);
       buffers[id] = storage.back().data();
     }
   }
-  if (m.runsInline) {
+  if (m.releasesEarly) {
+    // Temps are allocated when first touched and go back to the device's
+    // cache after their last step, for the steps after it to reuse.
+    std::vector<device::Buffer> temps(p.values.size());
+    std::vector<void *> args;
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      for (size_t id : p.steps[i].args) {
+        size_t root = p.values[id].root;
+        if (!buffers[root]) {
+          temps[root] = device::Buffer(m.deviceOf(root), shapes.nbytes[root]);
+          buffers[root] = temps[root].data();
+        }
+        buffers[id] = buffers[root];
+      }
+      m.execute(i, buffers, shapes, args, streams, scratch, profiler);
+      for (size_t root : m.releaseAfter[i])
+        temps[root].reset();
+    }
+    for (size_t id : p.outputValues) // views of temps no step reads
+      buffers[id] = buffers[p.values[id].root];
+  } else if (m.runsInline) {
     std::vector<void *> args;
     for (size_t i = 0; i < p.steps.size(); ++i)
       m.execute(i, buffers, shapes, args, streams, scratch, profiler);

@@ -38,11 +38,13 @@ func.func @add(%x: tensor<?x4xf32, #kiln.device<cpu>>, %y: tensor<?x4xf32, #kiln
   return %k : tensor<?x4xf32, #kiln.device<cpu>>
 }
 
-// A local tensor sized at run time: a heap buffer of its element count, at
-// least 1; its dim is the scalar computed from the input's dims.
+// A local tensor sized at run time: a scratch block (from the thread's
+// cache) of its element count, at least 1; its dim is the scalar computed
+// from the input's dims.
 // CHECK-LABEL: // kiln kernel kiln_k1
 // CHECK:   const int64_t [[N:v[0-9]+]] = dims[0] * INT64_C(2);
-// CHECK:   std::unique_ptr<float[]> [[T:t[0-9]+]]_owner(new float[std::max<int64_t>(([[N]] * 4), 1)]);
+// CHECK:   kiln_scratch [[T:t[0-9]+]]_owner(sizeof(float) * std::max<int64_t>(([[N]] * 4), 1));
+// CHECK:   float *__restrict [[T]] = static_cast<float *>([[T]]_owner.data);
 // CHECK:   for (int64_t i = 0; i < ([[N]] * 4); ++i)
 // CHECK: extern "C" const char *kiln_k1_dims(int64_t *dims, void *const *inputs) {
 // CHECK:   dims[2] = dims[0];
