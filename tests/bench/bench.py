@@ -1,0 +1,526 @@
+#!/usr/bin/env python3
+"""CPU latency benchmark: kiln against onnxruntime, PyTorch eager and
+torch.compile, on the same models, weights and inputs.
+
+    scripts/bench [--models resnet18,mobilenet_v2,bert,mlp] [--batches 1,8]
+                  [--systems kiln,ort,eager,compile] [--rounds 5] [--iters K]
+                  [--bin DIR] [--work DIR] [--json FILE]
+
+Models: torchvision resnet18 and mobilenet_v2 (weights=None, seed 0, with
+non-trivial BatchNorm statistics) and the BERT-style encoder (input ids
+batch x 128), all from tests/models/export_models.py, and the MLP
+784-1024-1024-10 of examples/make_mlp.py (seed 0).
+
+Method, per model:
+  1. The torch module is exported once to ONNX (TorchScript exporter, opset
+     17; 14 for bert) with a symbolic batch "N"; its state_dict is saved next
+     to it so every process runs the same weights. With --work, exports
+     already there are reused.
+  2. kilnc compiles the ONNX once, batch left symbolic, with
+     KILN_CACHE_DIR=none (a cold compile); its wall time is reported.
+  3. Each system runs in its own process for the whole model: a persistent
+     worker (this file with --worker, one JSON line per request and reply on
+     stdin/stdout) for ort, eager and compile, so torch.compile compiles once
+     per batch and the process's peak RSS belongs to that system alone (the
+     ort worker never imports torch). kiln is kiln-run itself, started per
+     round; its peak RSS is the largest of those runs. Peak RSS is ru_maxrss
+     from os.wait4 in a small launcher process that starts the child, since
+     a child forked from the benchmark (which holds torch) would inherit its
+     high-water mark; the launcher's own (about 9 MiB) is thus a floor.
+  4. Per batch, one numpy input (saved as .npy) is fed to every system. Before
+     timing, kiln's output (kiln-run --output-dir) is compared with torch
+     eager's (relative L2); above 1e-4 the row is flagged, nothing aborts.
+  5. Then R rounds; each round runs every system in turn (kiln, ort, eager,
+     compile, then again), each doing 3 warm-up runs and K timed runs, so
+     drift of a shared, noisy machine spreads over all systems. A round's
+     latency is the median of its K runs (kiln: the median kiln-run --bench K
+     prints); the reported latency is the median of the R round medians. The
+     first call per batch (where torch.compile compiles) is printed apart.
+
+Threads: ort has 2 intra-op threads, 1 inter-op thread and ORT_ENABLE_ALL;
+eager and torch.compile (default inductor backend, dynamic=False) run with
+torch.set_num_threads(2); kiln's generated CPU code and oneDNN share one
+OpenMP pool with a thread per core (OMP_NUM_THREADS overrides). Times are
+host wall clock around one forward call (kiln: around run()). On a loaded
+machine every 2-thread system suffers far more than a single thread would
+(each waits for its slowest thread): compare the rounds printed as it goes.
+
+The tables come last: kilnc time and peak RSS per model and system, then per
+model and batch the median latency of each system, the ratios kiln/ort,
+kiln/eager and kiln/compile, and their geometric means per batch. A system
+that fails (crash, unsupported op, ...) is reported as failed with the reason.
+This is a benchmark, not a test: nothing checks the speed, and the exit
+status is 0 unless the benchmark itself breaks.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "models"))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+
+SYSTEMS = ("kiln", "ort", "eager", "compile")
+# name -> ONNX opset, input name, default timed runs per round
+MODELS = {
+    "resnet18": (17, "x", 10),
+    "mobilenet_v2": (17, "x", 10),
+    "bert": (14, "ids", 10),
+    "mlp": (17, "x", 50),
+}
+WARMUP = 3  # as kiln-run --bench does
+THREADS = 2
+TOLERANCE = 1e-4
+
+
+class Failed(Exception):
+    """A system failed; the message is the reason reported."""
+
+
+def short(text, limit=160):
+    """The last non-empty line of `text`, cut to `limit` characters."""
+    lines = [l.strip() for l in str(text).splitlines() if l.strip()]
+    line = lines[-1] if lines else "(no message)"
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- torch side
+
+def torch_module(name):
+    """The module for `name`, with its seed-0 random weights."""
+    import torch
+    if name == "mlp":
+        import make_mlp
+        torch.manual_seed(0)
+        return make_mlp.MLP().eval()
+    import export_models
+    return export_models.build(name)[0]
+
+
+def example(name, batch, seed):
+    import torch
+    if name == "mlp":
+        return torch.randn(batch, 784, generator=torch.Generator().manual_seed(seed))
+    import export_models
+    return export_models.example(name, batch, seed)
+
+
+def load_module(name, work):
+    """torch_module(name) with the weights saved next to its export."""
+    import torch
+    module = torch_module(name)
+    module.load_state_dict(torch.load(os.path.join(work, name + ".pt")))
+    return module
+
+
+def export(name, work):
+    """Exports `name` to WORK/name.onnx and its weights to WORK/name.pt,
+    unless both are there; returns the module."""
+    import torch
+    onnx_path, pt_path = (os.path.join(work, name + ext) for ext in (".onnx", ".pt"))
+    if os.path.exists(onnx_path) and os.path.exists(pt_path):
+        print("%s: reusing %s" % (name, onnx_path), flush=True)
+        return load_module(name, work)
+    module = torch_module(name)
+    opset, arg, _ = MODELS[name]
+    # A batch of 2, as tests/models/export_models.py does.
+    with warnings.catch_warnings():  # the TorchScript exporter's deprecation
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (example(name, 2, seed=0),), onnx_path,
+                          input_names=[arg], output_names=["y"], opset_version=opset,
+                          dynamo=False, dynamic_axes={arg: {0: "N"}, "y": {0: "N"}})
+    torch.save(module.state_dict(), pt_path)
+    print("%s: exported %s" % (name, onnx_path), flush=True)
+    return module
+
+
+# -------------------------------------------------------------- worker side
+
+def worker_main(system, name, work):
+    """Serves one system on one model: {"cmd": "load", "x": NPY} runs it once
+    on that input (torch.compile compiles there); {"cmd": "time", "warmup": W,
+    "iters": K} answers K latencies in ms; {"cmd": "quit"} ends."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever the libraries print goes to the log, not the protocol
+    sys.stdout = sys.stderr
+
+    def reply(**fields):
+        proto.write(json.dumps(fields) + "\n")
+
+    try:
+        if system == "ort":
+            import onnxruntime as ort
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = THREADS
+            opts.inter_op_num_threads = 1
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            sess = ort.InferenceSession(os.path.join(work, name + ".onnx"), opts,
+                                        providers=["CPUExecutionProvider"])
+            arg = sess.get_inputs()[0].name
+            bind = lambda x: (lambda: sess.run(None, {arg: x}))
+        else:
+            import torch
+            torch.set_num_threads(THREADS)
+            torch.set_grad_enabled(False)
+            model = load_module(name, work)
+            if system == "compile":
+                model = torch.compile(model, dynamic=False)
+
+            def bind(x):
+                t = torch.from_numpy(x)
+                return lambda: model(t)
+    except Exception as e:
+        reply(ok=False, error="setup: %s: %s" % (type(e).__name__, short(e)))
+        return
+    reply(ok=True)
+    run = None
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            if req["cmd"] == "quit":
+                break
+            if req["cmd"] == "load":
+                run = bind(np.load(req["x"]))
+                start = time.perf_counter()
+                run()
+                reply(ok=True, first_s=time.perf_counter() - start)
+            elif req["cmd"] == "time":
+                for _ in range(req["warmup"]):
+                    run()
+                ms = []
+                for _ in range(req["iters"]):
+                    start = time.perf_counter()
+                    run()
+                    ms.append((time.perf_counter() - start) * 1e3)
+                reply(ok=True, ms=ms)
+        except Exception as e:
+            reply(ok=False, error="%s: %s" % (type(e).__name__, short(str(e).split("\n")[0])))
+
+
+# Linux carries a process's high-water RSS over exec, so a child forked from
+# this process (which holds torch) would report at least this process's peak.
+# Children are therefore started by a small launcher, which spawns the command
+# and, once it has exited, prints its ru_maxrss (KiB) and exit code on stdout.
+LAUNCHER = """import os, sys
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+code = os.waitstatus_to_exitcode(status)
+print("\\nmaxrss_kib %d exit %d" % (usage.ru_maxrss, code), flush=True)
+sys.exit(1 if code < 0 else code)
+"""
+
+
+def launch(cmd, **kwargs):
+    return subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER, *cmd],
+                            stdout=subprocess.PIPE, text=True, **kwargs)
+
+
+def launched(proc, output):
+    """Waits for the launcher `proc`; returns (the command's output, its
+    peak RSS in MiB or None, how it ended)."""
+    proc.wait()
+    out, _, last = output.rstrip("\n").rpartition("\n")
+    m = re.fullmatch(r"maxrss_kib (\d+) exit (-?\d+)", last)
+    if not m:  # the launcher itself failed
+        return output, None, "launcher exited %d" % proc.returncode
+    code = int(m.group(2))
+    return out, int(m.group(1)) / 1024.0, (
+        "killed by signal %d" % -code if code < 0 else "exited %d" % code)
+
+
+class Worker:
+    """A persistent worker process for one system on one model."""
+
+    def __init__(self, system, name, work):
+        self.log = os.path.join(work, "%s.%s.log" % (name, system))
+        with open(self.log, "w") as log:
+            self.proc = launch([sys.executable, os.path.abspath(__file__), "--worker",
+                                system, name, work], stdin=subprocess.PIPE, stderr=log)
+        self.reason, self.rss, self.ended = None, None, False
+        try:
+            self._request(None)
+        except Failed as e:
+            self.reason = str(e)
+
+    def _request(self, req):
+        if self.reason:
+            raise Failed(self.reason)
+        try:
+            if req is not None:
+                self.proc.stdin.write(json.dumps(req) + "\n")
+                self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except OSError:
+            line = ""
+        if not line.startswith("{"):  # EOF, or the launcher's report: it ended
+            _, self.rss, how = launched(self.proc, line + self.proc.stdout.read())
+            self.ended = True
+            with open(self.log) as f:
+                self.reason = "worker %s: %s (log: %s)" % (how, short(f.read()), self.log)
+            raise Failed(self.reason)
+        reply = json.loads(line)
+        if not reply["ok"]:
+            raise Failed(reply["error"])
+        return reply
+
+    def load(self, x_path):
+        return self._request(dict(cmd="load", x=x_path))["first_s"]
+
+    def round(self, iters):
+        return float(np.median(self._request(dict(cmd="time", warmup=WARMUP, iters=iters))["ms"]))
+
+    def close(self):
+        if not self.ended:
+            try:
+                self.proc.stdin.write('{"cmd": "quit"}\n')
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            _, self.rss, _ = launched(self.proc, self.proc.stdout.read())
+        return self.rss
+
+
+class Kiln:
+    """kiln-run on one artifact, a process per call, with Worker's interface."""
+
+    def __init__(self, bin_dir, artifact, reason=None):
+        self.kiln_run = os.path.abspath(os.path.join(bin_dir, "kiln-run"))
+        self.artifact, self.reason, self.rss, self.x = artifact, reason, None, None
+
+    def _run(self, *args):
+        if self.reason:
+            raise Failed(self.reason)
+        proc = launch([self.kiln_run, self.artifact, self.x, *args], stderr=subprocess.STDOUT)
+        out, rss, how = launched(proc, proc.stdout.read())
+        self.rss = max(self.rss or 0.0, rss or 0.0) or None
+        if how != "exited 0":
+            raise Failed("kiln-run %s: %s" % (how, short(out)))
+        return out
+
+    def load(self, x_path):
+        self.x = x_path
+
+    def output(self, out_dir):
+        self._run("--output-dir", out_dir)
+        return np.load(os.path.join(out_dir, "output_0.npy"))
+
+    def round(self, iters):
+        out = self._run("--bench", str(iters))
+        m = re.search(r"median ([0-9.]+) ms", out)
+        if not m:
+            raise Failed("no latency in kiln-run's output: %s" % short(out))
+        return float(m.group(1))
+
+    def close(self):
+        return self.rss  # None: kiln-run never ran
+
+
+# ---------------------------------------------------------------- main side
+
+def rel_l2(a, ref):
+    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
+    if a.shape != ref.shape:
+        return float("inf")
+    return float(np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def compile_kiln(bin_dir, onnx_path, artifact):
+    """kilnc, cold; returns (seconds, failure reason or None)."""
+    env = dict(os.environ, KILN_CACHE_DIR="none")
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([os.path.join(bin_dir, "kilnc"), onnx_path, "-o", artifact],
+                              env=env, capture_output=True, text=True)
+    except OSError as e:
+        return None, "kilnc: %s" % e
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        return seconds, "kilnc exited %d: %s" % (proc.returncode, short(proc.stderr + proc.stdout))
+    return seconds, None
+
+
+def bench_model(name, args, work):
+    import torch
+    module = export(name, work)
+    result = dict(kilnc_s=None, rss_mib={}, batches={})
+    runners = {}
+    if "kiln" in args.systems:
+        artifact = os.path.join(work, name + ".kiln")
+        seconds, reason = compile_kiln(args.bin, os.path.join(work, name + ".onnx"), artifact)
+        result["kilnc_s"] = None if reason else seconds
+        print("%s: kilnc %s" % (name, "FAILED: " + reason if reason else
+                                "%.1f s (cold)" % seconds), flush=True)
+        runners["kiln"] = Kiln(args.bin, artifact, reason)
+    for system in args.systems:
+        if system != "kiln":
+            runners[system] = Worker(system, name, work)
+    iters = result["iters"] = args.iters or MODELS[name][2]
+    for batch in args.batches:
+        x = example(name, batch, seed=1)
+        x_path = os.path.join(work, "%s.b%d.x.npy" % (name, batch))
+        np.save(x_path, x.numpy())
+        with torch.no_grad():
+            ref = module(x).numpy()
+        row = dict(rel_l2=None, ms={}, rounds={s: [] for s in args.systems},
+                   failed={}, first_s={})
+        for system, runner in runners.items():
+            try:
+                row["first_s"][system] = runner.load(x_path)
+            except Failed as e:
+                row["failed"][system] = str(e)
+        firsts = ["%s %.2f" % (s, t) for s, t in row["first_s"].items() if t is not None]
+        if firsts:  # torch.compile's includes compiling for this batch
+            print("%s b%d first call (s): %s" % (name, batch, ", ".join(firsts)), flush=True)
+        if "kiln" in runners and "kiln" not in row["failed"]:
+            try:
+                out = runners["kiln"].output(os.path.join(work, "%s.b%d.out" % (name, batch)))
+                row["rel_l2"] = rel_l2(out, ref)
+                print("%s b%d: kiln vs eager rel L2 %.2e%s" % (
+                    name, batch, row["rel_l2"],
+                    "  MISMATCH" if row["rel_l2"] > TOLERANCE else ""), flush=True)
+            except Failed as e:
+                row["failed"]["kiln"] = str(e)
+        for r in range(args.rounds):
+            line = []
+            for system in args.systems:
+                if system in row["failed"]:
+                    continue
+                try:
+                    ms = runners[system].round(iters)
+                except Failed as e:
+                    row["failed"][system] = str(e)
+                    continue
+                row["rounds"][system].append(ms)
+                line.append("%s %.3f" % (system, ms))
+            print("%s b%d round %d/%d (ms): %s" % (name, batch, r + 1, args.rounds,
+                                                  ", ".join(line) or "-"), flush=True)
+        for system in args.systems:
+            if system in row["failed"]:
+                print("%s b%d: %s FAILED: %s" % (name, batch, system, row["failed"][system]),
+                      flush=True)
+            elif row["rounds"][system]:
+                row["ms"][system] = float(np.median(row["rounds"][system]))
+        result["batches"][batch] = row
+    for system, runner in runners.items():
+        result["rss_mib"][system] = runner.close()
+    return result
+
+
+def ratio(row, other):
+    k, o = row["ms"].get("kiln"), row["ms"].get(other)
+    return k / o if k and o else None
+
+
+def report(results, args):
+    """Prints the tables; returns the geometric means {batch: {system: r}}."""
+    others = [s for s in ("ort", "eager", "compile") if s in args.systems]
+    fmt = lambda v, f: f % v if v is not None else "-"
+    print("\nper model: kilnc wall time (cold) and peak RSS (MiB) of each system's process")
+    print("%-13s %9s" % ("model", "kilnc s") + "".join("%12s" % s for s in args.systems))
+    for name, res in results.items():
+        print("%-13s %9s" % (name, fmt(res["kilnc_s"], "%.1f")) +
+              "".join("%12s" % fmt(res["rss_mib"].get(s), "%.0f") for s in args.systems))
+    print("\nmedian latency (ms) over %d rounds; kiln/X < 1: kiln faster; "
+          "rel L2: kiln vs eager" % args.rounds)
+    head = "%-13s %5s" % ("model", "batch") + "".join("%11s" % s for s in args.systems)
+    head += "".join("%14s" % ("kiln/" + o) for o in others) if "kiln" in args.systems else ""
+    print(head + "%10s" % "rel L2")
+    notes, geomean = [], {}
+    for batch in args.batches:
+        logs = {o: [] for o in others}
+        for name, res in results.items():
+            row = res["batches"][batch]
+            line = "%-13s %5d" % (name, batch)
+            for s in args.systems:
+                line += "%11s" % ("failed" if s in row["failed"] else fmt(row["ms"].get(s), "%.3f"))
+                if s in row["failed"]:
+                    notes.append("%s b%d %s failed: %s" % (name, batch, s, row["failed"][s]))
+            if "kiln" in args.systems:
+                for o in others:
+                    r = ratio(row, o)
+                    line += "%14s" % fmt(r, "%.2f")
+                    if r:
+                        logs[o].append(math.log(r))
+            err = row["rel_l2"]
+            line += "%10s" % fmt(err, "%.1e")
+            if err is not None and err > TOLERANCE:
+                line += " MISMATCH"
+            print(line)
+        if "kiln" in args.systems and others:
+            geomean[batch] = {o: math.exp(sum(v) / len(v)) if v else None
+                              for o, v in logs.items()}
+            print("%-13s %5d" % ("geomean", batch) + " " * 11 * len(args.systems) +
+                  "".join("%14s" % fmt(geomean[batch][o], "%.2f") for o in others))
+    for note in notes:
+        print(note)
+    return geomean
+
+
+def parse_args():
+    intro, method = __doc__.split("\n\n", 1)
+    p = argparse.ArgumentParser(description=intro, epilog=method,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    csv = lambda s: [v for v in s.split(",") if v]
+    p.add_argument("--models", type=csv, default=list(MODELS),
+                   help="comma-separated subset of %s" % ",".join(MODELS))
+    p.add_argument("--batches", type=lambda s: [int(b) for b in csv(s)], default=[1, 8],
+                   help="comma-separated batch sizes (default: 1,8)")
+    p.add_argument("--systems", type=csv, default=list(SYSTEMS),
+                   help="comma-separated subset of %s" % ",".join(SYSTEMS))
+    p.add_argument("--rounds", type=int, default=5, help="rounds per model and batch (default: 5)")
+    p.add_argument("--iters", type=int, default=None,
+                   help="timed runs per round (default: %s)" % ", ".join(
+                       "%s %d" % (n, m[2]) for n, m in MODELS.items()))
+    p.add_argument("--bin", default=os.environ.get("KILN_BIN", os.path.join(REPO, "build", "bin")),
+                   help="kilnc and kiln-run (default: $KILN_BIN, else build/bin)")
+    p.add_argument("--work", help="exports, artifacts, inputs and worker logs "
+                   "(default: a temporary folder, removed at the end); exports there are reused")
+    p.add_argument("--json", help="also write the results to this file")
+    args = p.parse_args()
+    for value, known, what in ((args.models, MODELS, "model"), (args.systems, SYSTEMS, "system")):
+        for v in value:
+            if v not in known:
+                p.error("unknown %s %s (known: %s)" % (what, v, ", ".join(known)))
+    args.systems = [s for s in SYSTEMS if s in args.systems]  # the order of the rounds
+    return args
+
+
+def main():
+    args = parse_args()
+    import torch
+    torch.set_num_threads(THREADS)
+    work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="kiln-bench-"))
+    os.makedirs(work, exist_ok=True)
+    start = time.time()
+    try:
+        results = {name: bench_model(name, args, work) for name in args.models}
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    print("\nbenchmark took %.0f s" % (time.time() - start))
+    geomean = report(results, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(config=dict(models=args.models, batches=args.batches,
+                                       systems=args.systems, rounds=args.rounds,
+                                       iters=args.iters, warmup=WARMUP, threads=THREADS,
+                                       bin=os.path.abspath(args.bin)),
+                           models=results, geomean=geomean), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        sys.exit(worker_main(*sys.argv[2:5]))
+    sys.exit(main())
