@@ -124,13 +124,16 @@ struct LowerKernels : kiln::impl::KilnLowerKernelsBase<LowerKernels> {
       return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
-    // Only into all-parallel consumers: fusing a producer (e.g. padding)
-    // into a reduction would redo its work at every reduction step.
+    // Only into all-parallel consumers that read each element of the
+    // producer once: fusing a producer (e.g. padding) into a reduction, a
+    // window gather (im2col) or a broadcast would redo its work for every
+    // read, and turns a plain copy into clamped index arithmetic.
     linalg::populateElementwiseOpsFusionPatterns(
         patterns, [](OpOperand *operand) {
           auto consumer = dyn_cast<linalg::LinalgOp>(operand->getOwner());
           return consumer &&
-                 consumer.getNumLoops() == consumer.getNumParallelLoops();
+                 consumer.getNumLoops() == consumer.getNumParallelLoops() &&
+                 consumer.getMatchingIndexingMap(operand).isPermutation();
         });
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     FrozenRewritePatternSet frozen(std::move(patterns));
