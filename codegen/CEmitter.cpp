@@ -345,6 +345,12 @@ void CEmitter::copyInit(Value init, Value result) {
              numElements(result));
 }
 
+void CEmitter::emitFillOp(linalg::FillOp fill) {
+  Value result = fill.getResult(0);
+  emitFill(cast<RankedTensorType>(result.getType()), numElements(result),
+           bufferFor(result), scalars.lookup(fill.getInputs()[0]));
+}
+
 void CEmitter::declareOperands(linalg::GenericOp op) {
   Value result = op.getResult(0), init = op.getDpsInits()[0];
   copyInit(init, result);
@@ -618,6 +624,30 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
   return success();
 }
 
+/// The input of an elementwise generic that its output can overwrite: one
+/// computed in this kernel for this generic alone, of the output's type and
+/// read at the element being written (e.g. a conv's result under its bias
+/// and activation). The generic must not read its own init.
+static Value inPlaceInput(Operation &op) {
+  auto generic = dyn_cast<linalg::GenericOp>(&op);
+  if (!generic || generic.getNumDpsInits() != 1 ||
+      generic.getNumLoops() != generic.getNumParallelLoops())
+    return {};
+  OpOperand *init = generic.getDpsInitOperand(0);
+  if (!generic.getMatchingBlockArgument(init).use_empty())
+    return {};
+  AffineMap outMap = generic.getMatchingIndexingMap(init);
+  for (OpOperand *input : generic.getDpsInputOperands()) {
+    Value value = input->get();
+    Operation *def = value.getDefiningOp();
+    if (def && isa<linalg::LinalgOp>(def) && value.hasOneUse() &&
+        value.getType() == generic.getResult(0).getType() &&
+        generic.getMatchingIndexingMap(input) == outMap)
+      return value;
+  }
+  return {};
+}
+
 LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
                                 ArrayRef<std::string> outputs) {
   Block &block = kernel.getBody().front();
@@ -638,6 +668,8 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
     if (init.hasOneUse() && def && isa<linalg::LinalgOp>(def) &&
         !buffers.count(init))
       buffers[init] = buffers[op.getResult(0)];
+    if (Value input = inPlaceInput(op))
+      buffers[input] = buffers[op.getResult(0)];
   }
   for (Operation &op : block.without_terminator()) {
     LogicalResult ok =
@@ -649,10 +681,8 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
               return success();
             })
             .Case<linalg::FillOp>([&](linalg::FillOp fill) {
-              Value result = fill.getResult(0);
-              emitFill(cast<RankedTensorType>(result.getType()),
-                       numElements(result), bufferFor(result),
-                       scalars.lookup(fill.getInputs()[0]));
+              if (!defersFill(fill))
+                emitFillOp(fill);
               return success();
             })
             .Case<linalg::GenericOp>([&](linalg::GenericOp g) -> LogicalResult {

@@ -72,6 +72,9 @@ protected:
                         const std::string &count) = 0;
   /// Loops of `op` around emitGenericBody().
   virtual mlir::LogicalResult emitGenericLoops(mlir::linalg::GenericOp op) = 0;
+  /// Whether `fill` is left to its user (which then calls emitFillOp() only
+  /// where it needs the filled memory).
+  virtual bool defersFill(mlir::linalg::FillOp fill) { return false; }
   /// Where declarations (buffers, scalars outside loops) go.
   virtual llvm::raw_ostream &decls() = 0;
   /// Where statements go.
@@ -104,6 +107,8 @@ protected:
   /// when the inputs' dims disagree where the kernel needs them equal (e.g.
   /// two operands of an add), else nullptr.
   mlir::LogicalResult emitDimsBody(const std::string &symbol);
+  /// The fill's emitFill().
+  void emitFillOp(mlir::linalg::FillOp fill);
   /// Declares the buffers the generic's body reads, before its loops.
   void declareOperands(mlir::linalg::GenericOp op);
   /// The generic's body at loop variables d0, d1, ...: operand reads, scalar

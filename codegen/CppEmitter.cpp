@@ -142,18 +142,26 @@ inline kiln_sgemm_fn kiln_dnnl_sgemm() {
   return fn;
 }
 
-// C[i] += A[i] * B[i] for every batch i (row-major; A is [k, m] when
-// transposed, B [n, k]); false, having written nothing, without a library.
+// C[i] = A[i] * B[i] (+ C[i] when accumulating) for every batch i
+// (row-major; A is [k, m] when transposed, B [n, k]); false, having written
+// nothing, without a library.
 inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                       const float *a, int64_t strideA, const float *b, int64_t strideB, float *c) {
+                       const float *a, int64_t strideA, const float *b, int64_t strideB, float *c,
+                       bool accumulate) {
   kiln_sgemm_fn gemm = kiln_dnnl_sgemm();
   if (!gemm)
     return false;
-  if (m == 0 || n == 0 || k == 0)
+  if (m == 0 || n == 0)
     return true;
+  if (k == 0) {
+    if (!accumulate)
+      std::memset(c, 0, sizeof(float) * batch * m * n);
+    return true;
+  }
   for (int64_t i = 0; i < batch; ++i)
     if (gemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, 1.0f, a + i * strideA,
-             transA ? m : k, b + i * strideB, transB ? k : n, 1.0f, c + i * m * n, n) != 0) {
+             transA ? m : k, b + i * strideB, transB ? k : n, accumulate ? 1.0f : 0.0f,
+             c + i * m * n, n) != 0) {
       if (i == 0)
         return false; // rejected before writing anything
       std::abort();
@@ -195,18 +203,48 @@ private:
                         from, typeName(type.getElementType()), count);
   }
   LogicalResult emitGenericLoops(linalg::GenericOp op) override;
+  bool defersFill(linalg::FillOp fill) override;
   bool emitGemmCall(linalg::GenericOp op);
 
   raw_ostream &os;
 };
 
+/// The f32 GEMM (Gemm.h) `op` is, if any.
+static std::optional<GemmMatch> libraryGemm(linalg::GenericOp op) {
+  std::optional<GemmMatch> g = matchGemm(op);
+  if (!g || !g->element.isF32())
+    return std::nullopt;
+  return g;
+}
+
+/// A zero fill that only initialises a library GEMM: the GEMM overwrites
+/// instead of accumulating, and only its fallback loops need the fill.
+static linalg::FillOp zeroFillOfGemm(linalg::GenericOp op) {
+  auto fill = op.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+  if (!fill || !fill.getResult(0).hasOneUse() || !libraryGemm(op))
+    return {};
+  auto zero = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+  auto value = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
+  if (!value || !value.getValue().isZero())
+    return {};
+  return fill;
+}
+
+bool CppEmitter::defersFill(linalg::FillOp fill) {
+  if (!fill.getResult(0).hasOneUse())
+    return false;
+  auto user = dyn_cast<linalg::GenericOp>(*fill->getUsers().begin());
+  return user && zeroFillOfGemm(user) == fill;
+}
+
 /// `if (!kiln_sgemm(...)) {` in front of the loops of an f32 GEMM (Gemm.h):
 /// the loops run only without oneDNN, or when a dynamic dim of an operand is
 /// not the loop's size (a dim of 1 broadcasting). True when emitted.
 bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
-  std::optional<GemmMatch> g = matchGemm(op);
-  if (!g || !g->element.isF32())
+  std::optional<GemmMatch> g = libraryGemm(op);
+  if (!g)
     return false;
+  linalg::FillOp fill = zeroFillOfGemm(op);
   auto size = [&](ArrayRef<unsigned> dims) {
     std::string product = "int64_t(1)";
     for (unsigned d : dims)
@@ -232,11 +270,13 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
   std::string strideB = g->batchedB ? k + " * " + n : "0";
   os << llvm::formatv("  if (!({0}kiln_sgemm({1}, {2}, {3}, {4}, {5}, {6}, "
                       "{7}, {8}, {9}, {10}, "
-                      "{11}))) {{\n",
+                      "{11}, {12}))) {{\n",
                       check, size(g->batch), g->transA, g->transB, m, n, k,
                       bufferFor(op.getDpsInputs()[g->a]), strideA,
                       bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
-                      bufferFor(op.getResult(0)));
+                      bufferFor(op.getResult(0)), !fill);
+  if (fill)
+    emitFillOp(fill);
   return true;
 }
 

@@ -4,7 +4,12 @@
 //  - Each compute op (any kiln op but constant, copy, reshape, kernel) starts
 //    a group. Reshapes stay outside kernels: they are views in the plan.
 //  - An elementwise op joins the groups of its elementwise producers, one by
-//    one, when that is legal. A group becomes one kernel placed right after
+//    one, when that is legal; also the group of a conv, matmul or gemm
+//    producer (an anchor) whose result has the op's type, as its epilogue
+//    (bias, activation, residual add), at most one anchor per group. The
+//    backends then write the anchor's result and run the epilogue in place,
+//    with no kernel boundary or temporary in between. A group becomes one
+//    kernel placed right after
 //    its last member, so joining is legal only if no member's result has a
 //    user outside the joined group that comes before the joining op. By
 //    induction every external user of a group comes after the group's last
@@ -36,6 +41,9 @@ bool isComputeOp(Operation *op) {
          !isa<ConstantOp, CopyOp, KernelOp, YieldOp, ReshapeOp>(op);
 }
 
+/// Ops whose elementwise consumers may join their kernel as an epilogue.
+bool isAnchor(Operation *op) { return isa<ConvOp, MatMulOp, GemmOp>(op); }
+
 bool isSplatConstant(Value v) {
   auto constant = v.getDefiningOp<ConstantOp>();
   if (!constant)
@@ -50,6 +58,10 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
   llvm::EquivalenceClasses<Operation *> classes;
 
   bool has(Operation *op) { return classes.findValue(op) != classes.end(); }
+
+  unsigned anchors(Operation *leader) {
+    return llvm::count_if(members(leader), isAnchor);
+  }
 
   SmallVector<Operation *> members(Operation *leader) {
     return SmallVector<Operation *>(
@@ -76,7 +88,6 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
 
   void buildKernel(ArrayRef<Operation *> group) {
     SmallPtrSet<Operation *, 8> inGroup(group.begin(), group.end());
-    bool elementwise = isElementwise(group.front());
     llvm::SetVector<Value> inputs;
     SmallVector<Value> outputs;
     SmallVector<Operation *> clonedConstants;
@@ -85,7 +96,7 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
         Operation *def = operand.getDefiningOp();
         if (def && inGroup.contains(def))
           continue;
-        if (elementwise && isSplatConstant(operand)) {
+        if (isElementwise(op) && isSplatConstant(operand)) {
           if (!llvm::is_contained(clonedConstants, def))
             clonedConstants.push_back(def);
           continue;
@@ -146,10 +157,15 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
         continue;
       for (Value operand : op.getOperands()) {
         Operation *producer = operand.getDefiningOp();
-        if (!producer || !has(producer) || !isElementwise(producer) ||
-            classes.isEquivalent(producer, &op))
+        if (!producer || !has(producer) || classes.isEquivalent(producer, &op))
+          continue;
+        bool epilogue = isAnchor(producer) &&
+                        operand.getType() == op.getResult(0).getType();
+        if (!isElementwise(producer) && !epilogue)
           continue;
         Operation *leader = classes.getLeaderValue(producer);
+        if (anchors(leader) + anchors(classes.getLeaderValue(&op)) > 1)
+          continue;
         if (canJoin(&op, leader))
           classes.unionSets(&op, leader);
       }

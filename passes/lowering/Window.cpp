@@ -117,39 +117,51 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
     wExprs.push_back(d(3 + i));
     outExprs.push_back(d(3 + r + i));
   }
-  Value init;
-  if (operands.size() == 3) {
-    int64_t rank = outType.getRank();
+  // The bias starts the sums of a direct conv. A GEMM starts from zeros (the
+  // library overwrites them) and the bias is added after it, where the
+  // epilogue (an activation) fuses with it.
+  int64_t rank = outType.getRank();
+  auto addBias = [&](Value sums) -> Value {
     Value empty = lowering::emptyResult(b, op, operands);
-    init = b.create<linalg::GenericOp>(
-                loc, TypeRange{outType}, ValueRange{operands[2]},
-                ValueRange{empty},
-                SmallVector<AffineMap>{AffineMap::get(rank, 0, {d(1)}, ctx),
-                                       b.getMultiDimIdentityMap(rank)},
-                SmallVector<Iter>(rank, Iter::parallel),
-                [](OpBuilder &nb, Location l, ValueRange a) {
-                  nb.create<linalg::YieldOp>(l, a[0]);
-                })
-               .getResult(0);
-  } else {
-    init = lowering::fill(b, loc, lowering::emptyResult(b, op, operands), 0);
-  }
+    bool init = !sums;
+    SmallVector<Value> ins = {operands[2]};
+    SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, {d(1)}, ctx)};
+    if (!init) {
+      ins.push_back(sums);
+      maps.push_back(b.getMultiDimIdentityMap(rank));
+    }
+    maps.push_back(b.getMultiDimIdentityMap(rank));
+    return b
+        .create<linalg::GenericOp>(
+            loc, TypeRange{outType}, ins, ValueRange{empty}, maps,
+            SmallVector<Iter>(rank, Iter::parallel),
+            [&](OpBuilder &nb, Location l, ValueRange a) {
+              Value v = init ? a[0] : nb.create<arith::AddFOp>(l, a[1], a[0]);
+              nb.create<linalg::YieldOp>(l, v);
+            })
+        .getResult(0);
+  };
+  bool biasAfter = gemm && operands.size() == 3;
+  Value init =
+      operands.size() == 3 && !biasAfter
+          ? addBias(Value())
+          : lowering::fill(b, loc, lowering::emptyResult(b, op, operands), 0);
   SmallVector<Iter> iterators(numDims, Iter::parallel);
   for (int64_t i = 2; i < 3 + r; ++i)
     iterators[i] = Iter::reduction;
   SmallVector<AffineMap> maps = {AffineMap::get(numDims, 0, inExprs, ctx),
                                  AffineMap::get(numDims, 0, wExprs, ctx),
                                  AffineMap::get(numDims, 0, outExprs, ctx)};
-  return b
-      .create<linalg::GenericOp>(
-          loc, TypeRange{outType}, ValueRange{input, operands[1]},
-          ValueRange{init}, maps, iterators,
-          [](OpBuilder &nb, Location l, ValueRange a) {
-            Value prod = nb.create<arith::MulFOp>(l, a[0], a[1]);
-            nb.create<linalg::YieldOp>(
-                l, Value(nb.create<arith::AddFOp>(l, a[2], prod)));
-          })
-      .getResult(0);
+  Value sums = b.create<linalg::GenericOp>(
+                    loc, TypeRange{outType}, ValueRange{input, operands[1]},
+                    ValueRange{init}, maps, iterators,
+                    [](OpBuilder &nb, Location l, ValueRange a) {
+                      Value prod = nb.create<arith::MulFOp>(l, a[0], a[1]);
+                      nb.create<linalg::YieldOp>(
+                          l, Value(nb.create<arith::AddFOp>(l, a[2], prod)));
+                    })
+                   .getResult(0);
+  return biasAfter ? addBias(sums) : sums;
 }
 
 // Reduces every window of `in` (padded with `padValue`) with `combine`,

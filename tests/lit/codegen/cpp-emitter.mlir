@@ -9,10 +9,15 @@
 #odim = affine_map<(n, m, c, kh, kw, oh, ow) -> (n, m, oh, ow)>
 
 // A conv after im2col: the weights (input 1) are A, shared by both images
-// (stride 0); the patches are B, one [c*kh*kw, oh*ow] matrix per image.
+// (stride 0); the patches are B, one [c*kh*kw, oh*ow] matrix per image. The
+// zero fill only starts the sums: the library overwrites instead (its last
+// argument, accumulate, is false) and only the fallback loops fill.
 // CHECK-LABEL: // kiln kernel kiln_k0
+// CHECK-NOT:  out0[i] = v0;
 // CHECK:      const int64_t [[M:m[0-9]+]] = int64_t(1) * 8, [[N:n[0-9]+]] = int64_t(1) * 4 * 4, [[K:k[0-9]+]] = int64_t(1) * 3 * 2 * 2;
-// CHECK-NEXT: if (!(kiln_sgemm(int64_t(1) * 2, false, false, [[M]], [[N]], [[K]], in1, 0, in0, [[K]] * [[N]], out0))) {
+// CHECK-NEXT: if (!(kiln_sgemm(int64_t(1) * 2, false, false, [[M]], [[N]], [[K]], in1, 0, in0, [[K]] * [[N]], out0, false))) {
+// CHECK-NEXT:   for (int64_t i = 0; i < 256; ++i)
+// CHECK-NEXT:     out0[i] = v0;
 // CHECK:      #pragma omp parallel for collapse(2) schedule(static) if (int64_t(1) * 2 * 8 * 3 * 2 * 2 * 4 * 4 >= 32768)
 // CHECK-NEXT: for (int64_t d0 = 0; d0 < 2; ++d0)
 // CHECK:      }
@@ -37,10 +42,10 @@ func.func @conv(%col: tensor<2x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<8x3
 
 // A batched matmul with a dynamic batch whose B is shared folds the batch
 // into M. The GEMM runs only when A's dynamic dim is the loop's (a dim of
-// 1 broadcasting runs the loops).
+// 1 broadcasting runs the loops). It accumulates onto its init, an input.
 // CHECK-LABEL: // kiln kernel kiln_k1
 // CHECK:      const int64_t [[M:m[0-9]+]] = int64_t(1) * dims[5] * 3, [[N:n[0-9]+]] = int64_t(1) * 5, [[K:k[0-9]+]] = int64_t(1) * 4;
-// CHECK-NEXT: if (!(dims[0] == dims[5] && kiln_sgemm(int64_t(1), false, true, [[M]], [[N]], [[K]], in0, 0, in1, 0, out0))) {
+// CHECK-NEXT: if (!(dims[0] == dims[5] && kiln_sgemm(int64_t(1), false, true, [[M]], [[N]], [[K]], in0, 0, in1, 0, out0, true))) {
 func.func @matmul(%a: tensor<?x3x4xf32, #kiln.device<cpu>>, %b: tensor<5x4xf32, #kiln.device<cpu>>, %c: tensor<?x3x5xf32, #kiln.device<cpu>>) -> tensor<?x3x5xf32, #kiln.device<cpu>> {
   %0 = kiln.kernel(%a, %b, %c : tensor<?x3x4xf32, #kiln.device<cpu>>, tensor<5x4xf32, #kiln.device<cpu>>, tensor<?x3x5xf32, #kiln.device<cpu>>) -> (tensor<?x3x5xf32, #kiln.device<cpu>>) {
   ^bb0(%a0: tensor<?x3x4xf32>, %a1: tensor<5x4xf32>, %a2: tensor<?x3x5xf32>):

@@ -3,19 +3,18 @@
 !t = tensor<8x4xf32, #kiln.device<cpu>>
 !s = tensor<f32, #kiln.device<cpu>>
 
-// An elementwise chain after a contraction: the gemm gets a kernel of its
-// own, the chain one kernel, and the splat constant is cloned into it.
+// An elementwise chain after a contraction of its shape is the gemm's
+// epilogue: one kernel, with the splat constant cloned into it.
 // CHECK-LABEL: func.func @chain
-// CHECK: %[[G:.+]] = kiln.kernel(%arg0, %{{.+}} : {{.*}}) -> (tensor<8x4xf32, #kiln.device<cpu>>) {
-// CHECK:   kiln.gemm
-// CHECK:   kiln.yield
-// CHECK: %[[E:.+]] = kiln.kernel(%[[G]] : tensor<8x4xf32, #kiln.device<cpu>>) -> (tensor<8x4xf32, #kiln.device<cpu>>) {
+// CHECK: %[[G:.+]] = kiln.kernel(%arg0, %arg1 : {{.*}}) -> (tensor<8x4xf32, #kiln.device<cpu>>) {
 // CHECK:   kiln.constant dense<2.000000e+00>
+// CHECK:   kiln.gemm
 // CHECK:   kiln.relu
 // CHECK:   kiln.div
 // CHECK:   kiln.erf
 // CHECK:   kiln.yield
-// CHECK: return %[[E]]
+// CHECK-NOT: kiln.kernel
+// CHECK: return %[[G]]
 func.func @chain(%x: !t, %w: tensor<4x4xf32, #kiln.device<cpu>>) -> !t {
   %two = kiln.constant dense<2.0> : tensor<f32> : !s
   %g = kiln.gemm %x, %w : !t, tensor<4x4xf32, #kiln.device<cpu>> -> !t
@@ -66,16 +65,16 @@ func.func @escaping(%x: !t) -> !t {
 !t = tensor<4x4xf32, #kiln.device<cpu>>
 
 // relu's result feeds a matmul that the add also needs: fusing the add into
-// relu's kernel would make the two kernels depend on each other, so it gets
-// a kernel of its own.
+// relu's kernel would make the two kernels depend on each other, so it joins
+// the matmul's kernel as its epilogue instead.
 // CHECK-LABEL: func.func @no_cycle
 // CHECK: %[[R:.+]] = kiln.kernel(%arg0
 // CHECK:   kiln.relu
 // CHECK: %[[M:.+]] = kiln.kernel(%[[R]], %arg1
 // CHECK:   kiln.matmul
-// CHECK: %[[A:.+]] = kiln.kernel(%[[R]], %[[M]]
 // CHECK:   kiln.add
-// CHECK: return %[[A]]
+// CHECK-NOT: kiln.kernel
+// CHECK: return %[[M]]
 func.func @no_cycle(%x: !t, %w: !t) -> !t {
   %r = kiln.relu %x : !t -> !t
   %m = kiln.matmul %r, %w : !t, !t -> !t
@@ -100,4 +99,37 @@ func.func @reshape_view(%x: !t) -> !f {
   %v = kiln.reshape %r {shape = array<i64: -1>} : !t -> !f
   %n = kiln.neg %v : !f -> !f
   return %n : !f
+}
+
+// -----
+
+!t = tensor<4x4xf32, #kiln.device<cpu>>
+!v = tensor<4xf32, #kiln.device<cpu>>
+
+// At most one anchor per kernel: an add of two matmuls joins the first one's
+// kernel only (placed after its last member, the mul). The mul joins
+// through the add, but not the dot product's kernel: its result does not
+// have the dot product's shape.
+// CHECK-LABEL: func.func @anchors
+// CHECK: %[[B:.+]] = kiln.kernel(%arg1, %arg0 :
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.matmul
+// CHECK-NEXT:   kiln.yield
+// CHECK: %[[V:.+]] = kiln.kernel(%arg2 :
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.matmul
+// CHECK-NEXT:   kiln.yield
+// CHECK: kiln.kernel(%arg0, %arg1, %[[B]], %[[V]] :
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.matmul
+// CHECK-NEXT:   kiln.add
+// CHECK-NEXT:   kiln.mul
+// CHECK-NEXT:   kiln.yield
+func.func @anchors(%x: !t, %w: !t, %u: !v) -> !t {
+  %a = kiln.matmul %x, %w : !t, !t -> !t
+  %b = kiln.matmul %w, %x : !t, !t -> !t
+  %s = kiln.add %a, %b : !t, !t -> !t
+  %v = kiln.matmul %u, %u : !v, !v -> tensor<f32, #kiln.device<cpu>>
+  %m = kiln.mul %v, %s : tensor<f32, #kiln.device<cpu>>, !t -> !t
+  return %m : !t
 }

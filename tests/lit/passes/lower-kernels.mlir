@@ -94,6 +94,38 @@ func.func @conv(%x: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x2x3x3xf
 
 // -----
 
+// An f32 conv without groups: padding, then im2col (a gather into
+// [n, c, kh, kw, oh, ow], no clamps: the padding is not fused into it, as it
+// would be recomputed for every window), then a GEMM-shaped generic from a
+// zero fill, then the bias, which fuses with the relu epilogue.
+// CHECK-DAG: #[[WIN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4 * 2 + d2, d5 * 2 + d3)>
+// CHECK-DAG: #[[COL:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d2, d3, d4, d5, d6)>
+// CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>
+// CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>
+// CHECK-DAG: #[[CH:.+]] = affine_map<(d0, d1, d2, d3) -> (d1)>
+// CHECK-LABEL: func.func @conv_gemm
+// CHECK: %[[PAD:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<2x3x8x8xf32>)
+// CHECK: %[[PATCHES:.+]] = linalg.generic {indexing_maps = [#[[WIN]], #{{.+}}], {{.*}} ins(%[[PAD]] : tensor<2x3x8x8xf32>) outs(%{{.+}} : tensor<2x3x3x3x3x3xf32>)
+// CHECK-NOT: arith.select
+// CHECK: %[[ZERO:.+]] = linalg.fill
+// CHECK: %[[SUMS:.+]] = linalg.generic {indexing_maps = [#[[COL]], #[[W]], #[[OUT]]], {{.*}} ins(%[[PATCHES]], %{{.+}} : tensor<2x3x3x3x3x3xf32>, tensor<4x3x3x3xf32>) outs(%[[ZERO]] : tensor<2x4x3x3xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[CH]], #{{.+}}, #{{.+}}], {{.*}} ins(%{{.+}}, %[[SUMS]] : tensor<4xf32>, tensor<2x4x3x3xf32>)
+// CHECK:   arith.addf
+// CHECK:   arith.maximumf
+// CHECK-NOT: linalg.generic
+// CHECK: kiln.yield
+func.func @conv_gemm(%x: tensor<2x3x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x3x3x3xf32, #kiln.device<cpu>>, %b: tensor<4xf32, #kiln.device<cpu>>) -> tensor<2x4x3x3xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %w, %b : tensor<2x3x6x6xf32, #kiln.device<cpu>>, tensor<4x3x3x3xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>>) -> (tensor<2x4x3x3xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<2x3x6x6xf32, #kiln.device<cpu>>, %c: tensor<4x3x3x3xf32, #kiln.device<cpu>>, %d: tensor<4xf32, #kiln.device<cpu>>):
+    %y = kiln.conv %a, %c, %d {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1} : tensor<2x3x6x6xf32, #kiln.device<cpu>>, tensor<4x3x3x3xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>> -> tensor<2x4x3x3xf32, #kiln.device<cpu>>
+    %r = kiln.relu %y : tensor<2x4x3x3xf32, #kiln.device<cpu>> -> tensor<2x4x3x3xf32, #kiln.device<cpu>>
+    kiln.yield %r : tensor<2x4x3x3xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<2x4x3x3xf32, #kiln.device<cpu>>
+}
+
+// -----
+
 // max_pool: -inf padding (including the extra end row a ceil_mode window
 // needs), an unread window-shaped operand for the kernel dims, max into a
 // -inf init.
