@@ -9,12 +9,11 @@
 //    (bias, activation, residual add), at most one anchor per group. The
 //    backends then write the anchor's result and run the epilogue in place,
 //    with no kernel boundary or temporary in between. A group becomes one
-//    kernel placed right after
-//    its last member, so joining is legal only if no member's result has a
-//    user outside the joined group that comes before the joining op. By
-//    induction every external user of a group comes after the group's last
-//    member, and every external producer before it: dominance holds and no
-//    two kernels depend on each other in a cycle.
+//    kernel placed right after its last member, so joining is legal only if
+//    no member's result has a user outside the joined group that comes
+//    before the joining op. By induction every external user of a group
+//    comes after the group's last member, and every external producer before
+//    it: dominance holds and no two kernels depend on each other in a cycle.
 //  - Each group becomes a kiln.kernel whose inputs are the values it uses
 //    from outside (splat constants are cloned in instead) and whose results
 //    are the members' values used outside.
