@@ -32,7 +32,9 @@ Method, per model:
      eager's (relative L2); above 1e-4 the row is flagged, nothing aborts.
   5. Then R rounds; each round runs every system in turn (kiln, ort, eager,
      compile, then again), each doing 3 warm-up runs and K timed runs, so
-     drift of a shared, noisy machine spreads over all systems. A round's
+     drift of a shared, noisy machine spreads over all systems; a pause of
+     a second before each turn lets the idle workers' spinning threads go
+     to sleep, so no system shares the cores with another's. A round's
      latency is the median of its K runs (kiln: the median kiln-run --bench K
      prints); the reported latency is the median of the R round medians. The
      first call per batch (where torch.compile compiles) is printed apart.
@@ -72,6 +74,8 @@ sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 sys.path.insert(0, os.path.join(REPO, "examples"))
 
 SYSTEMS = ("kiln", "ort", "eager", "compile")
+# Seconds between two systems' turns (see the round loop).
+PAUSE = 1.0
 # name -> ONNX opset, input name, default timed runs per round
 MODELS = {
     "resnet18": (17, "x", 10),
@@ -396,6 +400,10 @@ def bench_model(name, args, work):
             for system in args.systems:
                 if system in row["failed"]:
                     continue
+                # The idle workers' thread pools spin for a while after a
+                # run (OpenMP, onnxruntime): let them settle first, or the
+                # next system shares the cores with them.
+                time.sleep(PAUSE)
                 try:
                     ms = runners[system].round(iters)
                 except Failed as e:
