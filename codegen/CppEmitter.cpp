@@ -31,8 +31,8 @@ constexpr const char *kPrelude = R"(#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <algorithm>
 #include <map>
-#include <memory>
 #include <new>
 
 namespace {
@@ -217,11 +217,12 @@ static std::optional<GemmMatch> libraryGemm(linalg::GenericOp op) {
   return g;
 }
 
-/// A zero fill that only initialises a library GEMM: the GEMM overwrites
-/// instead of accumulating, and only its fallback loops need the fill.
-static linalg::FillOp zeroFillOfGemm(linalg::GenericOp op) {
+/// The zero fill that only initialises `op`. When `op` is a library GEMM,
+/// the GEMM overwrites instead of accumulating, and only its fallback loops
+/// need the fill.
+static linalg::FillOp zeroFillOf(linalg::GenericOp op) {
   auto fill = op.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
-  if (!fill || !fill.getResult(0).hasOneUse() || !libraryGemm(op))
+  if (!fill || !fill.getResult(0).hasOneUse())
     return {};
   auto zero = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
   auto value = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
@@ -234,7 +235,7 @@ bool CppEmitter::defersFill(linalg::FillOp fill) {
   if (!fill.getResult(0).hasOneUse())
     return false;
   auto user = dyn_cast<linalg::GenericOp>(*fill->getUsers().begin());
-  return user && zeroFillOfGemm(user) == fill;
+  return user && zeroFillOf(user) == fill && libraryGemm(user);
 }
 
 /// `if (!kiln_sgemm(...)) {` in front of the loops of an f32 GEMM (Gemm.h):
@@ -244,7 +245,7 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
   std::optional<GemmMatch> g = libraryGemm(op);
   if (!g)
     return false;
-  linalg::FillOp fill = zeroFillOfGemm(op);
+  linalg::FillOp fill = zeroFillOf(op);
   auto size = [&](ArrayRef<unsigned> dims) {
     std::string product = "int64_t(1)";
     for (unsigned d : dims)

@@ -155,7 +155,6 @@ void Module::Impl::prepare(const artifact::Parsed &parsed) {
     for (size_t id = 0; id < plan.values.size(); ++id)
       if (plan.values[id].kind == ValueKind::Temp && last[id] != SIZE_MAX)
         releaseAfter[last[id]].push_back(id);
-    releasesEarly = true;
   }
   if (runsInline)
     return;

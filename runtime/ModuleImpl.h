@@ -67,8 +67,8 @@ struct Module::Impl {
   bool runsInline = true;
   /// Inline runs in host memory: per step, the temps (roots) no later step
   /// reads, released right after it so later steps reuse their memory.
+  /// Empty otherwise: every temp is allocated before the run.
   std::vector<std::vector<size_t>> releaseAfter;
-  bool releasesEarly = false;
   /// Per step (stream plans): its stream and the values it waits for.
   struct Scheduled {
     device::Stream *stream = nullptr;

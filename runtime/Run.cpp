@@ -279,14 +279,16 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
       buffers[id] = buffers[v.aliasOf];
     } else if (v.kind == ValueKind::Constant) {
       buffers[id] = const_cast<void *>(m.constants[id]);
-    } else if (v.kind == ValueKind::Temp && !buffers[id] && !m.releasesEarly) {
+    } else if (v.kind == ValueKind::Temp && !buffers[id] &&
+               m.releaseAfter.empty()) {
       storage.emplace_back(m.deviceOf(id), shapes.nbytes[id]);
       buffers[id] = storage.back().data();
     }
   }
-  if (m.releasesEarly) {
-    // Temps are allocated when first touched and go back to the device's
-    // cache after their last step, for the steps after it to reuse.
+  if (m.runsInline) {
+    // With releaseAfter (host memory), temps are allocated when first
+    // touched and go back to the device's cache after their last step, for
+    // the steps after it to reuse.
     std::vector<device::Buffer> temps(p.values.size());
     std::vector<void *> args;
     for (size_t i = 0; i < p.steps.size(); ++i) {
@@ -299,15 +301,12 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
         buffers[id] = buffers[root];
       }
       m.execute(i, buffers, shapes, args, streams, scratch, profiler);
-      for (size_t root : m.releaseAfter[i])
-        temps[root].reset();
+      if (!m.releaseAfter.empty())
+        for (size_t root : m.releaseAfter[i])
+          temps[root].reset();
     }
     for (size_t id : p.outputValues) // views of temps no step reads
       buffers[id] = buffers[p.values[id].root];
-  } else if (m.runsInline) {
-    std::vector<void *> args;
-    for (size_t i = 0; i < p.steps.size(); ++i)
-      m.execute(i, buffers, shapes, args, streams, scratch, profiler);
   } else {
     streams.synchronize("staging the inputs");
     m.runOnStreams(buffers, shapes, profiler);

@@ -72,6 +72,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 sys.path.insert(0, os.path.join(REPO, "examples"))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+
+import kiln_testing as kt  # noqa: E402 (rel_l2)
 
 SYSTEMS = ("kiln", "ort", "eager", "compile")
 # Seconds between two systems' turns (see the round loop).
@@ -332,13 +335,6 @@ class Kiln:
 
 # ---------------------------------------------------------------- main side
 
-def rel_l2(a, ref):
-    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
-    if a.shape != ref.shape:
-        return float("inf")
-    return float(np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-30))
-
-
 def compile_kiln(bin_dir, onnx_path, artifact):
     """kilnc, cold; returns (seconds, failure reason or None)."""
     env = dict(os.environ, KILN_CACHE_DIR="none")
@@ -389,7 +385,8 @@ def bench_model(name, args, work):
         if "kiln" in runners and "kiln" not in row["failed"]:
             try:
                 out = runners["kiln"].output(os.path.join(work, "%s.b%d.out" % (name, batch)))
-                row["rel_l2"] = rel_l2(out, ref)
+                row["rel_l2"] = (kt.rel_l2(out, ref) if out.shape == np.shape(ref)
+                                 else float("inf"))
                 print("%s b%d: kiln vs eager rel L2 %.2e%s" % (
                     name, batch, row["rel_l2"],
                     "  MISMATCH" if row["rel_l2"] > TOLERANCE else ""), flush=True)
