@@ -441,23 +441,24 @@ OwningOpRef<ModuleOp> kiln::importOnnxModel(MLIRContext &context,
   return Importer(context, source, options).run(model);
 }
 
+LogicalResult kiln::readOnnxFile(MLIRContext &context, const std::string &path,
+                                 onnx::ModelProto &model) {
+  Location loc = FileLineColLoc::get(&context, path, 0, 0);
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return emitError(loc) << "cannot open ONNX model file";
+  if (!model.ParseFromIstream(&in))
+    return emitError(loc) << "not a valid ONNX model (protobuf parse failed)";
+  if (!model.has_graph())
+    return emitError(loc) << "ONNX model has no graph";
+  return success();
+}
+
 OwningOpRef<ModuleOp> kiln::importOnnxFile(MLIRContext &context,
                                            const std::string &path,
                                            const ImportOptions &options) {
-  Location loc = FileLineColLoc::get(&context, path, 0, 0);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    emitError(loc) << "cannot open ONNX model file";
-    return nullptr;
-  }
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in)) {
-    emitError(loc) << "not a valid ONNX model (protobuf parse failed)";
+  if (failed(readOnnxFile(context, path, model)))
     return nullptr;
-  }
-  if (!model.has_graph()) {
-    emitError(loc) << "ONNX model has no graph";
-    return nullptr;
-  }
   return importOnnxModel(context, model, path, options);
 }

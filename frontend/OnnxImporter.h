@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ class ModelProto;
 }
 
 namespace kiln {
+
+class Tensor;
 
 struct ImportOptions {
   std::string device = "cpu";
@@ -42,6 +45,21 @@ importOnnxFile(mlir::MLIRContext &context, const std::string &path,
 mlir::OwningOpRef<mlir::ModuleOp>
 importOnnxModel(mlir::MLIRContext &context, const onnx::ModelProto &model,
                 const std::string &source, const ImportOptions &options = {});
+
+/// Reads and parses `path` into `model` without importing it.
+mlir::LogicalResult readOnnxFile(mlir::MLIRContext &context,
+                                 const std::string &path,
+                                 onnx::ModelProto &model);
+
+/// Binds `weights` (kilnc --weights: names already remapped) to `model`
+/// before import: a name that is an initializer replaces its data, one that
+/// is a graph input without an initializer supplies it as a constant. Shapes
+/// must match (an input's symbolic dims take any size); f16 and f64 weights
+/// convert to f32 tensors, other dtypes must match. Every name that fits
+/// nothing and every mismatch is reported at `loc`, in one error.
+mlir::LogicalResult applyWeights(onnx::ModelProto &model,
+                                 const std::map<std::string, Tensor> &weights,
+                                 mlir::Location loc);
 
 } // namespace kiln
 

@@ -184,9 +184,21 @@ Module Module::load(const std::string &path) {
 }
 
 Module Module::load(const std::string &path, const LoadOptions &options) {
+  return load(readFile(path), path, options);
+}
+
+Module Module::fromBytes(const void *data, size_t size,
+                         const LoadOptions &options, const std::string &name) {
+  return load(Tensor::fromBytes(DType::U8, {static_cast<int64_t>(size)}, data,
+                                size),
+              name, options);
+}
+
+Module Module::load(Tensor file, const std::string &path,
+                    const LoadOptions &options) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  impl->file = readFile(path);
+  impl->file = std::move(file);
   const char *data = static_cast<const char *>(impl->file.raw());
   artifact::Parsed parsed = artifact::read(data, impl->file.nbytes(), path);
   try {

@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/FileRead.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "kiln's tensor I/O assumes a little-endian host"
 #endif
@@ -50,26 +52,6 @@ std::string systemError(int err) {
   return text;
 }
 
-std::vector<uint8_t> readWholeFile(const std::string &path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    fail(path, "is a directory, not a tensor file");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(path, "cannot open file: " +
-                   (errno ? systemError(errno) : std::string("unknown error")));
-  std::vector<uint8_t> bytes;
-  uintmax_t size = std::filesystem::file_size(path, ec);
-  if (!ec && size < (uintmax_t(1) << 40))
-    bytes.reserve(static_cast<size_t>(size));
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0)
-    bytes.insert(bytes.end(), buffer, buffer + in.gcount());
-  if (in.bad())
-    fail(path, "read error");
-  return bytes;
-}
 
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string text = "[";
@@ -902,6 +884,27 @@ Tensor readTensorFile(const std::string &path) {
                           : "unknown file extension '" + extension + "'") +
            "; accepted tensor files: .npy (numpy), .pb (onnx "
            "TensorProto)");
+}
+
+std::vector<uint8_t> readWholeFile(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail(path, "is a directory, not a tensor file");
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail(path, "cannot open file: " +
+                   (errno ? systemError(errno) : std::string("unknown error")));
+  std::vector<uint8_t> bytes;
+  uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size < (uintmax_t(1) << 40))
+    bytes.reserve(static_cast<size_t>(size));
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0)
+    bytes.insert(bytes.end(), buffer, buffer + in.gcount());
+  if (in.bad())
+    fail(path, "read error");
+  return bytes;
 }
 
 } // namespace kiln

@@ -132,6 +132,22 @@ static cl::opt<std::string> keepTemps("keep-temps",
                                                "in this folder"),
                                       cl::value_desc("dir"), cl::cat(category));
 
+static cl::opt<std::string> weights(
+    "weights",
+    cl::desc("a safetensors file whose tensors replace the initializers of "
+             "the same name, or supply graph inputs as constants"),
+    cl::value_desc("file.safetensors"), cl::cat(category));
+static cl::opt<std::string> stripPrefix(
+    "strip-prefix",
+    cl::desc("remove this prefix from --weights keys that have it (e.g. "
+             "'module.' from torch.nn.DataParallel checkpoints)"),
+    cl::value_desc("prefix"), cl::cat(category));
+static cl::list<std::string>
+    renames("rename",
+            cl::desc("rename a --weights key (after --strip-prefix); "
+                     "repeatable"),
+            cl::value_desc("OLD=NEW"), cl::cat(category));
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
@@ -162,6 +178,22 @@ int main(int argc, char **argv) {
   }
   kiln::CompileOptions options;
   options.input = input;
+  if ((!stripPrefix.empty() || !renames.empty()) && weights.empty()) {
+    errs() << "kilnc: error: --strip-prefix and --rename apply to --weights, "
+              "which is not given\n";
+    return 1;
+  }
+  options.weights = weights;
+  options.weightOptions.strip_prefix = stripPrefix;
+  for (const std::string &rename : renames) {
+    auto [from, to] = StringRef(rename).split('=');
+    if (from.empty() || to.empty()) {
+      errs() << "kilnc: error: --rename=" << rename
+             << " is not OLD=NEW\n";
+      return 1;
+    }
+    options.weightOptions.rename[from.str()] = to.str();
+  }
   options.emit = emit;
   options.output = output;
   if (options.output.empty())

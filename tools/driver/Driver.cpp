@@ -10,6 +10,9 @@
 #include "passes/placement/Chunks.h"
 #include "passes/placement/Report.h"
 #include "runtime/Artifact.h"
+#include "kiln/safetensors.h"
+
+#include <onnx/onnx_pb.h>
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -48,15 +51,14 @@ private:
 };
 
 LogicalResult writeOutput(const std::string &path, llvm::StringRef bytes,
-                          bool binary) {
+                          llvm::raw_ostream &errs, llvm::StringRef prefix) {
   std::string error;
   auto file = mlir::openOutputFile(path, &error);
   if (!file) {
-    llvm::errs() << "kilnc: error: cannot write '" << path << "': " << error
-                 << "\n";
+    errs << prefix << "error: cannot write '" << path << "': " << error
+         << "\n";
     return failure();
   }
-  (void)binary;
   file->os() << bytes;
   file->keep();
   return success();
@@ -93,6 +95,7 @@ std::string describe(Location loc) {
 // that size.
 LogicalResult addChunkFunctions(MLIRContext &context, ModuleOp module,
                                 const CompileOptions &options,
+                                const onnx::ModelProto &model,
                                 const ImportOptions &importOptions,
                                 unsigned parts) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -125,7 +128,7 @@ LogicalResult addChunkFunctions(MLIRContext &context, ModuleOp module,
       chunk.inputShapes.push_back(binding);
     }
     OwningOpRef<ModuleOp> imported =
-        importOnnxFile(context, options.input, chunk);
+        importOnnxModel(context, model, options.input, chunk);
     if (!imported)
       return failure();
     auto f = imported->lookupSymbol<func::FuncOp>("main");
@@ -137,14 +140,15 @@ LogicalResult addChunkFunctions(MLIRContext &context, ModuleOp module,
   return success();
 }
 
-LogicalResult printDiagnostic(Diagnostic &diag) {
-  auto print = [](Location loc, DiagnosticSeverity severity,
-                  const std::string &message) {
+LogicalResult printDiagnostic(Diagnostic &diag, llvm::raw_ostream &errs,
+                              llvm::StringRef prefix) {
+  auto print = [&](Location loc, DiagnosticSeverity severity,
+                   const std::string &message) {
     const char *kind = severity == DiagnosticSeverity::Error     ? "error"
                        : severity == DiagnosticSeverity::Warning ? "warning"
                                                                  : "note";
     std::string where = describe(loc);
-    llvm::errs() << "kilnc: " << (where.empty() ? "" : where + ": ") << kind
+    errs << prefix << (where.empty() ? "" : where + ": ") << kind
                  << ": " << message << "\n";
   };
   print(diag.getLocation(), diag.getSeverity(), diag.str());
@@ -172,15 +176,46 @@ LogicalResult compileModel(const CompileOptions &options) {
                       tensor::TensorDialect, arith::ArithDialect,
                       math::MathDialect>();
   context.printOpOnDiagnostic(false);
-  ScopedDiagnosticHandler diagnostics(&context, printDiagnostic);
+  llvm::raw_ostream &errs =
+      options.diagnostics ? *options.diagnostics : llvm::errs();
+  std::string prefix = options.diagnostics ? "" : "kilnc: ";
+  ScopedDiagnosticHandler diagnostics(&context, [&](Diagnostic &diag) {
+    return printDiagnostic(diag, errs, prefix);
+  });
+  auto writeOutput = [&](const std::string &path, llvm::StringRef bytes) {
+    return kiln::writeOutput(path, bytes, errs, prefix);
+  };
   Progress progress(options.progress);
 
   progress.stage("importing " + options.input);
+  onnx::ModelProto fileModel;
+  const onnx::ModelProto *model = options.model;
+  if (!model) {
+    if (failed(readOnnxFile(context, options.input, fileModel)))
+      return failure();
+    model = &fileModel;
+  }
+  if (!options.weights.empty()) {
+    if (options.model)
+      return emitError(UnknownLoc::get(&context))
+             << "weights from a file need the model from a file too";
+    std::map<std::string, Tensor> weights;
+    try {
+      weights = load_safetensors(options.weights, options.weightOptions);
+    } catch (const Error &e) {
+      errs << prefix << "error: " << e.what() << "\n";
+      return failure();
+    }
+    if (failed(applyWeights(
+            fileModel, weights,
+            FileLineColLoc::get(&context, options.weights, 0, 0))))
+      return failure();
+  }
   ImportOptions importOptions;
   importOptions.device = options.devices.front();
   importOptions.inputShapes = options.inputShapes;
   OwningOpRef<ModuleOp> module =
-      importOnnxFile(context, options.input, importOptions);
+      importOnnxModel(context, *model, options.input, importOptions);
   if (!module)
     return failure();
   StringRef placement = options.placement;
@@ -188,18 +223,19 @@ LogicalResult compileModel(const CompileOptions &options) {
   if (data || placement.consume_front("pipeline:")) {
     unsigned k = 0;
     if (placement.getAsInteger(10, k) || k == 0 || k > options.devices.size()) {
-      llvm::errs() << "kilnc: error: --placement=" << options.placement
+      errs << prefix << "error: --placement=" << options.placement
                    << " needs K between 1 and the number of --devices ("
                    << options.devices.size() << ")\n";
       return failure();
     }
     if (!data && options.microbatches == 0) {
-      llvm::errs() << "kilnc: error: --microbatches must be at least 1\n";
+      errs << prefix << "error: --microbatches must be at least 1\n";
       return failure();
     }
-    if (failed(addChunkFunctions(context, *module, options, importOptions,
+    if (failed(addChunkFunctions(context, *module, options, *model,
+                                 importOptions,
                                  data ? k : options.microbatches))) {
-      llvm::errs() << "kilnc: note: --placement=" << options.placement
+      errs << prefix << "note: --placement=" << options.placement
                    << " imports the model once per chunk size of the batch; "
                       "its inputs need a symbolic (dynamic) batch dim\n";
       return failure();
@@ -214,7 +250,7 @@ LogicalResult compileModel(const CompileOptions &options) {
                         [](Pass *, Operation *) { return true; },
                         /*printModuleScope=*/true,
                         /*printAfterOnlyOnChange=*/false,
-                        /*printAfterOnlyOnFailure=*/false, llvm::errs(),
+                        /*printAfterOnlyOnFailure=*/false, errs,
                         printingFlags());
   }
   PipelineOptions pipeline;
@@ -234,7 +270,7 @@ LogicalResult compileModel(const CompileOptions &options) {
   auto func = module->lookupSymbol<func::FuncOp>("main");
   if (!options.savePlacement.empty() &&
       failed(writeOutput(options.savePlacement,
-                         placementRules(func).dump(2) + "\n", false)))
+                         placementRules(func).dump(2) + "\n")))
     return failure();
   if (options.printPlacement) {
     auto profiles =
@@ -251,7 +287,7 @@ LogicalResult compileModel(const CompileOptions &options) {
                              [](Pass *, Operation *) { return true; },
                              /*printModuleScope=*/true,
                              /*printAfterOnlyOnChange=*/false,
-                             /*printAfterOnlyOnFailure=*/false, llvm::errs(),
+                             /*printAfterOnlyOnFailure=*/false, errs,
                              printingFlags());
   buildKernelPipeline(kernels);
   if (failed(kernels.run(*module))) {
@@ -264,11 +300,11 @@ LogicalResult compileModel(const CompileOptions &options) {
     std::string text;
     llvm::raw_string_ostream os(text);
     module->print(os, printingFlags());
-    return writeOutput(options.output, text, false);
+    return writeOutput(options.output, text);
   }
   if (options.emit == EmitKind::Dot) {
     progress.done();
-    return writeOutput(options.output, placementDot(func), false);
+    return writeOutput(options.output, placementDot(func));
   }
 
   FailureOr<Plan> plan = buildPlan(func, options.devices);
@@ -287,7 +323,7 @@ LogicalResult compileModel(const CompileOptions &options) {
     for (const CxxSource &source : sources)
       all += "//===--- " + source.name + " ---===//\n" + source.text + "\n";
     all += abiSource();
-    return writeOutput(options.output, all, false);
+    return writeOutput(options.output, all);
   }
 
   // Kernels on cuda devices: CUDA C++ through NVRTC to one PTX module. Their
@@ -315,10 +351,10 @@ LogicalResult compileModel(const CompileOptions &options) {
   bool emitsGpuCode =
       options.emit == EmitKind::Cuda || options.emit == EmitKind::Ptx;
   if (emitsGpuCode && cudaSteps.empty())
-    llvm::errs() << "kilnc: warning: no kernel runs on a cuda device (place "
+    errs << prefix << "warning: no kernel runs on a cuda device (place "
                     "some with --device cuda:0, --devices or --pin)\n";
   if (options.emit == EmitKind::Cuda)
-    return writeOutput(options.output, cudaPrelude(half) + cudaSource, false);
+    return writeOutput(options.output, cudaPrelude(half) + cudaSource);
   if (!cudaSteps.empty() || emitsGpuCode) {
     progress.stage("compiling " + std::to_string(cudaSteps.size()) +
                    " CUDA kernels");
@@ -326,14 +362,14 @@ LogicalResult compileModel(const CompileOptions &options) {
         compilePtx(cudaPrelude(half) + cudaSource, options.cuda, half);
     if (!compiled) {
       progress.done();
-      llvm::errs() << "kilnc: error: " << llvm::toString(compiled.takeError())
+      errs << prefix << "error: " << llvm::toString(compiled.takeError())
                    << "\n";
       return failure();
     }
     ptx = std::move(*compiled);
   }
   if (options.emit == EmitKind::Ptx)
-    return writeOutput(options.output, ptx, false);
+    return writeOutput(options.output, ptx);
 
   sources.push_back({"kiln_abi", abiSource()});
   size_t total = sources.size();
@@ -345,7 +381,7 @@ LogicalResult compileModel(const CompileOptions &options) {
       });
   progress.done();
   if (!code) {
-    llvm::errs() << "kilnc: error: " << llvm::toString(code.takeError())
+    errs << prefix << "error: " << llvm::toString(code.takeError())
                  << "\n";
     return failure();
   }
@@ -369,8 +405,11 @@ LogicalResult compileModel(const CompileOptions &options) {
     sections.push_back({"ptx", std::vector<char>(ptx.begin(), ptx.end())});
   }
   std::vector<char> file = artifact::write(manifest, sections);
-  return writeOutput(options.output, llvm::StringRef(file.data(), file.size()),
-                     true);
+  if (options.artifact) {
+    *options.artifact = std::move(file);
+    return success();
+  }
+  return writeOutput(options.output, llvm::StringRef(file.data(), file.size()));
 }
 
 } // namespace kiln

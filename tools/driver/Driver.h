@@ -12,19 +12,39 @@
 
 #include "codegen/Nvrtc.h"
 #include "codegen/Toolchain.h"
+#include "kiln/safetensors.h"
 
 #include "mlir/Support/LogicalResult.h"
 
 #include <string>
 #include <vector>
 
+namespace onnx {
+class ModelProto;
+}
+namespace llvm {
+class raw_ostream;
+}
+
 namespace kiln {
 
 enum class EmitKind { MLIR, Cpp, Cuda, Ptx, Dot, Artifact };
 
 struct CompileOptions {
-  std::string input;  // .onnx file
+  std::string input;  // .onnx file; with `model`, only names the model
   std::string output; // "-" for stdout (text kinds only)
+  /// A model already in memory, compiled instead of reading `input`.
+  const onnx::ModelProto *model = nullptr;
+  /// A safetensors file whose tensors replace or supply initializers
+  /// (kilnc --weights; see applyWeights), keys remapped as `weightOptions`
+  /// says. Only for a model read from `input`.
+  std::string weights;
+  SafetensorsOptions weightOptions;
+  /// When set, an artifact is stored here instead of written to `output`.
+  std::vector<char> *artifact = nullptr;
+  /// Where diagnostics go, without the "kilnc: " prefix (default: stderr,
+  /// with it).
+  llvm::raw_ostream *diagnostics = nullptr;
   EmitKind emit = EmitKind::Artifact;
   bool printIRAfterAll = false;
   std::vector<std::string> inputShapes; // NAME=D0xD1...

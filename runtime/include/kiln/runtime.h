@@ -143,6 +143,11 @@ public:
   static Module load(const std::string &path);
   /// Loads `path`, binding roles as `options` say.
   static Module load(const std::string &path, const LoadOptions &options);
+  /// Loads an artifact held in memory (the bytes are copied); `name` stands
+  /// for the file name in messages.
+  static Module fromBytes(const void *data, size_t size,
+                          const LoadOptions &options = {},
+                          const std::string &name = "<memory>");
   Module(Module &&) noexcept;
   Module &operator=(Module &&) noexcept;
   ~Module();
@@ -169,6 +174,8 @@ public:
 
 private:
   explicit Module(std::unique_ptr<Impl> impl);
+  static Module load(Tensor file, const std::string &path,
+                     const LoadOptions &options);
   std::unique_ptr<Impl> impl_;
 };
 
