@@ -120,8 +120,8 @@ Expected<std::string> compilePtx(const std::string &source,
   if (!cacheDir.empty()) {
     cached = cacheDir;
     sys::path::append(cached, utohexstr(xxh3_64bits(key)) + ".ptx");
-    if (auto buffer = MemoryBuffer::getFile(cached))
-      return (*buffer)->getBuffer().str();
+    if (std::optional<std::string> hit = readCached(cached))
+      return *hit;
   }
 
   Program program = nullptr;

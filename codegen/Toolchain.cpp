@@ -14,6 +14,7 @@
 #include "llvm/Support/xxhash.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <unistd.h>
 
@@ -93,7 +94,7 @@ Error runJobs(StringRef compiler, std::vector<Job> &jobs, unsigned width,
 }
 } // namespace
 
-std::string codeCacheDirectory(const std::string &configured) {
+std::string cacheRoot(const std::string &configured) {
   std::string dir = configured;
   if (dir.empty() && std::getenv("KILN_CACHE_DIR"))
     dir = std::getenv("KILN_CACHE_DIR");
@@ -101,10 +102,46 @@ std::string codeCacheDirectory(const std::string &configured) {
     SmallString<128> home;
     if (!sys::path::home_directory(home))
       return "";
-    sys::path::append(home, ".cache", "kiln", "code");
+    sys::path::append(home, ".cache", "kiln");
     dir = home.str().str();
   }
   return dir == "none" ? "" : dir;
+}
+
+std::string codeCacheDirectory(const std::string &configured) {
+  std::string root = cacheRoot(configured);
+  if (root.empty())
+    return "";
+  SmallString<128> dir(root);
+  sys::path::append(dir, "code");
+  return dir.str().str();
+}
+
+namespace {
+// A cache entry ends with this tag and the xxh3 of what precedes it.
+constexpr char kCacheTag[8] = {'K', 'I', 'L', 'N', 'S', 'U', 'M', '1'};
+} // namespace
+
+std::optional<std::string> readCached(StringRef path) {
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false,
+                                      /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return std::nullopt;
+  StringRef bytes = (*buffer)->getBuffer();
+  uint64_t sum = 0;
+  bool intact =
+      bytes.size() >= 16 && bytes.substr(bytes.size() - 16, 8) ==
+                                StringRef(kCacheTag, sizeof(kCacheTag));
+  if (intact) {
+    std::memcpy(&sum, bytes.data() + bytes.size() - 8, 8);
+    bytes = bytes.drop_back(16);
+    intact = sum == xxh3_64bits(bytes);
+  }
+  if (!intact) { // truncated or corrupted: never trusted, rebuilt
+    (void)sys::fs::remove(path);
+    return std::nullopt;
+  }
+  return bytes.str();
 }
 
 namespace {
@@ -179,11 +216,12 @@ compileSharedObject(const std::string &prelude,
   if (!cacheDir.empty()) {
     cached = cacheDir;
     sys::path::append(cached, llvm::utohexstr(llvm::xxh3_64bits(key)) + ".so");
-    if (sys::fs::exists(cached) && options.keepDir.empty()) {
-      if (progress)
-        progress(sources.size(), sources.size());
-      return readBytes(cached);
-    }
+    if (options.keepDir.empty())
+      if (std::optional<std::string> hit = readCached(cached)) {
+        if (progress)
+          progress(sources.size(), sources.size());
+        return std::vector<char>(hit->begin(), hit->end());
+      }
   }
 
   SmallString<128> dir;
@@ -249,8 +287,11 @@ void publishCached(StringRef path, StringRef bytes) {
   std::error_code ec;
   {
     raw_fd_ostream out(tmp, ec, sys::fs::OF_None);
-    if (!ec)
-      out << bytes;
+    if (!ec) {
+      uint64_t sum = xxh3_64bits(bytes);
+      out << bytes << StringRef(kCacheTag, sizeof(kCacheTag))
+          << StringRef(reinterpret_cast<const char *>(&sum), 8);
+    }
   }
   if (ec || sys::fs::rename(tmp, path))
     (void)sys::fs::remove(tmp);

@@ -7,6 +7,7 @@
 #include "llvm/Support/Error.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,9 @@ struct CxxOptions {
   std::string targetCpu = "native";
   /// Keep the generated sources and objects in this folder (empty: temp).
   std::string keepDir;
-  /// Where compiled code is cached by a hash of its sources, flags and
-  /// compiler; empty: $KILN_CACHE_DIR, else ~/.cache/kiln/code. "none"
-  /// disables the cache.
+  /// kiln's cache folder (compiled code goes in its code/ folder, keyed by
+  /// a hash of the sources, flags and compiler); empty: $KILN_CACHE_DIR,
+  /// else ~/.cache/kiln. "none" disables the cache.
   std::string cacheDir;
 };
 
@@ -44,13 +45,20 @@ compileSharedObject(const std::string &prelude,
                     const CxxOptions &options,
                     const std::function<void(size_t, size_t)> &progress);
 
-/// Where compiled code is cached: `configured` if set, else $KILN_CACHE_DIR,
-/// else ~/.cache/kiln/code; "" when caching is off ("none").
+/// kiln's cache folder: `configured` if set, else $KILN_CACHE_DIR, else
+/// ~/.cache/kiln; "" when caching is off ("none").
+std::string cacheRoot(const std::string &configured);
+/// Where compiled code is cached: <cacheRoot>/code, or "" when off.
 std::string codeCacheDirectory(const std::string &configured);
 
-/// Writes `bytes` to `path` in the code cache atomically (beside it, then a
-/// rename), creating its folder; a failure only means no cache entry.
+/// Writes `bytes` to the cache entry `path` atomically (beside it, then a
+/// rename), creating its folder, with a checksum after them; a failure only
+/// means no cache entry.
 void publishCached(llvm::StringRef path, llvm::StringRef bytes);
+/// The bytes of cache entry `path`, or nothing when it is absent. An entry
+/// whose checksum does not match (truncated, corrupted) is removed and
+/// reported absent, so that it is rebuilt.
+std::optional<std::string> readCached(llvm::StringRef path);
 
 /// The CPU features code compiled for `targetCpu` may use, as the runtime
 /// checks them at load ("avx2", "avx512f", ...).

@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ class ModelProto;
 namespace kiln {
 
 class Tensor;
+enum class DType : uint8_t;
+
+/// The ONNX TensorProto.DataType of a runtime dtype.
+int onnxDataType(DType dtype);
 
 struct ImportOptions {
   std::string device = "cpu";

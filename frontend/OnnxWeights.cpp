@@ -31,38 +31,19 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-// ONNX TensorProto.DataType of a runtime dtype.
-int onnxType(DType dtype) {
-  switch (dtype) {
-  case DType::F32: return onnx::TensorProto::FLOAT;
-  case DType::F64: return onnx::TensorProto::DOUBLE;
-  case DType::F16: return onnx::TensorProto::FLOAT16;
-  case DType::I8: return onnx::TensorProto::INT8;
-  case DType::I16: return onnx::TensorProto::INT16;
-  case DType::I32: return onnx::TensorProto::INT32;
-  case DType::I64: return onnx::TensorProto::INT64;
-  case DType::U8: return onnx::TensorProto::UINT8;
-  case DType::Bool: return onnx::TensorProto::BOOL;
-  case DType::U16: return onnx::TensorProto::UINT16;
-  case DType::U32: return onnx::TensorProto::UINT32;
-  case DType::U64: return onnx::TensorProto::UINT64;
-  }
-  return onnx::TensorProto::UNDEFINED;
-}
-
 float halfToFloat(uint16_t h) {
   int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  float magnitude =
-      exponent == 0    ? std::ldexp(float(mantissa), -24)
-      : exponent == 31 ? (mantissa ? NAN : INFINITY)
-                       : std::ldexp(float(mantissa | 0x400), exponent - 25);
+  float magnitude = exponent == 0 ? std::ldexp(float(mantissa), -24)
+                    : exponent == 31
+                        ? (mantissa ? NAN : INFINITY)
+                        : std::ldexp(float(mantissa | 0x400), exponent - 25);
   return (h & 0x8000) ? -magnitude : magnitude;
 }
 
 // `t`'s bytes as ONNX type `to`: itself, or f16/f64 converted to f32.
 std::optional<std::string> bytesAs(const Tensor &t, int to) {
   const char *raw = static_cast<const char *>(t.raw());
-  if (onnxType(t.dtype()) == to)
+  if (onnxDataType(t.dtype()) == to)
     return std::string(raw, t.nbytes());
   if (to != onnx::TensorProto::FLOAT ||
       (t.dtype() != DType::F16 && t.dtype() != DType::F64))
@@ -106,6 +87,36 @@ void setData(onnx::TensorProto &init, const std::string &name,
 }
 } // namespace
 
+int onnxDataType(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return onnx::TensorProto::FLOAT;
+  case DType::F64:
+    return onnx::TensorProto::DOUBLE;
+  case DType::F16:
+    return onnx::TensorProto::FLOAT16;
+  case DType::I8:
+    return onnx::TensorProto::INT8;
+  case DType::I16:
+    return onnx::TensorProto::INT16;
+  case DType::I32:
+    return onnx::TensorProto::INT32;
+  case DType::I64:
+    return onnx::TensorProto::INT64;
+  case DType::U8:
+    return onnx::TensorProto::UINT8;
+  case DType::Bool:
+    return onnx::TensorProto::BOOL;
+  case DType::U16:
+    return onnx::TensorProto::UINT16;
+  case DType::U32:
+    return onnx::TensorProto::UINT32;
+  case DType::U64:
+    return onnx::TensorProto::UINT64;
+  }
+  return onnx::TensorProto::UNDEFINED;
+}
+
 LogicalResult applyWeights(onnx::ModelProto &model,
                            const std::map<std::string, Tensor> &weights,
                            Location loc) {
@@ -120,8 +131,8 @@ LogicalResult applyWeights(onnx::ModelProto &model,
 
   std::vector<std::string> problems, unexpected;
   for (const auto &[name, tensor] : weights) {
-    std::string given = std::string(dtypeName(tensor.dtype())) +
-                        shapeText(tensor.shape());
+    std::string given =
+        std::string(dtypeName(tensor.dtype())) + shapeText(tensor.shape());
     if (auto it = inits.find(name); it != inits.end()) {
       onnx::TensorProto &init = *it->second;
       std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
@@ -129,7 +140,8 @@ LogicalResult applyWeights(onnx::ModelProto &model,
       if (dims != tensor.shape() || !bytes) {
         problems.push_back("'" + name + "' is " + given +
                            " but the model's initializer has shape " +
-                           shapeText(dims) + " and type " + typeName(init.data_type()));
+                           shapeText(dims) + " and type " +
+                           typeName(init.data_type()));
         continue;
       }
       setData(init, name, dims, init.data_type(), std::move(*bytes));
@@ -150,8 +162,8 @@ LogicalResult applyWeights(onnx::ModelProto &model,
     auto bytes = bytesAs(tensor, type.elem_type());
     if (!fits || !bytes) {
       problems.push_back("'" + name + "' is " + given +
-                         " but the model's input has shape " +
-                         shapeText(dims) + " and type " + typeName(type.elem_type()));
+                         " but the model's input has shape " + shapeText(dims) +
+                         " and type " + typeName(type.elem_type()));
       continue;
     }
     setData(*graph.add_initializer(), name, tensor.shape(), type.elem_type(),
@@ -164,17 +176,16 @@ LogicalResult applyWeights(onnx::ModelProto &model,
       list += (list.empty() ? "'" : ", '") + name + "'";
       allModule &= name.rfind("module.", 0) == 0;
     }
-    problems.push_back(
-        "the model has no initializer or input named " + list +
-        (allModule ? " (saved from torch.nn.DataParallel? strip the "
-                     "'module.' prefix: --strip-prefix module.)"
-                   : ""));
+    problems.push_back("the model has no initializer or input named " + list +
+                       (allModule
+                            ? " (saved from torch.nn.DataParallel? strip the "
+                              "'module.' prefix: --strip-prefix module.)"
+                            : ""));
   }
   if (problems.empty())
     return success();
-  InFlightDiagnostic diag = emitError(loc)
-                            << "weights do not fit the model: "
-                            << problems.front();
+  InFlightDiagnostic diag = emitError(loc) << "weights do not fit the model: "
+                                           << problems.front();
   for (size_t i = 1; i < problems.size(); ++i)
     diag.attachNote(loc) << problems[i];
   return failure();

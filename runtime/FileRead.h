@@ -1,4 +1,5 @@
-//===- FileRead.h - whole files into memory (runtime-internal) ----*- C++ -*-===//
+//===- FileRead.h - whole files into memory (runtime-internal) ----*- C++
+//-*-===//
 
 #ifndef KILN_RUNTIME_FILEREAD_H
 #define KILN_RUNTIME_FILEREAD_H

@@ -26,6 +26,7 @@
 #include "runtime/ModuleImpl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -70,7 +71,17 @@ void Module::Impl::loadCode(const artifact::Parsed::Span &code) {
     }
     written += static_cast<size_t>(n);
   }
-  std::string fdPath = "/proc/self/fd/" + std::to_string(fd);
+  // dlopen returns an already loaded library whose name matches, and a
+  // code section may stay loaded after dlclose (its threads' TLS
+  // destructors pin it). Every load therefore gets a name no earlier load in
+  // this process had: the same fd path, with "/." or "//." per bit of a
+  // counter in front of the fd number.
+  static std::atomic<uint32_t> loads{0};
+  uint32_t n = loads++;
+  std::string fdPath = "/proc/self/fd";
+  for (int bit = 0; bit < 32 && (n >> bit); ++bit)
+    fdPath += (n >> bit) & 1 ? "//." : "/.";
+  fdPath += "/" + std::to_string(fd);
   library = dlopen(fdPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   close(fd);
   if (!library)
@@ -189,9 +200,9 @@ Module Module::load(const std::string &path, const LoadOptions &options) {
 
 Module Module::fromBytes(const void *data, size_t size,
                          const LoadOptions &options, const std::string &name) {
-  return load(Tensor::fromBytes(DType::U8, {static_cast<int64_t>(size)}, data,
-                                size),
-              name, options);
+  return load(
+      Tensor::fromBytes(DType::U8, {static_cast<int64_t>(size)}, data, size),
+      name, options);
 }
 
 Module Module::load(Tensor file, const std::string &path,

@@ -28,10 +28,10 @@ struct StDType {
 };
 // The safetensors spellings kiln reads as they are; BF16 is widened.
 constexpr StDType kStDTypes[] = {
-    {"F32", DType::F32},  {"F64", DType::F64},  {"F16", DType::F16},
-    {"I8", DType::I8},    {"I16", DType::I16},  {"I32", DType::I32},
-    {"I64", DType::I64},  {"U8", DType::U8},    {"BOOL", DType::Bool},
-    {"U16", DType::U16},  {"U32", DType::U32},  {"U64", DType::U64}};
+    {"F32", DType::F32}, {"F64", DType::F64}, {"F16", DType::F16},
+    {"I8", DType::I8},   {"I16", DType::I16}, {"I32", DType::I32},
+    {"I64", DType::I64}, {"U8", DType::U8},   {"BOOL", DType::Bool},
+    {"U16", DType::U16}, {"U32", DType::U32}, {"U64", DType::U64}};
 
 std::optional<DType> stDType(const std::string &name) {
   for (const StDType &e : kStDTypes)
@@ -109,8 +109,8 @@ Tensor readEntry(const std::string &path, const std::string &key,
   Tensor t = Tensor::empty(DType::F32, shape);
   float *out = t.data<float>();
   for (uint64_t i = 0; i < count; ++i) {
-    uint32_t bits = uint32_t(data[begin + 2 * i]) |
-                    uint32_t(data[begin + 2 * i + 1]) << 8;
+    uint32_t bits =
+        uint32_t(data[begin + 2 * i]) | uint32_t(data[begin + 2 * i + 1]) << 8;
     bits <<= 16;
     std::memcpy(&out[i], &bits, 4);
   }
@@ -135,8 +135,8 @@ load_safetensors(const std::string &path, const SafetensorsOptions &options) {
     header = nlohmann::json::parse(bytes.begin() + 8,
                                    bytes.begin() + 8 + headerSize);
   } catch (const nlohmann::json::exception &e) {
-    fail(path, std::string("safetensors header is not valid JSON: ") +
-                   e.what());
+    fail(path,
+         std::string("safetensors header is not valid JSON: ") + e.what());
   }
   if (!header.is_object())
     fail(path, "safetensors header is not a JSON object");

@@ -52,7 +52,6 @@ std::string systemError(int err) {
   return text;
 }
 
-
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i)

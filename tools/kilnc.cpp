@@ -188,8 +188,7 @@ int main(int argc, char **argv) {
   for (const std::string &rename : renames) {
     auto [from, to] = StringRef(rename).split('=');
     if (from.empty() || to.empty()) {
-      errs() << "kilnc: error: --rename=" << rename
-             << " is not OLD=NEW\n";
+      errs() << "kilnc: error: --rename=" << rename << " is not OLD=NEW\n";
       return 1;
     }
     options.weightOptions.rename[from.str()] = to.str();

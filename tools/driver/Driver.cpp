@@ -6,11 +6,11 @@
 #include "codegen/CudaEmitter.h"
 #include "codegen/Plan.h"
 #include "frontend/OnnxImporter.h"
+#include "kiln/safetensors.h"
 #include "passes/Passes.h"
 #include "passes/placement/Chunks.h"
 #include "passes/placement/Report.h"
 #include "runtime/Artifact.h"
-#include "kiln/safetensors.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -55,8 +55,7 @@ LogicalResult writeOutput(const std::string &path, llvm::StringRef bytes,
   std::string error;
   auto file = mlir::openOutputFile(path, &error);
   if (!file) {
-    errs << prefix << "error: cannot write '" << path << "': " << error
-         << "\n";
+    errs << prefix << "error: cannot write '" << path << "': " << error << "\n";
     return failure();
   }
   file->os() << bytes;
@@ -148,8 +147,8 @@ LogicalResult printDiagnostic(Diagnostic &diag, llvm::raw_ostream &errs,
                        : severity == DiagnosticSeverity::Warning ? "warning"
                                                                  : "note";
     std::string where = describe(loc);
-    errs << prefix << (where.empty() ? "" : where + ": ") << kind
-                 << ": " << message << "\n";
+    errs << prefix << (where.empty() ? "" : where + ": ") << kind << ": "
+         << message << "\n";
   };
   print(diag.getLocation(), diag.getSeverity(), diag.str());
   for (Diagnostic &note : diag.getNotes())
@@ -206,9 +205,9 @@ LogicalResult compileModel(const CompileOptions &options) {
       errs << prefix << "error: " << e.what() << "\n";
       return failure();
     }
-    if (failed(applyWeights(
-            fileModel, weights,
-            FileLineColLoc::get(&context, options.weights, 0, 0))))
+    if (failed(
+            applyWeights(fileModel, weights,
+                         FileLineColLoc::get(&context, options.weights, 0, 0))))
       return failure();
   }
   ImportOptions importOptions;
@@ -224,8 +223,8 @@ LogicalResult compileModel(const CompileOptions &options) {
     unsigned k = 0;
     if (placement.getAsInteger(10, k) || k == 0 || k > options.devices.size()) {
       errs << prefix << "error: --placement=" << options.placement
-                   << " needs K between 1 and the number of --devices ("
-                   << options.devices.size() << ")\n";
+           << " needs K between 1 and the number of --devices ("
+           << options.devices.size() << ")\n";
       return failure();
     }
     if (!data && options.microbatches == 0) {
@@ -236,8 +235,8 @@ LogicalResult compileModel(const CompileOptions &options) {
                                  importOptions,
                                  data ? k : options.microbatches))) {
       errs << prefix << "note: --placement=" << options.placement
-                   << " imports the model once per chunk size of the batch; "
-                      "its inputs need a symbolic (dynamic) batch dim\n";
+           << " imports the model once per chunk size of the batch; "
+              "its inputs need a symbolic (dynamic) batch dim\n";
       return failure();
     }
   }
@@ -351,8 +350,9 @@ LogicalResult compileModel(const CompileOptions &options) {
   bool emitsGpuCode =
       options.emit == EmitKind::Cuda || options.emit == EmitKind::Ptx;
   if (emitsGpuCode && cudaSteps.empty())
-    errs << prefix << "warning: no kernel runs on a cuda device (place "
-                    "some with --device cuda:0, --devices or --pin)\n";
+    errs << prefix
+         << "warning: no kernel runs on a cuda device (place "
+            "some with --device cuda:0, --devices or --pin)\n";
   if (options.emit == EmitKind::Cuda)
     return writeOutput(options.output, cudaPrelude(half) + cudaSource);
   if (!cudaSteps.empty() || emitsGpuCode) {
@@ -363,7 +363,7 @@ LogicalResult compileModel(const CompileOptions &options) {
     if (!compiled) {
       progress.done();
       errs << prefix << "error: " << llvm::toString(compiled.takeError())
-                   << "\n";
+           << "\n";
       return failure();
     }
     ptx = std::move(*compiled);
@@ -381,8 +381,7 @@ LogicalResult compileModel(const CompileOptions &options) {
       });
   progress.done();
   if (!code) {
-    errs << prefix << "error: " << llvm::toString(code.takeError())
-                 << "\n";
+    errs << prefix << "error: " << llvm::toString(code.takeError()) << "\n";
     return failure();
   }
 

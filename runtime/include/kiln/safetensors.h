@@ -1,4 +1,5 @@
-//===- kiln/safetensors.h - weights from .safetensors files -------*- C++ -*-===//
+//===- kiln/safetensors.h - weights from .safetensors files -------*- C++
+//-*-===//
 //
 // Reads the tensors of a safetensors file (the format of Hugging Face's
 // `safetensors` package: a little-endian u64 header size, a JSON header of
@@ -30,10 +31,10 @@ namespace kiln {
 struct SafetensorsOptions {
   /// Removed from the start of every key that has it ("module."); keys
   /// without it are kept as they are.
-  std::string strip_prefix;
+  std::string strip_prefix = {};
   /// Applied after strip_prefix: old key -> new key. Naming a key the file
   /// does not have is an error.
-  std::map<std::string, std::string> rename;
+  std::map<std::string, std::string> rename = {};
 };
 
 /// The file's tensors by (remapped) name; "__metadata__" is skipped.

@@ -1,0 +1,276 @@
+//===- Jit.cpp - compile in-process, with an on-disk artifact cache -------===//
+//
+// kiln::jit::compile turns a trace or an ONNX file into a loaded Function:
+//
+//  1. the model as an ONNX ModelProto (a trace's graph, or the file), with
+//     the weights bound by name (frontend applyWeights, as kilnc --weights);
+//  2. the cache key: xxh3-128 of the serialized model, every option that
+//     changes the artifact, the target CPU's features and kiln's version;
+//  3. a cache hit (<cache>/jit/<key>.kiln whose checksum and artifact
+//     checksums hold) is loaded as it is; a corrupted entry is removed and
+//     rebuilt, never trusted;
+//  4. otherwise compileModel (tools/driver) runs the whole pipeline into
+//     memory, diagnostics captured into the kiln::Error thrown on failure,
+//     and the artifact is published to the cache atomically.
+//
+//===----------------------------------------------------------------------===//
+
+#include "jit/Trace.h"
+
+#include "codegen/Toolchain.h"
+#include "frontend/OnnxImporter.h"
+#include "runtime/Artifact.h"
+#include "tools/driver/Driver.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <chrono>
+#include <fstream>
+
+#ifndef KILN_VERSION
+#define KILN_VERSION "0.1.0"
+#endif
+
+namespace kiln {
+namespace {
+
+std::string join(const std::vector<std::string> &v) {
+  std::string s;
+  for (const std::string &e : v)
+    s += e + "\x1f";
+  return s;
+}
+
+// Everything besides the model that changes the artifact.
+std::string optionsKey(const jit::Options &o) {
+  std::string key = std::string("kiln ") + KILN_VERSION + "\n" + o.device +
+                    "\n" + join(o.devices) + "\n" + o.placement + "\n" +
+                    std::to_string(o.microbatches) + "\n" + join(o.splitDims) +
+                    "\n" + o.outputDevice + "\n" + join(o.inputShapes) + "\n" +
+                    std::to_string(o.optLevel) + "\n" + o.targetCpu + "\n" +
+                    o.cudaArch + "\n";
+  if (!o.pins.empty()) {
+    std::ifstream in(o.pins, std::ios::binary);
+    key += std::string(std::istreambuf_iterator<char>(in), {}) + "\n";
+  }
+  key += join(targetCpuFeatures(o.targetCpu));
+  return key;
+}
+
+CompileOptions driverOptions(const jit::Options &o) {
+  CompileOptions c;
+  c.devices = {o.device};
+  for (const std::string &d : o.devices)
+    if (!llvm::is_contained(c.devices, d))
+      c.devices.push_back(d);
+  c.placement = o.placement;
+  c.microbatches = o.microbatches;
+  c.splitDims = o.splitDims;
+  c.pins = o.pins;
+  c.outputDevice = o.outputDevice;
+  c.inputShapes = o.inputShapes;
+  c.cxx.optLevel = o.optLevel;
+  c.cxx.targetCpu = o.targetCpu;
+  c.cxx.cacheDir = o.cacheDir;
+  c.cuda.arch = o.cudaArch;
+  c.cuda.cacheDir = o.cacheDir;
+  return c;
+}
+
+// compileModel with diagnostics captured; throws them as kiln::Error.
+void runDriver(CompileOptions c) {
+  std::string messages;
+  llvm::raw_string_ostream errs(messages);
+  c.diagnostics = &errs;
+  if (mlir::failed(compileModel(c))) {
+    errs.flush();
+    while (!messages.empty() && messages.back() == '\n')
+      messages.pop_back();
+    throw Error("jit::compile: " + (messages.empty()
+                                        ? std::string("compilation failed")
+                                        : messages));
+  }
+}
+
+void writeFile(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  if (!out.flush())
+    throw Error(path + ": cannot write file");
+}
+
+Function compileProto(const onnx::ModelProto &model, const std::string &source,
+                      const jit::Options &o, bool cacheable) {
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  CompileInfo info;
+  std::string serialized = model.SerializeAsString();
+  std::string dir = cacheable ? jit::cacheDirectory(o.cacheDir) : "";
+  if (!dir.empty()) {
+    std::string key = optionsKey(o);
+    llvm::XXH128_hash_t h = llvm::xxh3_128bits(
+        llvm::arrayRefFromStringRef(serialized + "\x1e" + key));
+    info.cacheKey = llvm::utohexstr(h.high64, false, 16) +
+                    llvm::utohexstr(h.low64, false, 16);
+    llvm::SmallString<128> path(dir);
+    llvm::sys::path::append(path, info.cacheKey + ".kiln");
+    info.cachePath = path.str().str();
+    if (std::optional<std::string> hit = readCached(path)) {
+      bool intact = true;
+      try {
+        artifact::read(hit->data(), hit->size(), info.cachePath);
+      } catch (const Error &) {
+        intact = false;
+        (void)llvm::sys::fs::remove(path);
+      }
+      if (intact) {
+        auto module = std::make_shared<Module>(
+            Module::fromBytes(hit->data(), hit->size(), o.load, source));
+        info.cacheHit = true;
+        info.seconds = elapsed();
+        return Function(std::move(module), info);
+      }
+    }
+  }
+
+  CompileOptions c = driverOptions(o);
+  c.input = source;
+  c.model = &model;
+  std::vector<char> artifactBytes;
+  c.artifact = &artifactBytes;
+  runDriver(c);
+  if (!o.dumpDir.empty()) {
+    if (auto ec = llvm::sys::fs::create_directories(o.dumpDir))
+      throw Error(o.dumpDir + ": cannot create folder: " + ec.message());
+    writeFile(o.dumpDir + "/model.onnx", serialized);
+    for (auto [kind, name] : {std::pair(EmitKind::MLIR, "kernels.mlir"),
+                              std::pair(EmitKind::Cpp, "kernels.cpp")}) {
+      CompileOptions dump = c;
+      dump.artifact = nullptr;
+      dump.emit = kind;
+      dump.output = o.dumpDir + "/" + name;
+      runDriver(dump);
+    }
+  }
+  if (!info.cachePath.empty())
+    publishCached(info.cachePath,
+                  llvm::StringRef(artifactBytes.data(), artifactBytes.size()));
+  auto module = std::make_shared<Module>(Module::fromBytes(
+      artifactBytes.data(), artifactBytes.size(), o.load, source));
+  info.seconds = elapsed();
+  return Function(std::move(module), info);
+}
+
+} // namespace
+
+std::string jit::cacheDirectory(const std::string &configured) {
+  std::string root = cacheRoot(configured);
+  if (root.empty())
+    return "";
+  llvm::SmallString<128> dir(root);
+  llvm::sys::path::append(dir, "jit");
+  return dir.str().str();
+}
+
+Function jit::compile(const Traced &traced, const Options &options) {
+  const detail::Graph &g = traced.graph();
+  onnx::ModelProto model = g.model();
+  std::map<std::string, Tensor> weights;
+  std::vector<std::string> missing;
+  for (const TensorSpec &p : g.params) {
+    auto it = options.weights.find(p.name);
+    if (it == options.weights.end())
+      missing.push_back(p.name);
+    else
+      weights.emplace(p.name, it->second);
+  }
+  std::vector<std::string> unexpected;
+  for (const auto &[name, t] : options.weights)
+    if (!g.paramIds.count(name))
+      unexpected.push_back(name);
+  if (!missing.empty() || (options.strict && !unexpected.empty())) {
+    auto list = [](const std::vector<std::string> &names) {
+      std::string s;
+      for (const std::string &n : names)
+        s += (s.empty() ? "'" : ", '") + n + "'";
+      return s;
+    };
+    std::string message = "jit::compile: weights do not fit the trace's "
+                          "parameters:";
+    if (!missing.empty())
+      message += " missing " + list(missing) + ";";
+    if (options.strict && !unexpected.empty())
+      message += " unexpected " + list(unexpected) +
+                 " (strict; set Options::strict = false to ignore them);";
+    message.pop_back();
+    throw Error(message);
+  }
+  mlir::MLIRContext context;
+  std::string messages;
+  llvm::raw_string_ostream errs(messages);
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    errs << d.str() << "\n";
+    for (mlir::Diagnostic &note : d.getNotes())
+      errs << "note: " << note.str() << "\n";
+    return mlir::success();
+  });
+  if (mlir::failed(
+          applyWeights(model, weights, mlir::UnknownLoc::get(&context)))) {
+    errs.flush();
+    throw Error("jit::compile: " + messages);
+  }
+  return compileProto(model, "traced", options, /*cacheable=*/true);
+}
+
+Function jit::compile(const std::string &onnxPath, const Options &options) {
+  mlir::MLIRContext context;
+  std::string messages;
+  llvm::raw_string_ostream errs(messages);
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    errs << onnxPath << ": " << d.str() << "\n";
+    for (mlir::Diagnostic &note : d.getNotes())
+      errs << "note: " << note.str() << "\n";
+    return mlir::success();
+  });
+  onnx::ModelProto model;
+  auto fail = [&]() -> Error {
+    errs.flush();
+    while (!messages.empty() && messages.back() == '\n')
+      messages.pop_back();
+    return Error("jit::compile: " + messages);
+  };
+  if (mlir::failed(readOnnxFile(context, onnxPath, model)))
+    throw fail();
+  if (!options.weights.empty() &&
+      mlir::failed(applyWeights(model, options.weights,
+                                mlir::UnknownLoc::get(&context))))
+    throw fail();
+  // Data in external files is not part of the key: such models are not
+  // cached.
+  bool external = false;
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    external |= t.data_location() == onnx::TensorProto::EXTERNAL;
+  return compileProto(model, onnxPath, options, !external);
+}
+
+std::vector<Tensor>
+Function::operator()(const std::vector<Tensor> &inputs) const {
+  return module_->run(inputs);
+}
+const std::vector<TensorInfo> &Function::inputs() const {
+  return module_->inputs();
+}
+const std::vector<TensorInfo> &Function::outputs() const {
+  return module_->outputs();
+}
+
+} // namespace kiln
