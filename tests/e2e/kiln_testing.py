@@ -11,8 +11,10 @@ Optional: KILN_E2E_KEEP=1 keeps the temporary folders (their paths are
 printed), KILN_E2E_TIMEOUT overrides the per-command timeout in seconds.
 """
 
+import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -138,6 +140,26 @@ def rel_l2(a, ref):
     den = np.linalg.norm(ref)
     num = np.linalg.norm(a - ref)
     return float(num / den) if den > 0 else float(num)
+
+
+def save_safetensors(path, tensors):
+    """Writes {name: numpy array} in the safetensors format (an 8-byte
+    little-endian header size, a JSON header, the data), independently of
+    kiln's own writer."""
+    codes = {np.float32: "F32", np.float16: "F16", np.float64: "F64",
+             np.int64: "I64", np.int32: "I32", np.uint8: "U8"}
+    header, blobs, offset = {}, [], 0
+    for name, array in tensors.items():
+        data = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": codes[array.dtype.type],
+                        "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    return path
 
 
 class KilnTestCase(unittest.TestCase):

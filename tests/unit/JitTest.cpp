@@ -213,6 +213,26 @@ TEST(Jit, MlpWithSymbolicBatchMatchesLoops) {
   }
 }
 
+TEST(Jit, WeightsLandOnThePlannedDevice) {
+  TempDir dir;
+  jit::Options options = optionsIn(dir);
+  options.weights = mlpWeights();
+  options.device = "sim:1"; // a host-memory test device (docs/devices.md)
+  Function f = jit::compile(traceMlp(), options);
+  std::vector<DeviceInfo> devices = f.module().devices();
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].boundName, "sim:1");
+  // The weights were uploaded to sim:1 at load: its peak counts them.
+  size_t weightBytes = 0;
+  for (const auto &[name, t] : options.weights)
+    weightBytes += t.nbytes();
+  EXPECT_GE(f.module().peakBytes()[0], weightBytes);
+  std::vector<float> x = randomFloats(4 * kIn, 77);
+  EXPECT_LT(
+      relL2(values(f({tensor({4, kIn}, x)})[0]), mlpRef(options.weights, x, 4)),
+      1e-5);
+}
+
 TEST(Jit, OpsMatchLoops) {
   TempDir dir;
   // softmax over the last dim, gelu, layer_norm and a 3x3 conv.
