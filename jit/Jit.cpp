@@ -5,7 +5,8 @@
 //  1. the model as an ONNX ModelProto (a trace's graph, or the file), with
 //     the weights bound by name (frontend applyWeights, as kilnc --weights);
 //  2. the cache key: xxh3-128 of the serialized model, every option that
-//     changes the artifact, the target CPU's features and kiln's version;
+//     changes the artifact, the target CPU's features and this build of
+//     kiln (version, and the size and time of libkiln.so);
 //  3. a cache hit (<cache>/jit/<key>.kiln whose checksum and artifact
 //     checksums hold) is loaded as it is; a corrupted entry is removed and
 //     rebuilt, never trusted;
@@ -30,7 +31,9 @@
 #include "llvm/Support/xxhash.h"
 
 #include <chrono>
+#include <dlfcn.h>
 #include <fstream>
+#include <sys/stat.h>
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "0.1.0"
@@ -46,14 +49,33 @@ std::string join(const std::vector<std::string> &v) {
   return s;
 }
 
+// This build of kiln: its version, and the size and time of the file this
+// code was loaded from (libkiln.so), so that a rebuilt compiler never reuses
+// artifacts of an older one with the same version.
+std::string buildIdentity() {
+  static const std::string identity = [] {
+    std::string id = std::string("kiln ") + KILN_VERSION;
+    Dl_info info;
+    struct stat st;
+    if (dladdr(reinterpret_cast<void *>(&buildIdentity), &info) &&
+        info.dli_fname && ::stat(info.dli_fname, &st) == 0)
+      id += " " + std::to_string(st.st_size) + "@" +
+            std::to_string(st.st_mtim.tv_sec) + "." +
+            std::to_string(st.st_mtim.tv_nsec);
+    else
+      id += std::string(" ") + __DATE__ + " " + __TIME__;
+    return id;
+  }();
+  return identity;
+}
+
 // Everything besides the model that changes the artifact.
 std::string optionsKey(const jit::Options &o) {
-  std::string key = std::string("kiln ") + KILN_VERSION + "\n" + o.device +
-                    "\n" + join(o.devices) + "\n" + o.placement + "\n" +
-                    std::to_string(o.microbatches) + "\n" + join(o.splitDims) +
-                    "\n" + o.outputDevice + "\n" + join(o.inputShapes) + "\n" +
-                    std::to_string(o.optLevel) + "\n" + o.targetCpu + "\n" +
-                    o.cudaArch + "\n";
+  std::string key = buildIdentity() + "\n" + o.device + "\n" + join(o.devices) +
+                    "\n" + o.placement + "\n" + std::to_string(o.microbatches) +
+                    "\n" + join(o.splitDims) + "\n" + o.outputDevice + "\n" +
+                    join(o.inputShapes) + "\n" + std::to_string(o.optLevel) +
+                    "\n" + o.targetCpu + "\n" + o.cudaArch + "\n";
   if (!o.pins.empty()) {
     std::ifstream in(o.pins, std::ios::binary);
     key += std::string(std::istreambuf_iterator<char>(in), {}) + "\n";

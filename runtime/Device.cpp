@@ -367,4 +367,36 @@ Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
   return binding;
 }
 
+std::shared_ptr<Device> tensorDevice(const std::string &text) {
+  Name name = parseBindable(text);
+  if (name.kind != Kind::Cuda)
+    throw Error("'" + text +
+                "' is a host device; tensors there need no "
+                "runtime device");
+  std::string reason;
+  const cuda::Driver *driver = cuda::load(reason);
+  if (!driver)
+    throw Error(name.text + " was asked for, but " + reason);
+  if (name.ordinal < 0) {
+    int best = cuda::deviceWithMostFreeMemory(*driver);
+    name = Name{Kind::Cuda, best, "cuda:" + std::to_string(best)};
+  }
+  if (name.ordinal >= driver->deviceCount)
+    throw Error(name.text + " was asked for, but the driver sees " +
+                std::to_string(driver->deviceCount) + " GPU" +
+                (driver->deviceCount == 1 ? "" : "s"));
+  static std::mutex mutex;
+  static std::map<std::pair<const cuda::Driver *, std::string>,
+                  std::weak_ptr<Device>>
+      devices;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::weak_ptr<Device> &slot = devices[{driver, name.text}];
+  std::shared_ptr<Device> device = slot.lock();
+  if (!device) {
+    device = std::make_shared<Device>(name, std::nullopt, driver);
+    slot = device;
+  }
+  return device;
+}
+
 } // namespace kiln::device

@@ -177,6 +177,12 @@ struct Binding {
 /// device name.
 Binding bind(const std::vector<Role> &roles, const LoadOptions &options);
 
+/// The device that tensors moved by Tensor::to("cuda:N") live on: one per
+/// CUDA driver and GPU in the process, kept while such tensors live.
+/// cuda:auto picks the GPU with the most free memory. Throws kiln::Error
+/// when no driver loads or the GPU does not exist.
+std::shared_ptr<Device> tensorDevice(const std::string &name);
+
 } // namespace kiln::device
 
 #endif // KILN_RUNTIME_DEVICE_H

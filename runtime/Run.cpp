@@ -198,14 +198,32 @@ std::vector<Tensor> Module::Impl::runStepByStep(
   return outputs;
 }
 
+namespace {
+// The inputs, those on cuda devices brought to the host: the plan moves
+// data to its devices itself.
+const std::vector<Tensor> &onHost(const std::vector<Tensor> &inputs,
+                                  std::vector<Tensor> &copies) {
+  if (std::all_of(inputs.begin(), inputs.end(),
+                  [](const Tensor &t) { return t.isHost(); }))
+    return inputs;
+  copies = inputs;
+  for (Tensor &t : copies)
+    if (!t.isHost())
+      t = t.to("cpu");
+  return copies;
+}
+} // namespace
+
 std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs) const {
-  return impl_->run(inputs, nullptr);
+  std::vector<Tensor> copies;
+  return impl_->run(onHost(inputs, copies), nullptr);
 }
 
 std::vector<Tensor> Module::run(const std::vector<Tensor> &inputs,
                                 std::vector<ProfileEvent> &profile) const {
   Profiler profiler(profile);
-  return impl_->run(inputs, &profiler);
+  std::vector<Tensor> copies;
+  return impl_->run(onHost(inputs, copies), &profiler);
 }
 
 std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,

@@ -2,6 +2,10 @@
 
 #include "kiln/runtime.h"
 
+#include "runtime/Cuda.h"
+#include "runtime/Device.h"
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -83,6 +87,74 @@ Tensor Tensor::fromBytes(DType dtype, std::vector<int64_t> shape,
                 std::to_string(nbytes));
   if (nbytes)
     std::memcpy(t.raw(), data, nbytes);
+  return t;
+}
+
+void *Tensor::onDevice() const {
+  throw Error(describe(dtype_, shape_) + " is on " + device_ +
+              ": read it with .to(\"cpu\")");
+}
+
+namespace {
+// Copies `t`'s bytes to host memory at `dst`.
+void readInto(const Tensor &t, void *dst, device::Device *home) {
+  size_t bytes = t.nbytes();
+  if (!bytes)
+    return;
+  if (!home) {
+    std::memcpy(dst, t.raw(), bytes);
+    return;
+  }
+  cuda::Context &context = *home->cuda();
+  cuda::CUstream stream = context.acquireStream();
+  context.toHost(dst,
+                 static_cast<cuda::CUdeviceptr>(
+                     reinterpret_cast<uintptr_t>(t.devicePointer())),
+                 bytes, stream);
+  context.synchronize(stream, "cannot copy a tensor to the host");
+  context.releaseStream(stream);
+}
+} // namespace
+
+Tensor Tensor::to(const std::string &name) const {
+  device::Name target = device::parseBindable(name);
+  if (target.text == device_)
+    return *this;
+  auto *home = static_cast<device::Device *>(home_.get());
+  if (target.kind != device::Kind::Cuda) {
+    Tensor t = Tensor::empty(dtype_, shape_);
+    readInto(*this, t.raw(), home);
+    t.device_ = target.text;
+    return t;
+  }
+  std::shared_ptr<device::Device> there = device::tensorDevice(target.text);
+  if (there->name() == device_)
+    return *this; // cuda:auto picked where it already is
+  size_t bytes = std::max<size_t>(nbytes(), 1);
+  Tensor t;
+  t.dtype_ = dtype_;
+  t.shape_ = shape_;
+  t.data_ = std::shared_ptr<uint8_t>(
+      static_cast<uint8_t *>(there->allocate(bytes)),
+      [there, bytes](uint8_t *p) { there->release(p, bytes); });
+  t.device_ = there->name();
+  t.home_ = there;
+  if (nbytes()) {
+    std::vector<uint8_t> staging;
+    const void *source = isHost() ? raw() : nullptr;
+    if (!source) {
+      staging.resize(nbytes());
+      readInto(*this, staging.data(), home);
+      source = staging.data();
+    }
+    cuda::Context &context = *there->cuda();
+    cuda::CUstream stream = context.acquireStream();
+    context.toDevice(static_cast<cuda::CUdeviceptr>(
+                         reinterpret_cast<uintptr_t>(t.data_.get())),
+                     source, nbytes(), stream);
+    context.synchronize(stream, "cannot copy a tensor to " + t.device_);
+    context.releaseStream(stream);
+  }
   return t;
 }
 

@@ -366,6 +366,61 @@ TEST_F(CudaTest, FakeSingleDeviceRunsInlineAndLeaksNothing) {
     EXPECT_EQ(fakeCount(fake, what), 0) << what << " leaked";
 }
 
+TEST_F(CudaTest, FakeTensorsMoveToTheGpuAndBack) {
+  std::string fake = useFake(2);
+  {
+    kiln::Tensor x = input(1.5f);
+    kiln::Tensor onGpu = x.to("cuda:1");
+    EXPECT_EQ(onGpu.device(), "cuda:1");
+    EXPECT_FALSE(onGpu.isHost());
+    EXPECT_EQ(onGpu.shape(), x.shape());
+    try {
+      (void)onGpu.raw();
+      ADD_FAILURE() << "raw() of a cuda tensor returned";
+    } catch (const kiln::Error &e) {
+      EXPECT_NE(std::string(e.what()).find("is on cuda:1: read it with "
+                                           ".to(\"cpu\")"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(fakeCount(fake, "allocations"), 1);
+    kiln::Tensor moved = onGpu.to("cuda:0"); // through the host
+    EXPECT_EQ(moved.device(), "cuda:0");
+    kiln::Tensor back = moved.to("cpu");
+    EXPECT_EQ(back.device(), "cpu");
+    ASSERT_EQ(back.nbytes(), x.nbytes());
+    EXPECT_EQ(std::memcmp(back.raw(), x.raw(), x.nbytes()), 0);
+    EXPECT_EQ(x.to("sim:2").device(), "sim:2");
+    EXPECT_EQ(onGpu.to("cuda:1").devicePointer(), onGpu.devicePointer());
+
+    // A plan takes inputs wherever they are.
+    kiln::Module m =
+        kiln::Module::load(write(singlePlan(), "tensor-inputs.kiln"));
+    expectOutputs(m.run({onGpu}), singleReference(x), "a cuda:1 input");
+
+    for (auto [name, fragment] : {std::pair("cuda:5", "the driver sees 2 GPUs"),
+                                  std::pair("gpu:0", "gpu:0")})
+      try {
+        x.to(name);
+        ADD_FAILURE() << name << ": no error";
+      } catch (const kiln::Error &e) {
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+            << e.what();
+      }
+  }
+  // Device memory is returned when the last tensor on it goes.
+  EXPECT_EQ(fakeCount(fake, "contexts"), 0);
+  setenv("KILN_CUDA_DRIVER", (tempPath("absent") + ".so").c_str(), 1);
+  try {
+    input(0.0f).to("cuda:0");
+    ADD_FAILURE() << "no error without a driver";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0 was asked for"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 /// A plan of one GEMM launch (k_gemm) on `device`, with a constant w.
 PlanBuilder gemmPlan(const std::string &device) {
   PlanBuilder b;

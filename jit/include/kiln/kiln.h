@@ -290,7 +290,8 @@ struct CompileInfo {
 /// A compiled program. Calls are thread-safe; copies share one module.
 class Function {
 public:
-  /// Inputs in order (host tensors); outputs in order, on the host.
+  /// Inputs in order, on any device (the plan moves them where it needs
+  /// them); outputs in order, in host memory.
   std::vector<Tensor> operator()(const std::vector<Tensor> &inputs) const;
   const std::vector<TensorInfo> &inputs() const;
   const std::vector<TensorInfo> &outputs() const;

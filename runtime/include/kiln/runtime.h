@@ -61,7 +61,9 @@ const char *dtypeName(DType dtype);
 DType parseDType(const std::string &name);
 size_t dtypeSize(DType dtype);
 
-/// A dense, row-major tensor in host memory (64-byte aligned).
+/// A dense, row-major tensor on a device: host memory (64-byte aligned) for
+/// "cpu" and the host-memory test devices "sim:N", device memory for
+/// "cuda:N". Copies share storage.
 class Tensor {
 public:
   Tensor() = default;
@@ -75,17 +77,34 @@ public:
   const std::vector<int64_t> &shape() const { return shape_; }
   int64_t numElements() const;
   size_t nbytes() const { return numElements() * dtypeSize(dtype_); }
-  void *raw() { return data_.get(); }
-  const void *raw() const { return data_.get(); }
+  /// "cpu", "sim:N" or "cuda:N".
+  const std::string &device() const { return device_; }
+  /// Whether the host can read the data (every device but cuda).
+  bool isHost() const { return !home_; }
+  /// A copy on `device` ("cpu", "sim:N", "cuda:N", "cuda:auto"), like
+  /// torch's Tensor.to (a tensor already there is returned as it is).
+  /// Throws kiln::Error for an unknown device, or a cuda device when no
+  /// driver or GPU is there.
+  Tensor to(const std::string &device) const;
+  /// The host data. Throws kiln::Error for a tensor on a cuda device: read
+  /// it with .to("cpu").
+  void *raw() { return isHost() ? data_.get() : onDevice(); }
+  const void *raw() const { return isHost() ? data_.get() : onDevice(); }
   template <typename T> T *data() { return static_cast<T *>(raw()); }
   template <typename T> const T *data() const {
     return static_cast<const T *>(raw());
   }
 
+  /// The device pointer of a cuda tensor (runtime-internal).
+  void *devicePointer() const { return data_.get(); }
+
 private:
+  [[noreturn]] void *onDevice() const;
   DType dtype_ = DType::F32;
   std::vector<int64_t> shape_;
   std::shared_ptr<uint8_t> data_;
+  std::string device_ = "cpu";
+  std::shared_ptr<void> home_; // the runtime device of a cuda tensor
 };
 
 /// "f32[64,784]".
