@@ -631,6 +631,10 @@ Proxy reshape(const Proxy &x, const std::vector<Dim> &shape) {
     if (ok && restStatic >= 0 && restCount > 0 && restStatic % restCount == 0)
       out[inferred] = Dim(restStatic / restCount);
   }
+  // A -1 the trace could size is spelled out, so the importer need not
+  // divide symbolic counts.
+  if (inferred >= 0 && !out[inferred].isSymbolic() && out[inferred].size() >= 0)
+    pieces[inferred].size = out[inferred].size();
   return reshapeTo(x, pieces, out);
 }
 Proxy transpose(const Proxy &x, int64_t dim0, int64_t dim1) {

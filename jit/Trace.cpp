@@ -19,6 +19,8 @@
 
 #include "frontend/OnnxImporter.h"
 
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -99,6 +101,26 @@ std::string Graph::constant(const Tensor &t, const std::string &prefix) {
   return name;
 }
 
+namespace {
+// IEEE binary16 bits of `f`, rounded to nearest even.
+uint16_t toHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint16_t sign = (x >> 16) & 0x8000;
+  uint32_t magnitude = x & 0x7fffffff;
+  if (magnitude >= 0x7f800000) // inf or nan
+    return sign | 0x7c00 | (magnitude > 0x7f800000 ? 0x200 : 0);
+  if (magnitude >= 0x477ff000) // rounds to beyond the largest half
+    return sign | 0x7c00;
+  if (magnitude < 0x38800000) {                // a subnormal half (or zero)
+    float scaled = std::fabs(f) * 16777216.0f; // 2^24: units of 2^-24
+    return sign | uint16_t(std::nearbyint(scaled));
+  }
+  uint32_t rounded = magnitude + 0xfff + ((magnitude >> 13) & 1);
+  return sign | uint16_t((rounded - 0x38000000) >> 13);
+}
+} // namespace
+
 std::string Graph::scalar(DType dtype, double v) {
   Tensor t = Tensor::empty(dtype, {});
   switch (dtype) {
@@ -136,7 +158,8 @@ std::string Graph::scalar(DType dtype, double v) {
     *t.data<uint8_t>() = v != 0;
     break;
   case DType::F16:
-    throw Error("scalars of f16 tensors are not supported by the tracer yet");
+    *t.data<uint16_t>() = toHalf(float(v));
+    break;
   }
   return constant(t, "scalar");
 }

@@ -293,6 +293,37 @@ TEST(Jit, OpsMatchLoops) {
   EXPECT_LT(relL2(values(out[2]), conv), 1e-5);
 }
 
+TEST(Jit, SymbolicReshapeAndFlattenRun) {
+  TempDir dir;
+  Traced t = trace(
+      [](const Proxy &x) {
+        Proxy a = x.reshape({"N", -1});            // [N,12] through Shape(x)
+        Proxy b = x.transpose(1, 2).flatten(1);    // [N,12], another order
+        Proxy c = cat({a, b}, 1).reshape({-1, 4}); // [N*6, 4]
+        return std::vector<Proxy>{a, c.sum({1})};
+      },
+      {{"x", {"N", 3, 4}}});
+  Function f = jit::compile(t, optionsIn(dir));
+  for (int n : {1, 3}) {
+    std::vector<float> x = randomFloats(n * 12, 60 + n);
+    std::vector<Tensor> out = f({tensor({n, 3, 4}, x)});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{n, 12}));
+    EXPECT_EQ(values(out[0]), x);
+    ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{n * 6}));
+    std::vector<float> rows(n * 24), sums(n * 6, 0.f);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < 12; ++j) {
+        rows[i * 24 + j] = x[i * 12 + j];
+        int c = j / 3, r = j % 3; // transposed [4,3] then flattened
+        rows[i * 24 + 12 + j] = x[i * 12 + r * 4 + c];
+      }
+    for (size_t k = 0; k < rows.size(); ++k)
+      sums[k / 4] += rows[k];
+    EXPECT_LT(relL2(values(out[1]), sums), 1e-6);
+  }
+}
+
 TEST(Jit, PromotedArithmeticRuns) {
   TempDir dir;
   Traced t = trace([](const Proxy &a, const Proxy &b) { return a / b + 0.5; },
@@ -303,6 +334,21 @@ TEST(Jit, PromotedArithmeticRuns) {
   ASSERT_EQ(out[0].dtype(), DType::F32);
   EXPECT_EQ(values(out[0]),
             (std::vector<float>{1.0f, 1.5f, 2.0f, 0.75f, 1.0f, 1.25f}));
+}
+
+TEST(Jit, HalfScalars) {
+  TempDir dir;
+  Traced t = trace([](const Proxy &x) { return x * 0.5 + 2.0; },
+                   {{"x", {3}, DType::F16}});
+  Function f = jit::compile(t, optionsIn(dir));
+  // f16 bits: 1, 2, 3 in; 2.5, 3, 3.5 out.
+  std::vector<uint16_t> in = {0x3c00, 0x4000, 0x4200};
+  std::vector<Tensor> out =
+      f({Tensor::fromBytes(DType::F16, {3}, in.data(), 6)});
+  ASSERT_EQ(out[0].dtype(), DType::F16);
+  const uint16_t *y = out[0].data<uint16_t>();
+  EXPECT_EQ(std::vector<uint16_t>(y, y + 3),
+            (std::vector<uint16_t>{0x4100, 0x4200, 0x4300}));
 }
 
 TEST(Jit, WeightErrorsListEveryName) {
