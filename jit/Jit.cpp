@@ -76,10 +76,18 @@ std::string optionsKey(const jit::Options &o) {
                     "\n" + join(o.splitDims) + "\n" + o.outputDevice + "\n" +
                     join(o.inputShapes) + "\n" + std::to_string(o.optLevel) +
                     "\n" + o.targetCpu + "\n" + o.cudaArch + "\n";
-  if (!o.pins.empty()) {
-    std::ifstream in(o.pins, std::ios::binary);
-    key += std::string(std::istreambuf_iterator<char>(in), {}) + "\n";
+  // Files the placement reads: their contents, not only their names.
+  std::vector<std::string> files = {o.pins};
+  for (const std::string &profile : o.profiles)
+    files.push_back(profile.substr(profile.find('=') + 1));
+  for (const std::string &file : files) {
+    if (file.empty())
+      continue;
+    std::ifstream in(file, std::ios::binary);
+    key += file + "\n" +
+           std::string(std::istreambuf_iterator<char>(in), {}) + "\n";
   }
+  key += join(o.profiles) + "\n";
   key += join(targetCpuFeatures(o.targetCpu));
   return key;
 }
@@ -94,6 +102,7 @@ CompileOptions driverOptions(const jit::Options &o) {
   c.microbatches = o.microbatches;
   c.splitDims = o.splitDims;
   c.pins = o.pins;
+  c.profiles = o.profiles;
   c.outputDevice = o.outputDevice;
   c.inputShapes = o.inputShapes;
   c.cxx.optLevel = o.optLevel;

@@ -319,6 +319,7 @@ struct Options {
   unsigned microbatches = 1;
   std::vector<std::string> splitDims; // NAME=D, for data:K
   std::string pins;                   // a pins JSON file
+  std::vector<std::string> profiles;  // DEVICE=FILE.json cost profiles
   std::string outputDevice;
   /// NAME=D0xD1... bindings of symbolic input dims.
   std::vector<std::string> inputShapes;
