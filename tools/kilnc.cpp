@@ -163,19 +163,6 @@ int main(int argc, char **argv) {
   }
   if (deviceList.empty())
     deviceList.push_back("cpu");
-  StringRef strategy = placement;
-  if (strategy != "single" && strategy != "auto" &&
-      !strategy.starts_with("data:") && !strategy.starts_with("pipeline:")) {
-    errs() << "kilnc: error: --placement=" << placement
-           << " is not a strategy (available: single, auto, data:K, "
-              "pipeline:K)\n";
-    return 1;
-  }
-  if (!kiln::isCudaArch(cudaArch)) {
-    errs() << "kilnc: error: --cuda-arch=" << cudaArch
-           << " is not a CUDA architecture (expected sm_NN, e.g. sm_80)\n";
-    return 1;
-  }
   kiln::CompileOptions options;
   options.input = input;
   if ((!stripPrefix.empty() || !renames.empty()) && weights.empty()) {

@@ -336,6 +336,32 @@ TEST(Jit, PromotedArithmeticRuns) {
             (std::vector<float>{1.0f, 1.5f, 2.0f, 0.75f, 1.0f, 1.25f}));
 }
 
+TEST(Jit, BadOptionsAndFilesAreErrors) {
+  TempDir dir;
+  auto expectError = [](auto compile, const std::string &fragment) {
+    try {
+      compile();
+      ADD_FAILURE() << "no error, expected: " << fragment;
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+          << e.what();
+    }
+  };
+  jit::Options options = optionsIn(dir);
+  options.weights = mlpWeights();
+  options.placement = "everywhere";
+  expectError([&] { jit::compile(traceMlp(), options); },
+              "--placement=everywhere is not a strategy");
+  options.placement = "single";
+  options.device = "tpu:0";
+  expectError([&] { jit::compile(traceMlp(), options); }, "tpu:0");
+  expectError(
+      [&] {
+        jit::compile((dir.path / "absent.onnx").string(), optionsIn(dir));
+      },
+      "cannot open ONNX model file");
+}
+
 TEST(Jit, HalfScalars) {
   TempDir dir;
   Traced t = trace([](const Proxy &x) { return x * 0.5 + 2.0; },

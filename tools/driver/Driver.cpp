@@ -186,6 +186,20 @@ LogicalResult compileModel(const CompileOptions &options) {
   };
   Progress progress(options.progress);
 
+  StringRef strategy = options.placement;
+  if (strategy != "single" && strategy != "auto" &&
+      !strategy.starts_with("data:") && !strategy.starts_with("pipeline:")) {
+    errs << prefix << "error: --placement=" << options.placement
+         << " is not a strategy (available: single, auto, data:K, "
+            "pipeline:K)\n";
+    return failure();
+  }
+  if (!isCudaArch(options.cuda.arch)) {
+    errs << prefix << "error: --cuda-arch=" << options.cuda.arch
+         << " is not a CUDA architecture (expected sm_NN, e.g. sm_80)\n";
+    return failure();
+  }
+
   progress.stage("importing " + options.input);
   onnx::ModelProto fileModel;
   const onnx::ModelProto *model = options.model;
