@@ -352,7 +352,8 @@ std::string cacheDirectory(const std::string &configured = "");
 
 } // namespace jit
 
-/// A host tensor of `shape` holding `values` (row-major).
+/// A host tensor of `shape` holding `values` (row-major); T is float,
+/// double, int32_t, int64_t, uint8_t or int8_t.
 template <typename T>
 Tensor tensor(const std::vector<int64_t> &shape, const std::vector<T> &values);
 
