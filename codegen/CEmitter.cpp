@@ -617,6 +617,16 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
     scalars[op->getResult(0)] = expr;
     return success();
   }
+  // A guarded read is performed only where the select using it picks it:
+  // it stays an expression, placed inside the select's branch.
+  if (op->hasAttr(kGuardedRead)) {
+    for (OpOperand &use : op->getResult(0).getUses())
+      if (!isa<arith::SelectOp>(use.getOwner()) || use.getOperandNumber() == 0)
+        return op->emitOpError()
+               << "is a guarded read used outside a select's branches";
+    scalars[op->getResult(0)] = "(" + expr + ")";
+    return success();
+  }
   std::string name = fresh("v");
   os << indent << "const " << typeName(op->getResult(0).getType()) << " "
      << name << " = " << expr << ";\n";

@@ -281,6 +281,10 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
   return true;
 }
 
+/// Trailing reductions of at most this many static iterations (a small
+/// window's taps, passes/lowering/Window.cpp) unroll into the loop body.
+static constexpr int64_t kUnrolledTail = 32;
+
 /// How many leading loops of `op` to share out between threads: parallel
 /// loops whose dim the output is indexed by (so that no two iterations write
 /// one element), leaving the innermost loop whole to vectorize.
@@ -288,6 +292,19 @@ static unsigned parallelPrefix(linalg::GenericOp op) {
   AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
   auto iterators = op.getIteratorTypesArray();
   size_t limit = std::max<size_t>(1, iterators.size() - 1);
+  // Around trailing reductions that unroll, the last parallel loop is the
+  // one that vectorizes: it stays whole.
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  size_t firstTail = iterators.size();
+  int64_t tail = 1;
+  while (firstTail > 0 &&
+         iterators[firstTail - 1] == utils::IteratorType::reduction &&
+         !ShapedType::isDynamic(ranges[firstTail - 1])) {
+    tail *= ranges[firstTail - 1];
+    --firstTail;
+  }
+  if (firstTail < iterators.size() && firstTail > 1 && tail <= kUnrolledTail)
+    limit = std::min(limit, firstTail - 1);
   unsigned n = 0;
   while (n < limit && iterators[n] == utils::IteratorType::parallel &&
          llvm::is_contained(out.getResults(),

@@ -32,6 +32,11 @@ namespace kiln {
 /// The largest cuda/sim ordinal (the runtime's limit too).
 inline constexpr int64_t kMaxDeviceOrdinal = 1 << 20;
 
+/// A unit attribute on a kernel-level tensor.extract whose indices may lie
+/// outside the tensor: it is only read where the arith.select using it
+/// picks it (a pad's interior), and the kernel emitters read it only there.
+inline constexpr llvm::StringLiteral kGuardedRead = "kiln.guarded_read";
+
 /// The device a tensor type carries, or null when it carries none.
 DeviceAttr getDevice(mlir::Type type);
 /// Bytes of a tensor value with a static shape (i1 as one byte); 0 when

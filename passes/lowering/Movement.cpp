@@ -61,16 +61,20 @@ Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
         auto index = [&](int64_t v) -> Value {
           return nb.create<arith::ConstantIndexOp>(l, v);
         };
+        // The read is guarded (kGuardedRead): the emitters perform it only
+        // inside the input, so its indices need no clamping and stay affine
+        // in the loop dims (the inner loop vectorizes with masked loads).
         Value inside;
         SmallVector<Value> indices;
         for (int64_t i = 0; i < rank; ++i) {
           Value at = nb.create<linalg::IndexOp>(l, i);
+          if (begin[i] == 0 && end[i] == 0) {
+            indices.push_back(at);
+            continue;
+          }
           Value src = nb.create<arith::SubIOp>(l, at, index(begin[i]));
-          bool dynamic = inType.isDynamicDim(i);
-          int64_t size = inType.getDimSize(i);
-          Value size0 = dynamic ? sizes[i] : index(size);
-          Value last = dynamic ? nb.create<arith::SubIOp>(l, sizes[i], index(1))
-                               : index(size - 1);
+          Value size0 =
+              inType.isDynamicDim(i) ? sizes[i] : index(inType.getDimSize(i));
           Value ok = nb.create<arith::AndIOp>(
               l,
               nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, src,
@@ -78,11 +82,10 @@ Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
               nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, src,
                                        size0));
           inside = inside ? nb.create<arith::AndIOp>(l, inside, ok) : ok;
-          Value clamped = nb.create<arith::MaxSIOp>(
-              l, index(0), nb.create<arith::MinSIOp>(l, src, last));
-          indices.push_back(clamped);
+          indices.push_back(src);
         }
-        Value read = nb.create<tensor::ExtractOp>(l, input, indices);
+        auto read = nb.create<tensor::ExtractOp>(l, input, indices);
+        read->setAttr(kGuardedRead, nb.getUnitAttr());
         Value pad = scalar(nb, l, inType.getElementType(), value);
         nb.create<linalg::YieldOp>(
             l, Value(nb.create<arith::SelectOp>(l, inside, read, pad)));

@@ -4,7 +4,8 @@
 // end padding for ceil_mode windows), then reduce over sliding windows with
 // one generic. Iteration order [n, channel, reduction dims..., output
 // spatial...] keeps the output's innermost dim innermost, so the inner loop
-// is a unit-stride (stride-1 conv) multiply-add that vectorizes.
+// is a unit-stride (stride-1 conv) multiply-add that vectorizes; a small
+// window instead loops its taps innermost (kUnrolledTaps).
 // Input index along spatial dim i: o_i * stride_i + k_i * dilation_i.
 // Grouped conv: input channel (m floordiv M/group) * C/group + c.
 // An f32 conv without groups gathers its windows first (im2col: col[n, c,
@@ -29,6 +30,49 @@ bool lowering::isWindowFamily(Operation *op) {
 
 namespace {
 using Iter = utils::IteratorType;
+
+// A direct window of at most this many taps (input channels per group x
+// kernel elements) loops as [n, channel, o..., reductions...]: the taps,
+// innermost with constant trip counts, unroll completely, so each output
+// sums in a register and the output's last dim is the vectorized loop
+// (codegen leaves it out of the threads' collapse). Larger windows keep
+// [n, channel, reductions..., o...].
+constexpr int64_t kUnrolledTaps = 32;
+
+// Moves the reduction dims [first, firstO) of `maps` and `iterators` after
+// the r output spatial dims that follow them; each output's sum keeps its
+// order.
+void reductionsInnermost(SmallVector<AffineMap> &maps,
+                         SmallVector<Iter> &iterators, int64_t first,
+                         int64_t firstO, int64_t r) {
+  int64_t numDims = iterators.size();
+  SmallVector<int64_t> order; // new position -> old dim
+  for (int64_t i = 0; i < first; ++i)
+    order.push_back(i);
+  for (int64_t i = 0; i < r; ++i)
+    order.push_back(firstO + i);
+  for (int64_t i = first; i < firstO; ++i)
+    order.push_back(i);
+  MLIRContext *ctx = maps.front().getContext();
+  SmallVector<AffineExpr> rename(numDims);
+  SmallVector<Iter> reordered(numDims);
+  for (auto [to, from] : llvm::enumerate(order)) {
+    rename[from] = getAffineDimExpr(to, ctx);
+    reordered[to] = iterators[from];
+  }
+  for (AffineMap &map : maps)
+    map = map.replaceDimsAndSymbols(rename, {}, numDims, 0);
+  iterators = reordered;
+}
+
+// The taps of a window of `kernel` over `channels` inputs, or -1 when a
+// size is dynamic.
+int64_t taps(ArrayRef<int64_t> kernel, int64_t channels) {
+  int64_t n = channels;
+  for (int64_t k : kernel)
+    n = ShapedType::isDynamic(k) || ShapedType::isDynamic(n) ? -1 : n * k;
+  return n;
+}
 
 // Spatial input exprs: o_i * s_i + k_i * d_i.
 SmallVector<AffineExpr> windowExprs(OpBuilder &b, ArrayRef<int64_t> strides,
@@ -152,6 +196,9 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   SmallVector<AffineMap> maps = {AffineMap::get(numDims, 0, inExprs, ctx),
                                  AffineMap::get(numDims, 0, wExprs, ctx),
                                  AffineMap::get(numDims, 0, outExprs, ctx)};
+  int64_t n = taps(wType.getShape().drop_front(2), cg);
+  if (!gemm && n >= 0 && n <= kUnrolledTaps)
+    reductionsInnermost(maps, iterators, 2, 3 + r, r);
   Value sums = b.create<linalg::GenericOp>(
                     loc, TypeRange{outType}, ValueRange{input, operands[1]},
                     ValueRange{init}, maps, iterators,
@@ -203,6 +250,9 @@ Value poolWindows(OpBuilder &b, Location loc, RankedTensorType outType,
   SmallVector<AffineMap> maps = {AffineMap::get(numDims, 0, inExprs, ctx),
                                  AffineMap::get(numDims, 0, windowDims, ctx),
                                  AffineMap::get(numDims, 0, outExprs, ctx)};
+  int64_t n = taps(kernel, 1);
+  if (n >= 0 && n <= kUnrolledTaps)
+    reductionsInnermost(maps, iterators, 2, 2 + r, r);
   return b
       .create<linalg::GenericOp>(
           loc, TypeRange{outType}, ValueRange{input, window},

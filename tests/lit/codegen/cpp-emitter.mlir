@@ -130,3 +130,61 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
   }
   return %0#0, %0#1 : tensor<8xf32, #kiln.device<cpu>>, tensor<8xf64, #kiln.device<cpu>>
 }
+
+// A pad whose input read is guarded (kiln.guarded_read) reads only under its
+// select, with unclamped indices; a depthwise 3x3 window with its taps
+// innermost leaves the output's last dim (d3) out of the threads' collapse:
+// it is the loop that vectorizes around the unrolled taps.
+// CHECK-LABEL: // kiln kernel kiln_k5
+// CHECK-NOT:  kiln_minimum
+// CHECK:      const int64_t [[H:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
+// CHECK-NEXT: const int64_t [[W:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
+// CHECK-NOT:  kiln_minimum
+// CHECK:      const float v{{[0-9]+}} = v{{[0-9]+}} ? (in0[v{{[0-9]+}} * 32 + v{{[0-9]+}} * 16 + [[H]] * 4 + [[W]]]) : v0;
+// CHECK:      #pragma omp parallel for collapse(3) schedule(static)
+// CHECK-NEXT: for (int64_t d0 = 0; d0 < 1; ++d0)
+// CHECK-NEXT:   for (int64_t d1 = 0; d1 < 2; ++d1)
+// CHECK-NEXT:     for (int64_t d2 = 0; d2 < 4; ++d2)
+// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 4; ++d3)
+// CHECK-NEXT:         for (int64_t d4 = 0; d4 < 1; ++d4)
+// CHECK-NEXT:           for (int64_t d5 = 0; d5 < 3; ++d5)
+// CHECK-NEXT:             for (int64_t d6 = 0; d6 < 3; ++d6) {
+func.func @depthwise(%x: tensor<1x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> tensor<1x2x4x4xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%x, %w : tensor<1x2x4x4xf32, #kiln.device<cpu>>, tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> (tensor<1x2x4x4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<1x2x4x4xf32>, %a1: tensor<2x1x3x3xf32>):
+    %zero = arith.constant 0.0 : f32
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c4 = arith.constant 4 : index
+    %pe = tensor.empty() : tensor<1x2x6x6xf32>
+    %pad = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%pe : tensor<1x2x6x6xf32>) {
+    ^bb0(%o: f32):
+      %n = linalg.index 0 : index
+      %c = linalg.index 1 : index
+      %h = linalg.index 2 : index
+      %w2 = linalg.index 3 : index
+      %hs = arith.subi %h, %c1 : index
+      %ws = arith.subi %w2, %c1 : index
+      %h0 = arith.cmpi sge, %hs, %c0 : index
+      %h1 = arith.cmpi slt, %hs, %c4 : index
+      %hin = arith.andi %h0, %h1 : i1
+      %w0 = arith.cmpi sge, %ws, %c0 : index
+      %w1 = arith.cmpi slt, %ws, %c4 : index
+      %win = arith.andi %w0, %w1 : i1
+      %in = arith.andi %hin, %win : i1
+      %v = tensor.extract %a0[%n, %c, %hs, %ws] {kiln.guarded_read} : tensor<1x2x4x4xf32>
+      %s = arith.select %in, %v, %zero : f32
+      linalg.yield %s : f32
+    } -> tensor<1x2x6x6xf32>
+    %e = tensor.empty() : tensor<1x2x4x4xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(n, c, oh, ow, i, kh, kw) -> (n, c + i, oh + kh, ow + kw)>, affine_map<(n, c, oh, ow, i, kh, kw) -> (c, i, kh, kw)>, affine_map<(n, c, oh, ow, i, kh, kw) -> (n, c, oh, ow)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%pad, %a1 : tensor<1x2x6x6xf32>, tensor<2x1x3x3xf32>) outs(%f : tensor<1x2x4x4xf32>) {
+    ^bb0(%p: f32, %q: f32, %acc: f32):
+      %m = arith.mulf %p, %q : f32
+      %a = arith.addf %acc, %m : f32
+      linalg.yield %a : f32
+    } -> tensor<1x2x4x4xf32>
+    kiln.yield %r : tensor<1x2x4x4xf32>
+  }
+  return %0 : tensor<1x2x4x4xf32, #kiln.device<cpu>>
+}

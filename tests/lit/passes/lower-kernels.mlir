@@ -71,18 +71,27 @@ func.func @batch_matmul(%a: tensor<3x2x4xf32, #kiln.device<cpu>>, %b: tensor<1x4
 
 // -----
 
-// conv: input padded by a generic that reads through clamped indices, bias
-// broadcast into the init, then one generic over [n, m, c, kh, kw, oh, ow]
-// with strided, dilated input reads and grouped channels.
-// CHECK-DAG: #[[IN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 2) * 2 + d2, d5 * 2 + d3, d6 * 2 + d4 * 2)>
-// CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>
-// CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>
+// conv: input padded by a generic whose read of the input is guarded (made
+// only inside it, so its indices are unclamped: d2 - 1, d3 - 1; the
+// unpadded n and c read their dims as they are), bias broadcast into the
+// init, then one generic with strided, dilated input reads and grouped
+// channels. Its 2 x 3 x 3 = 18 taps loop innermost: [n, m, oh, ow, c, kh, kw].
+// CHECK-DAG: #[[IN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 2) * 2 + d4, d2 * 2 + d5, d3 * 2 + d6 * 2)>
+// CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>
+// CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>
 // CHECK-LABEL: func.func @conv
 // CHECK: %[[PAD:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<1x4x8x8xf32>)
-// CHECK:   tensor.extract
-// CHECK:   arith.select
+// CHECK:   %[[I0:.+]] = linalg.index 0
+// CHECK:   %[[I1:.+]] = linalg.index 1
+// CHECK:   %[[I2:.+]] = linalg.index 2
+// CHECK:   %[[H:.+]] = arith.subi %[[I2]]
+// CHECK:   %[[I3:.+]] = linalg.index 3
+// CHECK:   %[[V:.+]] = arith.subi %[[I3]]
+// CHECK-NOT: arith.minsi
+// CHECK:   %[[READ:.+]] = tensor.extract %{{.+}}[%[[I0]], %[[I1]], %[[H]], %[[V]]] {kiln.guarded_read}
+// CHECK:   arith.select %{{.+}}, %[[READ]]
 // CHECK: %[[BIAS:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<4xf32>)
-// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%[[PAD]], %{{.+}} : tensor<1x4x8x8xf32>, tensor<4x2x3x3xf32>) outs(%[[BIAS]] : tensor<1x4x3x2xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%[[PAD]], %{{.+}} : tensor<1x4x8x8xf32>, tensor<4x2x3x3xf32>) outs(%[[BIAS]] : tensor<1x4x3x2xf32>)
 func.func @conv(%x: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x2x3x3xf32, #kiln.device<cpu>>, %b: tensor<4xf32, #kiln.device<cpu>>) -> tensor<1x4x3x2xf32, #kiln.device<cpu>> {
   %k = kiln.kernel(%x, %w, %b : tensor<1x4x6x6xf32, #kiln.device<cpu>>, tensor<4x2x3x3xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>>) -> (tensor<1x4x3x2xf32, #kiln.device<cpu>>) {
   ^bb0(%a: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %c: tensor<4x2x3x3xf32, #kiln.device<cpu>>, %d: tensor<4xf32, #kiln.device<cpu>>):
