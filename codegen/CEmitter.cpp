@@ -682,6 +682,8 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
       buffers[input] = buffers[op.getResult(0)];
   }
   for (Operation &op : block.without_terminator()) {
+    if (absorbed(&op))
+      continue;
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(&op)
             .Case<tensor::EmptyOp>([](auto) { return success(); })

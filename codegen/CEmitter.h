@@ -75,6 +75,9 @@ protected:
   /// Whether `fill` is left to its user (which then calls emitFillOp() only
   /// where it needs the filled memory).
   virtual bool defersFill(mlir::linalg::FillOp fill) { return false; }
+  /// Whether `op` is emitted inside another op's loops (by
+  /// emitGenericLoops), not on its own.
+  virtual bool absorbed(mlir::Operation *op) { return false; }
   /// Where declarations (buffers, scalars outside loops) go.
   virtual llvm::raw_ostream &decls() = 0;
   /// Where statements go.
@@ -91,6 +94,8 @@ protected:
   std::string bufferFor(mlir::Value tensor);
   /// The row-major offset of `map`'s result in `tensor`; with `broadcast`
   /// (reads of inputs), a dynamic dim that is 1 at run time reads index 0.
+  /// The C expression or name of a scalar already emitted.
+  std::string scalarOf(mlir::Value v) const { return scalars.lookup(v); }
   std::string index(mlir::Value tensor, mlir::AffineMap map,
                     bool broadcast = false);
   /// The size of dim `i` of `tensor` as a C expression: a number when

@@ -204,6 +204,7 @@ private:
   }
   LogicalResult emitGenericLoops(linalg::GenericOp op) override;
   bool defersFill(linalg::FillOp fill) override;
+  bool absorbed(Operation *op) override;
   bool emitGemmCall(linalg::GenericOp op);
 
   raw_ostream &os;
@@ -285,26 +286,107 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
 /// window's taps, passes/lowering/Window.cpp) unroll into the loop body.
 static constexpr int64_t kUnrolledTail = 32;
 
+/// The number of leading loops of `op` when they are parallel, index its
+/// output in order (d0, d1, ...), and are followed only by reductions that
+/// unroll (kUnrolledTail); else 0. Such a window computes each output
+/// element whole inside its parallel loops: its init can be written there
+/// first, and an elementwise epilogue applied there after.
+static unsigned unrolledWindow(linalg::GenericOp op) {
+  if (libraryGemm(op))
+    return 0;
+  auto iterators = op.getIteratorTypesArray();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  size_t p = iterators.size();
+  int64_t tail = 1;
+  while (p > 0 && iterators[p - 1] == utils::IteratorType::reduction &&
+         !ShapedType::isDynamic(ranges[p - 1])) {
+    tail *= ranges[p - 1];
+    --p;
+  }
+  if (p == iterators.size() || p < 2 || tail > kUnrolledTail)
+    return 0;
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  if (out.getNumResults() != p)
+    return 0;
+  for (unsigned d = 0; d < p; ++d)
+    if (iterators[d] != utils::IteratorType::parallel ||
+        out.getResult(d) != getAffineDimExpr(d, op.getContext()))
+      return 0;
+  return p;
+}
+
+/// Whether `op` is all-parallel over `p` loops, writes its output in loop
+/// order, and does not read its init: its body can run inside the parallel
+/// loops of an unrolledWindow.
+static bool fitsWindowLoops(linalg::GenericOp op, unsigned p) {
+  if (op.getNumDpsInits() != 1 || op.getNumLoops() != p ||
+      op.getNumParallelLoops() != p ||
+      !op.getMatchingBlockArgument(op.getDpsInitOperand(0)).use_empty())
+    return false;
+  return op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity();
+}
+
+/// The fill or generic that only initialises window `op`, computed per
+/// element inside its loops.
+static Operation *windowPrologue(linalg::GenericOp op) {
+  unsigned p = unrolledWindow(op);
+  Value init = op.getDpsInits()[0];
+  Operation *def = init.getDefiningOp();
+  if (!p || !def || !init.hasOneUse())
+    return nullptr;
+  if (isa<linalg::FillOp>(def))
+    return def;
+  auto generic = dyn_cast<linalg::GenericOp>(def);
+  return generic && fitsWindowLoops(generic, p) ? def : nullptr;
+}
+
+/// The elementwise generic applied to each element of window `op` (its only
+/// user, reading it in loop order), computed inside the window's loops.
+static linalg::GenericOp windowEpilogue(linalg::GenericOp op) {
+  unsigned p = unrolledWindow(op);
+  Value result = op.getResult(0);
+  if (!p || !result.hasOneUse())
+    return {};
+  auto user = dyn_cast<linalg::GenericOp>(*result.getUsers().begin());
+  if (!user || !fitsWindowLoops(user, p))
+    return {};
+  // Its other inputs must be ready when the window runs (an average pool's
+  // divisor is a window computed after the sums).
+  for (OpOperand *input : user.getDpsInputOperands()) {
+    Value v = input->get();
+    if (v == result
+            ? !user.getMatchingIndexingMap(input).isIdentity()
+            : v.getDefiningOp() && !v.getDefiningOp()->isBeforeInBlock(op))
+      return {};
+  }
+  return user;
+}
+
+bool CppEmitter::absorbed(Operation *op) {
+  if (op->getNumResults() != 1 || !op->getResult(0).hasOneUse())
+    return false;
+  Operation *user = *op->getUsers().begin();
+  if (auto window = dyn_cast<linalg::GenericOp>(user))
+    if (windowPrologue(window) == op)
+      return true;
+  if (auto generic = dyn_cast<linalg::GenericOp>(op))
+    for (OpOperand *input : generic.getDpsInputOperands())
+      if (auto window = input->get().getDefiningOp<linalg::GenericOp>())
+        if (windowEpilogue(window) == generic)
+          return true;
+  return false;
+}
+
 /// How many leading loops of `op` to share out between threads: parallel
 /// loops whose dim the output is indexed by (so that no two iterations write
-/// one element), leaving the innermost loop whole to vectorize.
+/// one element), leaving the innermost loop whole to vectorize. In an
+/// unrolledWindow that is the last parallel loop, around the taps.
 static unsigned parallelPrefix(linalg::GenericOp op) {
   AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
   auto iterators = op.getIteratorTypesArray();
   size_t limit = std::max<size_t>(1, iterators.size() - 1);
-  // Around trailing reductions that unroll, the last parallel loop is the
-  // one that vectorizes: it stays whole.
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  size_t firstTail = iterators.size();
-  int64_t tail = 1;
-  while (firstTail > 0 &&
-         iterators[firstTail - 1] == utils::IteratorType::reduction &&
-         !ShapedType::isDynamic(ranges[firstTail - 1])) {
-    tail *= ranges[firstTail - 1];
-    --firstTail;
-  }
-  if (firstTail < iterators.size() && firstTail > 1 && tail <= kUnrolledTail)
-    limit = std::min(limit, firstTail - 1);
+  if (unsigned p = unrolledWindow(op))
+    limit = std::min<size_t>(limit, p - 1);
   unsigned n = 0;
   while (n < limit && iterators[n] == utils::IteratorType::parallel &&
          llvm::is_contained(out.getResults(),
@@ -314,7 +396,15 @@ static unsigned parallelPrefix(linalg::GenericOp op) {
 }
 
 LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
+  Operation *prologue = windowPrologue(op);
+  linalg::GenericOp epilogue = windowEpilogue(op);
+  unsigned p = unrolledWindow(op);
   declareOperands(op); // before the loops
+  if (prologue)
+    if (auto generic = dyn_cast<linalg::GenericOp>(prologue))
+      declareOperands(generic);
+  if (epilogue)
+    declareOperands(epilogue);
   bool gemm = emitGemmCall(op);
   SmallVector<std::string> ranges;
   for (unsigned d = 0; d < op.getNumLoops(); ++d) {
@@ -334,18 +424,38 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
                         "schedule(static) if ({1} >= {2})\n",
                         shared, work, kParallelWork);
   }
-  std::string indent = "  ";
+  // With a prologue or epilogue, the last parallel loop's body holds them
+  // around the reduction loops.
+  bool around = prologue || epilogue;
+  std::string indent = "  ", outer;
   for (auto [dim, size] : llvm::enumerate(ranges)) {
     os << indent
        << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})", dim,
                         size);
-    os << (dim + 1 == ranges.size() ? " {\n" : "\n");
+    bool opens = dim + 1 == ranges.size() || (around && dim + 1 == p);
+    os << (opens ? " {\n" : "\n");
     indent += "  ";
+    if (around && dim + 1 == p) {
+      outer = indent;
+      if (auto fill = dyn_cast_or_null<linalg::FillOp>(prologue))
+        os << indent << bufferFor(fill.getResult(0)) << "["
+           << index(op.getResult(0),
+                    op.getMatchingIndexingMap(op.getDpsInitOperand(0)))
+           << "] = " << scalarOf(fill.getInputs()[0]) << ";\n";
+      else if (prologue && failed(emitGenericBody(
+                               cast<linalg::GenericOp>(prologue), indent)))
+        return failure();
+    }
   }
   if (ranges.empty())
     os << indent << "{\n";
   if (failed(emitGenericBody(op, indent)))
     return failure();
+  if (around) {
+    os << outer << "}\n";
+    if (epilogue && failed(emitGenericBody(epilogue, outer)))
+      return failure();
+  }
   os << "  }\n";
   if (gemm)
     os << "  }\n";

@@ -134,7 +134,8 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
 // A pad whose input read is guarded (kiln.guarded_read) reads only under its
 // select, with unclamped indices; a depthwise 3x3 window with its taps
 // innermost leaves the output's last dim (d3) out of the threads' collapse:
-// it is the loop that vectorizes around the unrolled taps.
+// it is the loop that vectorizes around the unrolled taps. Its zero fill
+// and its relu run per element inside that loop, around the taps.
 // CHECK-LABEL: // kiln kernel kiln_k5
 // CHECK-NOT:  kiln_minimum
 // CHECK:      const int64_t [[H:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
@@ -145,10 +146,18 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
 // CHECK-NEXT: for (int64_t d0 = 0; d0 < 1; ++d0)
 // CHECK-NEXT:   for (int64_t d1 = 0; d1 < 2; ++d1)
 // CHECK-NEXT:     for (int64_t d2 = 0; d2 < 4; ++d2)
-// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 4; ++d3)
+// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 4; ++d3) {
+// CHECK-NEXT:         out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = v0;
 // CHECK-NEXT:         for (int64_t d4 = 0; d4 < 1; ++d4)
 // CHECK-NEXT:           for (int64_t d5 = 0; d5 < 3; ++d5)
 // CHECK-NEXT:             for (int64_t d6 = 0; d6 < 3; ++d6) {
+// CHECK:                    out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = v{{[0-9]+}};
+// CHECK-NEXT:         }
+// CHECK-NEXT:         const float [[E:a[0-9]+]] = out0[d0 * 32 + d1 * 16 + d2 * 4 + d3];
+// CHECK-NEXT:         const float [[R:v[0-9]+]] = kiln_maximum([[E]], v0);
+// CHECK-NEXT:         out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = [[R]];
+// CHECK-NEXT: }
+// CHECK-NEXT: }
 func.func @depthwise(%x: tensor<1x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> tensor<1x2x4x4xf32, #kiln.device<cpu>> {
   %0 = kiln.kernel(%x, %w : tensor<1x2x4x4xf32, #kiln.device<cpu>>, tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> (tensor<1x2x4x4xf32, #kiln.device<cpu>>) {
   ^bb0(%a0: tensor<1x2x4x4xf32>, %a1: tensor<2x1x3x3xf32>):
@@ -184,7 +193,13 @@ func.func @depthwise(%x: tensor<1x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<2x1x
       %a = arith.addf %acc, %m : f32
       linalg.yield %a : f32
     } -> tensor<1x2x4x4xf32>
-    kiln.yield %r : tensor<1x2x4x4xf32>
+    %re = tensor.empty() : tensor<1x2x4x4xf32>
+    %relu = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (n, c, h, w)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%r : tensor<1x2x4x4xf32>) outs(%re : tensor<1x2x4x4xf32>) {
+    ^bb0(%in: f32, %o: f32):
+      %m = arith.maximumf %in, %zero : f32
+      linalg.yield %m : f32
+    } -> tensor<1x2x4x4xf32>
+    kiln.yield %relu : tensor<1x2x4x4xf32>
   }
   return %0 : tensor<1x2x4x4xf32, #kiln.device<cpu>>
 }
