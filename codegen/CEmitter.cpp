@@ -379,9 +379,13 @@ LogicalResult CEmitter::emitGenericBody(linalg::GenericOp op,
       continue;
     }
     std::string name = fresh("a");
+    auto read = reads.find(operand);
     os << indent << "const " << typeName(arg.getType()) << " " << name << " = "
-       << bufferFor(isInput ? operand : result) << "["
-       << index(operand, maps[i], isInput) << "];\n";
+       << (isInput && read != reads.end()
+               ? read->second
+               : bufferFor(isInput ? operand : result) + "[" +
+                     index(operand, maps[i], isInput) + "]")
+       << ";\n";
     scalars[arg] = name;
   }
   for (Operation &inner : block.without_terminator())

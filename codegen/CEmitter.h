@@ -94,6 +94,9 @@ protected:
   std::string bufferFor(mlir::Value tensor);
   /// The row-major offset of `map`'s result in `tensor`; with `broadcast`
   /// (reads of inputs), a dynamic dim that is 1 at run time reads index 0.
+  /// How emitGenericBody reads these inputs instead of by their maps (an
+  /// epilogue reading the element its window just computed).
+  llvm::DenseMap<mlir::Value, std::string> reads;
   /// The C expression or name of a scalar already emitted.
   std::string scalarOf(mlir::Value v) const { return scalars.lookup(v); }
   std::string index(mlir::Value tensor, mlir::AffineMap map,

@@ -453,8 +453,19 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
     return failure();
   if (around) {
     os << outer << "}\n";
-    if (epilogue && failed(emitGenericBody(epilogue, outer)))
-      return failure();
+    // The epilogue reads the element just computed, where it was written
+    // (a dynamic dim of it cannot broadcast).
+    if (epilogue) {
+      Value result = op.getResult(0);
+      reads[result] =
+          bufferFor(result) + "[" +
+          index(result, op.getMatchingIndexingMap(op.getDpsInitOperand(0))) +
+          "]";
+      LogicalResult ok = emitGenericBody(epilogue, outer);
+      reads.erase(result);
+      if (failed(ok))
+        return failure();
+    }
   }
   os << "  }\n";
   if (gemm)
