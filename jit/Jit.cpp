@@ -84,8 +84,8 @@ std::string optionsKey(const jit::Options &o) {
     if (file.empty())
       continue;
     std::ifstream in(file, std::ios::binary);
-    key += file + "\n" +
-           std::string(std::istreambuf_iterator<char>(in), {}) + "\n";
+    key += file + "\n" + std::string(std::istreambuf_iterator<char>(in), {}) +
+           "\n";
   }
   key += join(o.profiles) + "\n";
   key += join(targetCpuFeatures(o.targetCpu));
