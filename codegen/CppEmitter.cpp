@@ -326,6 +326,36 @@ static bool fitsWindowLoops(linalg::GenericOp op, unsigned p) {
   return op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity();
 }
 
+/// The elementwise generic applied to each element of window `op` (its only
+/// user, reading it in loop order), computed inside the window's loops.
+static linalg::GenericOp windowEpilogue(linalg::GenericOp op) {
+  unsigned p = unrolledWindow(op);
+  Value result = op.getResult(0);
+  if (!p || !result.hasOneUse())
+    return {};
+  auto user = dyn_cast<linalg::GenericOp>(*result.getUsers().begin());
+  // Emitted once, in the window: its own result has one use too.
+  if (!user || !fitsWindowLoops(user, p) || !user.getResult(0).hasOneUse())
+    return {};
+  // Its other inputs must be ready when the window runs (an average pool's
+  // divisor is a window computed after the sums), and static: one with a
+  // dynamic dim could broadcast the window's, and the window's loops would
+  // not cover the epilogue's.
+  for (OpOperand *input : user.getDpsInputOperands()) {
+    Value v = input->get();
+    if (v == result) {
+      if (!user.getMatchingIndexingMap(input).isIdentity())
+        return {};
+      continue;
+    }
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if ((type && !type.hasStaticShape()) ||
+        (v.getDefiningOp() && !v.getDefiningOp()->isBeforeInBlock(op)))
+      return {};
+  }
+  return user;
+}
+
 /// The fill or generic that only initialises window `op`, computed per
 /// element inside its loops.
 static Operation *windowPrologue(linalg::GenericOp op) {
@@ -337,29 +367,14 @@ static Operation *windowPrologue(linalg::GenericOp op) {
   if (isa<linalg::FillOp>(def))
     return def;
   auto generic = dyn_cast<linalg::GenericOp>(def);
-  return generic && fitsWindowLoops(generic, p) ? def : nullptr;
-}
-
-/// The elementwise generic applied to each element of window `op` (its only
-/// user, reading it in loop order), computed inside the window's loops.
-static linalg::GenericOp windowEpilogue(linalg::GenericOp op) {
-  unsigned p = unrolledWindow(op);
-  Value result = op.getResult(0);
-  if (!p || !result.hasOneUse())
-    return {};
-  auto user = dyn_cast<linalg::GenericOp>(*result.getUsers().begin());
-  if (!user || !fitsWindowLoops(user, p))
-    return {};
-  // Its other inputs must be ready when the window runs (an average pool's
-  // divisor is a window computed after the sums).
-  for (OpOperand *input : user.getDpsInputOperands()) {
-    Value v = input->get();
-    if (v == result
-            ? !user.getMatchingIndexingMap(input).isIdentity()
-            : v.getDefiningOp() && !v.getDefiningOp()->isBeforeInBlock(op))
-      return {};
-  }
-  return user;
+  if (!generic || !fitsWindowLoops(generic, p))
+    return nullptr;
+  // Not also another window's epilogue: it is emitted in one place.
+  for (OpOperand *input : generic.getDpsInputOperands())
+    if (auto window = input->get().getDefiningOp<linalg::GenericOp>())
+      if (window != op && windowEpilogue(window) == generic)
+        return nullptr;
+  return def;
 }
 
 bool CppEmitter::absorbed(Operation *op) {

@@ -157,6 +157,21 @@ Expected<std::vector<char>> readBytes(StringRef path) {
 }
 } // namespace
 
+std::string compilerIdentity(const CxxOptions &options) {
+  auto compiler = findCompiler(options);
+  if (!compiler) {
+    llvm::consumeError(compiler.takeError());
+    return "";
+  }
+  std::string id = *compiler;
+  sys::fs::file_status status;
+  if (!sys::fs::status(*compiler, status))
+    id += " " + std::to_string(status.getSize()) + "@" +
+          std::to_string(
+              status.getLastModificationTime().time_since_epoch().count());
+  return id;
+}
+
 Expected<std::vector<char>>
 compileSharedObject(const std::string &prelude,
                     const std::vector<CxxSource> &sources,
@@ -203,12 +218,7 @@ compileSharedObject(const std::string &prelude,
   // The cache key: compiler, flags and every unit.
   // The compiler's size and time stand for its version: an upgraded compiler
   // misses the cache.
-  std::string key = *compiler + "\n" + llvm::join(common, " ");
-  sys::fs::file_status status;
-  if (!sys::fs::status(*compiler, status))
-    key += "\n" + std::to_string(status.getSize()) + "@" +
-           std::to_string(
-               status.getLastModificationTime().time_since_epoch().count());
+  std::string key = compilerIdentity(options) + "\n" + llvm::join(common, " ");
   for (const std::string &unit : units)
     key += "\n" + std::to_string(unit.size()) + "\n" + unit;
   std::string cacheDir = codeCacheDirectory(options.cacheDir);
@@ -283,17 +293,25 @@ compileSharedObject(const std::string &prelude,
 void publishCached(StringRef path, StringRef bytes) {
   if (sys::fs::create_directories(sys::path::parent_path(path)))
     return;
-  std::string tmp = (path + ".tmp" + std::to_string(::getpid())).str();
-  std::error_code ec;
-  {
-    raw_fd_ostream out(tmp, ec, sys::fs::OF_None);
-    if (!ec) {
-      uint64_t sum = xxh3_64bits(bytes);
-      out << bytes << StringRef(kCacheTag, sizeof(kCacheTag))
-          << StringRef(reinterpret_cast<const char *>(&sum), 8);
-    }
+  // A unique file beside the entry, renamed over it when complete: readers
+  // never see a partial entry, and concurrent writers do not share one.
+  SmallString<128> tmp;
+  int fd = -1;
+  if (sys::fs::createUniqueFile(path + ".tmp%%%%%%%%", fd, tmp))
+    return;
+  raw_fd_ostream out(fd, /*shouldClose=*/true);
+  uint64_t sum = xxh3_64bits(bytes);
+  out << bytes << StringRef(kCacheTag, sizeof(kCacheTag))
+      << StringRef(reinterpret_cast<const char *>(&sum), 8);
+  out.close();
+  // A full disk only means no cache entry (and must not reach
+  // raw_fd_ostream's destructor as an error, which aborts).
+  if (out.has_error()) {
+    out.clear_error();
+    (void)sys::fs::remove(tmp);
+    return;
   }
-  if (ec || sys::fs::rename(tmp, path))
+  if (sys::fs::rename(tmp, path))
     (void)sys::fs::remove(tmp);
 }
 

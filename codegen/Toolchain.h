@@ -48,6 +48,10 @@ compileSharedObject(const std::string &prelude,
 /// kiln's cache folder: `configured` if set, else $KILN_CACHE_DIR, else
 /// ~/.cache/kiln; "" when caching is off ("none").
 std::string cacheRoot(const std::string &configured);
+/// The C++ compiler `options` pick (path, size and modification time), for
+/// cache keys; "" when none is found.
+std::string compilerIdentity(const CxxOptions &options);
+
 /// Where compiled code is cached: <cacheRoot>/code, or "" when off.
 std::string codeCacheDirectory(const std::string &configured);
 

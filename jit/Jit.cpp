@@ -88,7 +88,13 @@ std::string optionsKey(const jit::Options &o) {
            "\n";
   }
   key += join(o.profiles) + "\n";
-  key += join(targetCpuFeatures(o.targetCpu));
+  key += join(targetCpuFeatures(o.targetCpu)) + "\n";
+  // The C++ compiler that builds the kernels, and the CUDA toolkit.
+  CxxOptions cxx;
+  cxx.targetCpu = o.targetCpu;
+  key += compilerIdentity(cxx) + "\n";
+  const char *cuda = std::getenv("KILN_CUDA_HOME");
+  key += std::string(cuda ? cuda : "") + "\n";
   return key;
 }
 
@@ -145,17 +151,20 @@ Function compileProto(const onnx::ModelProto &model, const std::string &source,
   };
   CompileInfo info;
   std::string serialized = model.SerializeAsString();
+  // A dump wants the whole pipeline to run, so it skips the cache lookup.
   std::string dir = cacheable ? jit::cacheDirectory(o.cacheDir) : "";
+  bool lookUp = o.dumpDir.empty();
   if (!dir.empty()) {
     std::string key = optionsKey(o);
-    llvm::XXH128_hash_t h = llvm::xxh3_128bits(
-        llvm::arrayRefFromStringRef(serialized + "\x1e" + key));
+    llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::arrayRefFromStringRef(
+        serialized + "\x1e" + source + "\x1e" + key));
     info.cacheKey = llvm::utohexstr(h.high64, false, 16) +
                     llvm::utohexstr(h.low64, false, 16);
     llvm::SmallString<128> path(dir);
     llvm::sys::path::append(path, info.cacheKey + ".kiln");
     info.cachePath = path.str().str();
-    if (std::optional<std::string> hit = readCached(path)) {
+    if (std::optional<std::string> hit =
+            lookUp ? readCached(path) : std::nullopt) {
       bool intact = true;
       try {
         artifact::read(hit->data(), hit->size(), info.cachePath);

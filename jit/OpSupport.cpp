@@ -9,6 +9,8 @@
 
 #include "jit/OpSupport.h"
 
+#include <cmath>
+
 namespace kiln::detail {
 
 int kindOf(DType t) {
@@ -39,6 +41,9 @@ static DType signedOfSize(size_t bytes) {
 DType promote(DType a, DType b) {
   if (a == b)
     return a;
+  if ((a == DType::U64 && isSigned(b)) || (b == DType::U64 && isSigned(a)))
+    throw Error("u64 and a signed integer type have no common type; cast "
+                "one of them first");
   if (kindOf(a) != kindOf(b))
     return kindOf(a) > kindOf(b) ? a : b;
   if (kindOf(a) == 2)
@@ -49,6 +54,16 @@ DType promote(DType a, DType b) {
   if (dtypeSize(s) > dtypeSize(u))
     return s;
   return signedOfSize(std::min<size_t>(8, dtypeSize(u) * 2));
+}
+
+DType resultType(const Proxy &a, const Proxy &b) {
+  DType ta = val(a).dtype, tb = val(b).dtype;
+  bool za = val(a).shape.empty(), zb = val(b).shape.empty();
+  if (za == zb)
+    return promote(ta, tb);
+  // A zero-dim tensor (or a number) decides only when its kind is higher.
+  DType zero = za ? ta : tb, dimensioned = za ? tb : ta;
+  return kindOf(zero) > kindOf(dimensioned) ? zero : dimensioned;
 }
 
 Graph &graphOf(const Proxy &p) { return p.graph(); }
@@ -107,6 +122,8 @@ std::vector<Dim> broadcast(const std::string &op, const std::vector<Dim> &a,
       fail(op, "shapes cannot broadcast: dim " + std::to_string(i) + " is " +
                    std::to_string(x.size()) + " and " +
                    std::to_string(y.size()));
+    else if (x.isSymbolic() && y.isSymbolic())
+      out[i] = Dim(int64_t(-1)); // two symbols: either may be 1
     else // a symbol or unknown meets a size: the size (checked at run time)
       out[i] = (x.isSymbolic() || x.size() < 0) ? y : x;
   }
@@ -134,7 +151,7 @@ Graph &same(const Proxy &a, const Proxy &b) {
 DType scalarType(DType t, double v) {
   if (isFloat(t))
     return t;
-  if (std::floor(v) != v)
+  if (!std::isfinite(v) || std::floor(v) != v)
     return DType::F32;
   return t == DType::Bool ? DType::I64 : t;
 }

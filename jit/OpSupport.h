@@ -11,8 +11,11 @@ namespace kiln::detail {
 /// 0 bool, 1 integers, 2 floats: the kinds torch.result_type ranks.
 int kindOf(DType t);
 bool isFloat(DType t);
-/// torch.result_type of two tensors.
+/// torch.result_type of two dtypes of tensors with dims.
 DType promote(DType a, DType b);
+/// torch.result_type of two proxies: a zero-dim one (or a number) decides
+/// the dtype only when its kind (bool < integer < float) is higher.
+DType resultType(const Proxy &a, const Proxy &b);
 Graph &graphOf(const Proxy &p);
 const Graph::Value &val(const Proxy &p);
 /// "f32[N,4]".

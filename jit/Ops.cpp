@@ -26,12 +26,16 @@ Proxy binary(const std::string &op, const Proxy &a, const Proxy &b,
 }
 
 Proxy arith(const std::string &op, const Proxy &a, const Proxy &b) {
-  DType t = promote(val(a).dtype, val(b).dtype);
+  DType t = resultType(a, b);
   if (op == "Div" && !isFloat(t))
     t = DType::F32;
-  if (t == DType::Bool && op != "Mul")
-    t = DType::I64;
-  return binary(op, a, b, t, t);
+  if (t != DType::Bool)
+    return binary(op, a, b, t, t);
+  // On bools torch's + and max are or, * and min are and; - is an error.
+  if (op == "Sub")
+    fail("sub", "subtracting bool tensors is not defined (as in torch); use "
+                "logical ops or cast first");
+  return binary(op == "Add" || op == "Max" ? "Or" : "And", a, b, t, t);
 }
 
 Proxy scalarProxy(const Proxy &like, double v) {
@@ -99,11 +103,17 @@ std::vector<int64_t> pair(const std::string &op, const std::string &what,
   return v;
 }
 
-Dim windowed(const Dim &in, int64_t kernel, int64_t stride, int64_t pad,
-             int64_t dilation) {
+Dim windowed(const std::string &op, const Dim &in, int64_t kernel,
+             int64_t stride, int64_t pad, int64_t dilation) {
   if (in.isSymbolic() || in.size() < 0)
     return Dim(int64_t(-1));
-  return Dim((in.size() + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1);
+  int64_t span = in.size() + 2 * pad - dilation * (kernel - 1) - 1;
+  if (span < 0 || stride <= 0)
+    fail(op, "output size is too small: a window of " +
+                 std::to_string(dilation * (kernel - 1) + 1) + " over " +
+                 std::to_string(in.size()) + " padded by " +
+                 std::to_string(pad));
+  return Dim(span / stride + 1);
 }
 
 Proxy pool(const std::string &op, const std::string &name, const Proxy &x,
@@ -117,7 +127,7 @@ Proxy pool(const std::string &op, const std::string &name, const Proxy &x,
   std::vector<Dim> shape = {x.shape()[0], x.shape()[1]};
   for (int i = 0; i < 2; ++i)
     shape.push_back(
-        windowed(x.shape()[2 + i], kernel[i], stride[i], padding[i], 1));
+        windowed(name, x.shape()[2 + i], kernel[i], stride[i], padding[i], 1));
   return graphOf(x).node(
       op, {val(x).name}, val(x).dtype, shape, [&](onnx::NodeProto &n) {
         setInts(n, "kernel_shape", kernel);
@@ -143,8 +153,8 @@ Proxy conv(const Proxy &x, const Proxy &w, const Proxy *bias,
     fail("conv2d", "needs floating-point tensors");
   std::vector<std::string> inputs = {castTo(x, t), castTo(w, t)};
   if (bias)
-    inputs.push_back(castTo(*bias, t));
-  const Dim &c = x.shape()[1], &wc = w.shape()[1];
+    inputs.push_back(castTo(*bias, (same(x, *bias), t)));
+  Dim c = x.shape()[1], wc = w.shape()[1];
   if (!c.isSymbolic() && c.size() >= 0 && !wc.isSymbolic() &&
       c.size() != wc.size() * groups)
     fail("conv2d", "input " + shapeText(x) + " has " +
@@ -153,8 +163,9 @@ Proxy conv(const Proxy &x, const Proxy &w, const Proxy *bias,
                        " expects " + std::to_string(wc.size() * groups));
   std::vector<Dim> shape = {x.shape()[0], w.shape()[0]};
   for (int i = 0; i < 2; ++i)
-    shape.push_back(windowed(x.shape()[2 + i], w.shape()[2 + i].size(),
-                             stride[i], padding[i], dilation[i]));
+    shape.push_back(windowed("conv2d", x.shape()[2 + i],
+                             w.shape()[2 + i].size(), stride[i], padding[i],
+                             dilation[i]));
   return g.node("Conv", inputs, t, shape, [&](onnx::NodeProto &n) {
     setInts(n, "strides", stride);
     setInts(n, "pads", {padding[0], padding[1], padding[0], padding[1]});
@@ -191,26 +202,26 @@ Proxy maximum(const Proxy &a, const Proxy &b) { return arith("Max", a, b); }
 Proxy minimum(const Proxy &a, const Proxy &b) { return arith("Min", a, b); }
 Proxy clamp(const Proxy &x, double min, double max) {
   Graph &g = graphOf(x);
-  DType t = val(x).dtype;
-  return g.node("Clip", {val(x).name, g.scalar(t, min), g.scalar(t, max)}, t,
+  // Bounds promote like any other number beside the tensor.
+  DType t =
+      promote(scalarType(val(x).dtype, min), scalarType(val(x).dtype, max));
+  return g.node("Clip", {castTo(x, t), g.scalar(t, min), g.scalar(t, max)}, t,
                 val(x).shape);
 }
 
 Proxy eq(const Proxy &a, const Proxy &b) {
-  return binary("Equal", a, b, promote(val(a).dtype, val(b).dtype),
-                DType::Bool);
+  return binary("Equal", a, b, resultType(a, b), DType::Bool);
 }
 Proxy gt(const Proxy &a, const Proxy &b) {
-  return binary("Greater", a, b, promote(val(a).dtype, val(b).dtype),
-                DType::Bool);
+  return binary("Greater", a, b, resultType(a, b), DType::Bool);
 }
 Proxy lt(const Proxy &a, const Proxy &b) {
-  return binary("Less", a, b, promote(val(a).dtype, val(b).dtype), DType::Bool);
+  return binary("Less", a, b, resultType(a, b), DType::Bool);
 }
 Proxy where(const Proxy &condition, const Proxy &a, const Proxy &b) {
   same(condition, a);
   Graph &g = same(a, b);
-  DType t = promote(val(a).dtype, val(b).dtype);
+  DType t = resultType(a, b);
   std::vector<Dim> shape =
       broadcast("where", val(condition).shape,
                 broadcast("where", val(a).shape, val(b).shape));
@@ -273,7 +284,7 @@ Proxy layer_norm(const Proxy &x, const std::vector<int64_t> &normalizedShape,
     fail("layer_norm", "normalized_shape must name 1 to " +
                            std::to_string(rank) + " trailing dims");
   for (int64_t i = 0; i < k; ++i) {
-    const Dim &d = x.shape()[rank - k + i];
+    Dim d = x.shape()[rank - k + i];
     if (!d.isSymbolic() && d.size() >= 0 && d.size() != normalizedShape[i])
       fail("layer_norm", "normalized_shape does not match the trailing dims "
                          "of " +
@@ -281,6 +292,7 @@ Proxy layer_norm(const Proxy &x, const std::vector<int64_t> &normalizedShape,
   }
   DType t = val(x).dtype;
   Graph &g = same(x, weight);
+  same(x, bias);
   return g.node("LayerNormalization",
                 {val(x).name, castTo(weight, t), castTo(bias, t)}, t,
                 val(x).shape, [&](onnx::NodeProto &n) {
@@ -295,6 +307,9 @@ Proxy batch_norm(const Proxy &x, const Proxy &runningMean,
     fail("batch_norm", "needs at least 2 dims, got " + shapeText(x));
   DType t = val(x).dtype;
   Graph &g = same(x, weight);
+  same(x, bias);
+  same(x, runningMean);
+  same(x, runningVar);
   return g.node("BatchNormalization",
                 {val(x).name, castTo(weight, t), castTo(bias, t),
                  castTo(runningMean, t), castTo(runningVar, t)},
@@ -335,7 +350,7 @@ Proxy linear(const Proxy &x, const Proxy &weight, const Proxy &bias) {
       isFloat(val(x).dtype)) {
     same(x, weight);
     same(x, bias);
-    const Dim &k = x.shape()[1], &kw = weight.shape()[1];
+    Dim k = x.shape()[1], kw = weight.shape()[1];
     if (!k.isSymbolic() && k.size() >= 0 && k.size() != kw.size())
       fail("linear", "input " + shapeText(x) + " does not fit weight " +
                          shapeText(weight));

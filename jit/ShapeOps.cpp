@@ -36,6 +36,8 @@ Proxy reshape(const Proxy &x, const std::vector<Dim> &shape) {
       out.push_back(Dim(int64_t(-1)));
     } else if (d.size() < 0) {
       fail("reshape", "dim " + std::to_string(d.size()) + " is invalid");
+    } else if (d.size() == 0) {
+      fail("reshape", "a dim of size 0 is not supported by the tracer yet");
     } else {
       pieces.push_back({d.size(), "", 0});
       out.push_back(d);
@@ -118,10 +120,11 @@ Proxy flatten(const Proxy &x, int64_t startDim, int64_t endDim) {
     fail("flatten", "start_dim comes after end_dim");
   std::vector<Dim> spec, shape;
   std::vector<Piece> pieces;
-  std::vector<Dim> middle(x.shape().begin() + s, x.shape().begin() + e + 1);
+  std::vector<Dim> all = x.shape();
+  std::vector<Dim> middle(all.begin() + s, all.begin() + e + 1);
   int64_t count = staticCount(middle);
   for (int64_t i = 0; i < rank; ++i) {
-    const Dim &d = x.shape()[i];
+    Dim d = x.shape()[i];
     if (i > s && i <= e)
       continue;
     if (i == s) {
@@ -146,7 +149,7 @@ Proxy unsqueeze(const Proxy &x, int64_t dim) {
 }
 Proxy squeeze(const Proxy &x, int64_t dim) {
   int64_t a = axis("squeeze", dim, x.dim());
-  const Dim &d = x.shape()[a];
+  Dim d = x.shape()[a];
   if (d != Dim(1))
     return x; // torch: squeezing a dim that is not 1 changes nothing
   std::vector<Dim> shape = x.shape();
@@ -196,7 +199,7 @@ Proxy cat(const std::vector<Proxy> &xs, int64_t dim) {
   int64_t total = 0;
   std::vector<std::string> names;
   for (const Proxy &x : xs) {
-    const Dim &d = x.shape()[a];
+    Dim d = x.shape()[a];
     total =
         (total < 0 || d.isSymbolic() || d.size() < 0) ? -1 : total + d.size();
     names.push_back(castTo(x, t));
@@ -242,6 +245,7 @@ Proxy Proxy::softmax(int64_t d) const { return kiln::softmax(*this, d); }
 Proxy parameter(const std::string &name, const std::vector<int64_t> &shape,
                 DType dtype) {
   Graph &g = Graph::active();
+  checkUserName("parameter", name);
   std::vector<Dim> dims(shape.begin(), shape.end());
   for (int64_t d : shape)
     if (d < 0)

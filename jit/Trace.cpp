@@ -47,7 +47,7 @@ const Graph::Value &Graph::value(const Proxy &p) {
 }
 
 std::string Graph::fresh(const std::string &prefix) {
-  return prefix + "_" + std::to_string(counter++);
+  return "/" + prefix + "_" + std::to_string(counter++);
 }
 
 Proxy Graph::add(const std::string &name, DType dtype, std::vector<Dim> shape) {
@@ -122,6 +122,17 @@ uint16_t toHalf(float f) {
 } // namespace
 
 std::string Graph::scalar(DType dtype, double v) {
+  if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::F16 &&
+      dtype != DType::Bool) {
+    bool isUnsigned = dtype == DType::U8 || dtype == DType::U16 ||
+                      dtype == DType::U32 || dtype == DType::U64;
+    double bits = double(dtypeSize(dtype) * 8);
+    double lo = isUnsigned ? 0 : -std::ldexp(1.0, int(bits) - 1);
+    double hi = std::ldexp(1.0, int(bits) - (isUnsigned ? 0 : 1));
+    if (!std::isfinite(v) || v < lo || v >= hi)
+      throw Error("the number " + std::to_string(v) + " does not fit " +
+                  dtypeName(dtype) + ", the dtype it takes beside the tensor");
+  }
   Tensor t = Tensor::empty(dtype, {});
   switch (dtype) {
   case DType::F32:
@@ -171,16 +182,27 @@ std::string Graph::ints(const std::vector<int64_t> &values) {
   return constant(t, "ints");
 }
 
+void checkUserName(const std::string &what, const std::string &name) {
+  if (name.empty())
+    throw Error("every traced " + what + " needs a name");
+  // Generated values are named "/<op>_<n>" and outputs "output_<n>".
+  bool output = name.rfind("output_", 0) == 0 && name.size() > 7 &&
+                name.find_first_not_of("0123456789", 7) == std::string::npos;
+  if (name[0] == '/' || output)
+    throw Error("the " + what + " name '" + name +
+                "' is reserved for values the trace names itself");
+}
+
 std::vector<Proxy> beginTrace(const std::vector<TensorSpec> &inputs) {
   if (current)
     throw Error("kiln::trace was called while another trace runs on this "
                 "thread");
-  current = std::make_shared<Graph>();
-  Graph &g = *current;
+  // The trace becomes current only once its inputs are known to be good.
+  auto graph = std::make_shared<Graph>();
+  Graph &g = *graph;
   std::vector<Proxy> proxies;
   for (const TensorSpec &spec : inputs) {
-    if (spec.name.empty())
-      throw Error("every traced input needs a name");
+    checkUserName("input", spec.name);
     for (size_t i = 0; i < spec.shape.size(); ++i) {
       const Dim &d = spec.shape[i];
       if (!d.isSymbolic() && d.size() < 0)
@@ -197,6 +219,7 @@ std::vector<Proxy> beginTrace(const std::vector<TensorSpec> &inputs) {
     setValueInfo(*g.proto.add_input(), spec.name, spec.dtype, spec.shape);
     proxies.push_back(g.add(spec.name, spec.dtype, spec.shape));
   }
+  current = graph;
   return proxies;
 }
 
@@ -217,7 +240,7 @@ Traced endTrace(const std::vector<Proxy> &inputs,
   }
   std::set<std::string> used;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const Graph::Value &v = g->value(outputs[i]);
+    Graph::Value v = g->value(outputs[i]); // a copy: node() adds values
     std::string name = "output_" + std::to_string(i);
     // Each output its own value: an input or a repeated value goes through
     // an Identity.
@@ -246,9 +269,7 @@ std::string describe(DType dtype, const std::vector<Dim> &shape) {
 }
 
 DType Proxy::dtype() const { return graph_->value(*this).dtype; }
-const std::vector<Dim> &Proxy::shape() const {
-  return graph_->value(*this).shape;
-}
+std::vector<Dim> Proxy::shape() const { return graph_->value(*this).shape; }
 Dim Proxy::size(int64_t d) const {
   int64_t rank = dim();
   if (d < -rank || d >= rank)

@@ -53,6 +53,9 @@ struct Graph : std::enable_shared_from_this<Graph> {
   onnx::ModelProto model() const;
 };
 
+/// Refuses empty names and those the trace gives its own values.
+void checkUserName(const std::string &what, const std::string &name);
+
 void setValueInfo(onnx::ValueInfoProto &info, const std::string &name,
                   DType dtype, const std::vector<Dim> &shape);
 

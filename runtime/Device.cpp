@@ -377,6 +377,8 @@ std::shared_ptr<Device> tensorDevice(const std::string &text) {
   const cuda::Driver *driver = cuda::load(reason);
   if (!driver)
     throw Error(name.text + " was asked for, but " + reason);
+  if (driver->deviceCount == 0)
+    throw Error(name.text + " was asked for, but the driver sees no GPU");
   if (name.ordinal < 0) {
     int best = cuda::deviceWithMostFreeMemory(*driver);
     name = Name{Kind::Cuda, best, "cuda:" + std::to_string(best)};

@@ -14,10 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <optional>
 #include <set>
+#include <unistd.h>
 
 namespace kiln {
 namespace {
@@ -83,13 +85,16 @@ Tensor readEntry(const std::string &path, const std::string &key,
     throw bad("shape is not a list");
   std::vector<int64_t> shape;
   uint64_t count = 1;
+  constexpr uint64_t kMaxElements = uint64_t(1) << 40;
   for (const nlohmann::json &d : sh) {
-    if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t(1) << 40))
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > kMaxElements)
       throw bad("shape holds " + d.dump() + ", not a dim size");
-    shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
-    count *= d.get<uint64_t>();
-    if (count > (uint64_t(1) << 40))
+    uint64_t n = d.get<uint64_t>();
+    shape.push_back(static_cast<int64_t>(n));
+    // Checked before multiplying, so the count cannot wrap.
+    if (n != 0 && count > kMaxElements / n)
       throw bad("too many elements");
+    count *= n;
   }
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
       !off[1].is_number_unsigned())
@@ -175,6 +180,13 @@ load_safetensors(const std::string &path, const SafetensorsOptions &options) {
 
 void save_safetensors(const std::string &path,
                       const std::map<std::string, Tensor> &tensors) {
+  for (const auto &[name, t] : tensors) {
+    if (name == "__metadata__")
+      fail(path, "'__metadata__' is the format's own key, not a tensor name");
+    if (!t.isHost())
+      fail(path, "tensor '" + name + "' is on " + t.device() +
+                     ": move it with .to(\"cpu\") first");
+  }
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto &[name, t] : tensors) {
@@ -185,7 +197,9 @@ void save_safetensors(const std::string &path,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' '); // data 8-byte aligned
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  // Written beside the target, then renamed: never a truncated file.
+  std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   uint8_t size[8];
   for (int i = 0; i < 8; ++i)
     size[i] = static_cast<uint8_t>(uint64_t(text.size()) >> (8 * i));
@@ -194,8 +208,11 @@ void save_safetensors(const std::string &path,
   for (const auto &entry : tensors)
     out.write(static_cast<const char *>(entry.second.raw()),
               static_cast<std::streamsize>(entry.second.nbytes()));
-  if (!out.flush())
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
     fail(path, "cannot write file");
+  }
 }
 
 } // namespace kiln

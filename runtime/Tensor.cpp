@@ -96,6 +96,16 @@ void *Tensor::onDevice() const {
 }
 
 namespace {
+// A stream of `context` for one synchronous copy, returned to its pool
+// whatever happens.
+struct ScopedStream {
+  explicit ScopedStream(cuda::Context &context)
+      : context(context), stream(context.acquireStream()) {}
+  ~ScopedStream() { context.releaseStream(stream); }
+  cuda::Context &context;
+  cuda::CUstream stream;
+};
+
 // Copies `t`'s bytes to host memory at `dst`.
 void readInto(const Tensor &t, void *dst, device::Device *home) {
   size_t bytes = t.nbytes();
@@ -106,13 +116,12 @@ void readInto(const Tensor &t, void *dst, device::Device *home) {
     return;
   }
   cuda::Context &context = *home->cuda();
-  cuda::CUstream stream = context.acquireStream();
+  ScopedStream s(context);
   context.toHost(dst,
                  static_cast<cuda::CUdeviceptr>(
                      reinterpret_cast<uintptr_t>(t.devicePointer())),
-                 bytes, stream);
-  context.synchronize(stream, "cannot copy a tensor to the host");
-  context.releaseStream(stream);
+                 bytes, s.stream);
+  context.synchronize(s.stream, "cannot copy a tensor to the host");
 }
 } // namespace
 
@@ -148,12 +157,11 @@ Tensor Tensor::to(const std::string &name) const {
       source = staging.data();
     }
     cuda::Context &context = *there->cuda();
-    cuda::CUstream stream = context.acquireStream();
+    ScopedStream s(context);
     context.toDevice(static_cast<cuda::CUdeviceptr>(
                          reinterpret_cast<uintptr_t>(t.data_.get())),
-                     source, nbytes(), stream);
-    context.synchronize(stream, "cannot copy a tensor to " + t.device_);
-    context.releaseStream(stream);
+                     source, nbytes(), s.stream);
+    context.synchronize(s.stream, "cannot copy a tensor to " + t.device_);
   }
   return t;
 }

@@ -147,11 +147,18 @@ TEST(Trace, TypePromotionFollowsTorch) {
         EXPECT_EQ((i32 + 2.0).dtype(), DType::I32);
         EXPECT_EQ((i32 + 0.5).dtype(), DType::F32);
         EXPECT_EQ((i32 / i32).dtype(), DType::F32);
-        EXPECT_EQ((b + b).dtype(), DType::I64);
+        EXPECT_EQ((b + b).dtype(), DType::Bool); // or, as torch
+        EXPECT_THROW(b - b, Error);
         EXPECT_EQ((b * 1.0).dtype(), DType::I64);
         EXPECT_EQ(gt(i32, u8).dtype(), DType::Bool);
         EXPECT_EQ(sigmoid(i32).dtype(), DType::F32);
         EXPECT_EQ(i32.sum({}).dtype(), DType::I64);
+        // A zero-dim tensor decides only when its kind is higher.
+        EXPECT_EQ((i32 + parameter("z64", {}, DType::I64)).dtype(), DType::I32);
+        EXPECT_EQ((i32 + parameter("zf", {}, DType::F64)).dtype(), DType::F64);
+        EXPECT_EQ(clamp(i32, 0.5, 2.5).dtype(), DType::F32);
+        EXPECT_EQ(clamp(i32, 0, INFINITY).dtype(), DType::F32);
+        EXPECT_THROW(u8 + 300.0, Error); // does not fit u8
         return std::vector<Proxy>{i32 * 2.0};
       },
       {{"a", {2}, DType::I32},
@@ -187,6 +194,20 @@ TEST(Trace, ErrorsNameTheOpAndShapes) {
   bad([](const Proxy &x) { return x + parameter("x", {4}); },
       "'x' is also the name of an input");
   EXPECT_THROW(parameter("w", {2}), Error); // no trace running
+  bad(
+      [](const Proxy &x) {
+        return max_pool2d(x.reshape({"N", 1, 2, 2}), {5}, {1});
+      },
+      "max_pool2d: output size is too small");
+  bad([](const Proxy &x) { return x + parameter("/Relu_3", {4}); },
+      "is reserved");
+
+  // A trace that fails to start leaves the thread free for the next one.
+  EXPECT_THROW(
+      trace([](const Proxy &x) { return x; }, {{"x", {2}}, {"x", {3}}}), Error);
+  EXPECT_THROW(trace([](const Proxy &x) { return x; }, {{"output_0", {2}}}),
+               Error);
+  EXPECT_NO_THROW(trace([](const Proxy &x) { return x; }, {{"x", {2}}}));
 
   std::vector<Proxy> kept;
   trace(
@@ -592,6 +613,11 @@ TEST(Safetensors, BadFilesGiveClearErrors) {
   expectError(write(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
                     "abcd"),
               "outside the 4 bytes of data (truncated file?)");
+  expectError(
+      write(
+          R"({"a":{"dtype":"F32","shape":[16777216,1099511627776],"data_offsets":[0,0]}})",
+          ""),
+      "too many elements");
   std::ofstream(dir.path / "short.safetensors") << "abc";
   expectError((dir.path / "short.safetensors").string(),
               "truncated safetensors file");

@@ -22,7 +22,9 @@
 // Tracing runs the callable once, as torch.jit.trace does: C++ control flow
 // (loops, ifs) is unrolled into the graph, and only proxy operations are
 // recorded. Ops follow PyTorch's names and semantics (broadcasting, type
-// promotion, dims that may be negative). Errors throw kiln::Error.
+// promotion, dims that may be negative). Errors throw kiln::Error. The
+// example's `{"module."}` is SafetensorsOptions::strip_prefix (in C++20,
+// `{.strip_prefix = "module."}`).
 //
 // This header needs only the C++ standard library; link kiln::kiln.
 //
@@ -83,7 +85,7 @@ struct Graph;
 class Proxy {
 public:
   DType dtype() const;
-  const std::vector<Dim> &shape() const;
+  std::vector<Dim> shape() const;
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
   /// The size of dim `d` (may be negative): a number or a symbol.
   Dim size(int64_t d) const;
