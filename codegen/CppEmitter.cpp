@@ -282,13 +282,9 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
   return true;
 }
 
-/// Trailing reductions of at most this many static iterations (a small
-/// window's taps, passes/lowering/Window.cpp) unroll into the loop body.
-static constexpr int64_t kUnrolledTail = 32;
-
 /// The number of leading loops of `op` when they are parallel, index its
 /// output in order (d0, d1, ...), and are followed only by reductions that
-/// unroll (kUnrolledTail); else 0. Such a window computes each output
+/// unroll (kUnrolledTaps); else 0. Such a window computes each output
 /// element whole inside its parallel loops: its init can be written there
 /// first, and an elementwise epilogue applied there after.
 static unsigned unrolledWindow(linalg::GenericOp op) {
@@ -303,7 +299,7 @@ static unsigned unrolledWindow(linalg::GenericOp op) {
     tail *= ranges[p - 1];
     --p;
   }
-  if (p == iterators.size() || p < 2 || tail > kUnrolledTail)
+  if (p == iterators.size() || p < 2 || tail > kUnrolledTaps)
     return 0;
   AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
   if (out.getNumResults() != p)

@@ -108,13 +108,17 @@ std::string cacheRoot(const std::string &configured) {
   return dir == "none" ? "" : dir;
 }
 
-std::string codeCacheDirectory(const std::string &configured) {
+std::string cacheFolder(const std::string &configured, StringRef name) {
   std::string root = cacheRoot(configured);
   if (root.empty())
     return "";
   SmallString<128> dir(root);
-  sys::path::append(dir, "code");
+  sys::path::append(dir, name);
   return dir.str().str();
+}
+
+std::string codeCacheDirectory(const std::string &configured) {
+  return cacheFolder(configured, "code");
 }
 
 namespace {
@@ -157,19 +161,24 @@ Expected<std::vector<char>> readBytes(StringRef path) {
 }
 } // namespace
 
+// `compiler`'s path, size and modification time.
+static std::string identityOf(const std::string &compiler) {
+  std::string id = compiler;
+  sys::fs::file_status status;
+  if (!sys::fs::status(compiler, status))
+    id += " " + std::to_string(status.getSize()) + "@" +
+          std::to_string(
+              status.getLastModificationTime().time_since_epoch().count());
+  return id;
+}
+
 std::string compilerIdentity(const CxxOptions &options) {
   auto compiler = findCompiler(options);
   if (!compiler) {
     llvm::consumeError(compiler.takeError());
     return "";
   }
-  std::string id = *compiler;
-  sys::fs::file_status status;
-  if (!sys::fs::status(*compiler, status))
-    id += " " + std::to_string(status.getSize()) + "@" +
-          std::to_string(
-              status.getLastModificationTime().time_since_epoch().count());
-  return id;
+  return identityOf(*compiler);
 }
 
 Expected<std::vector<char>>
@@ -218,7 +227,7 @@ compileSharedObject(const std::string &prelude,
   // The cache key: compiler, flags and every unit.
   // The compiler's size and time stand for its version: an upgraded compiler
   // misses the cache.
-  std::string key = compilerIdentity(options) + "\n" + llvm::join(common, " ");
+  std::string key = identityOf(*compiler) + "\n" + llvm::join(common, " ");
   for (const std::string &unit : units)
     key += "\n" + std::to_string(unit.size()) + "\n" + unit;
   std::string cacheDir = codeCacheDirectory(options.cacheDir);

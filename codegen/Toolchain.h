@@ -52,6 +52,8 @@ std::string cacheRoot(const std::string &configured);
 /// cache keys; "" when none is found.
 std::string compilerIdentity(const CxxOptions &options);
 
+/// <cacheRoot>/`name`, or "" when caching is off.
+std::string cacheFolder(const std::string &configured, llvm::StringRef name);
 /// Where compiled code is cached: <cacheRoot>/code, or "" when off.
 std::string codeCacheDirectory(const std::string &configured);
 

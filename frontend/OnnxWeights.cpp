@@ -20,10 +20,10 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
+#include "llvm/ADT/APFloat.h"
 
 #include <onnx/onnx_pb.h>
 
-#include <cmath>
 #include <cstring>
 
 using namespace mlir;
@@ -32,12 +32,11 @@ namespace kiln {
 namespace {
 
 float halfToFloat(uint16_t h) {
-  int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  float magnitude = exponent == 0 ? std::ldexp(float(mantissa), -24)
-                    : exponent == 31
-                        ? (mantissa ? NAN : INFINITY)
-                        : std::ldexp(float(mantissa | 0x400), exponent - 25);
-  return (h & 0x8000) ? -magnitude : magnitude;
+  llvm::APFloat f(llvm::APFloat::IEEEhalf(), llvm::APInt(16, h));
+  bool inexact = false; // exact: every half is a float
+  f.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven,
+            &inexact);
+  return f.convertToFloat();
 }
 
 // `t`'s bytes as ONNX type `to`: itself, or f16/f64 converted to f32.

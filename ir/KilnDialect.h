@@ -37,6 +37,11 @@ inline constexpr int64_t kMaxDeviceOrdinal = 1 << 20;
 /// picks it (a pad's interior), and the kernel emitters read it only there.
 inline constexpr llvm::StringLiteral kGuardedRead = "kiln.guarded_read";
 
+/// Trailing reductions of at most this many static iterations (a small conv
+/// window's taps) unroll into their loop body: the lowering puts such taps
+/// innermost, and the C++ emitter then vectorizes the loop around them.
+inline constexpr int64_t kUnrolledTaps = 32;
+
 /// The device a tensor type carries, or null when it carries none.
 DeviceAttr getDevice(mlir::Type type);
 /// Bytes of a tensor value with a static shape (i1 as one byte); 0 when

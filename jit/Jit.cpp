@@ -100,10 +100,7 @@ std::string optionsKey(const jit::Options &o) {
 
 CompileOptions driverOptions(const jit::Options &o) {
   CompileOptions c;
-  c.devices = {o.device};
-  for (const std::string &d : o.devices)
-    if (!llvm::is_contained(c.devices, d))
-      c.devices.push_back(d);
+  c.devices = devicesWithDefault(o.device, o.devices);
   c.placement = o.placement;
   c.microbatches = o.microbatches;
   c.splitDims = o.splitDims;
@@ -119,19 +116,41 @@ CompileOptions driverOptions(const jit::Options &o) {
   return c;
 }
 
-// compileModel with diagnostics captured; throws them as kiln::Error.
-void runDriver(CompileOptions c) {
-  std::string messages;
-  llvm::raw_string_ostream errs(messages);
-  c.diagnostics = &errs;
-  if (mlir::failed(compileModel(c))) {
-    errs.flush();
+// Diagnostics collected for the kiln::Error a failed step throws: from
+// the driver (through `stream`), or from a context's handler, each line
+// prefixed with `where`.
+struct Diagnostics {
+  Diagnostics() = default;
+  Diagnostics(mlir::MLIRContext &context, std::string prefix)
+      : where(std::move(prefix)) {
+    handler = std::make_unique<mlir::ScopedDiagnosticHandler>(
+        &context, [this](mlir::Diagnostic &d) {
+          stream << where << d.str() << "\n";
+          for (mlir::Diagnostic &note : d.getNotes())
+            stream << "note: " << note.str() << "\n";
+          return mlir::success();
+        });
+  }
+  Error error() {
+    stream.flush();
     while (!messages.empty() && messages.back() == '\n')
       messages.pop_back();
-    throw Error("jit::compile: " + (messages.empty()
-                                        ? std::string("compilation failed")
-                                        : messages));
+    return Error("jit::compile: " + (messages.empty()
+                                         ? std::string("compilation failed")
+                                         : messages));
   }
+
+  std::string messages, where;
+  llvm::raw_string_ostream stream{messages};
+  std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
+};
+
+// compileModel with diagnostics captured; throws them as kiln::Error.
+void runDriver(CompileOptions c) {
+  Diagnostics diagnostics;
+  c.diagnostics = &diagnostics.stream;
+  if (mlir::failed(compileModel(c)))
+    throw diagnostics.error();
 }
 
 void writeFile(const std::string &path, const std::string &bytes) {
@@ -150,14 +169,19 @@ Function compileProto(const onnx::ModelProto &model, const std::string &source,
         .count();
   };
   CompileInfo info;
-  std::string serialized = model.SerializeAsString();
   // A dump wants the whole pipeline to run, so it skips the cache lookup.
   std::string dir = cacheable ? jit::cacheDirectory(o.cacheDir) : "";
   bool lookUp = o.dumpDir.empty();
+  // The model (weights included) is serialized only for the key or a dump.
+  std::string serialized =
+      dir.empty() && o.dumpDir.empty() ? "" : model.SerializeAsString();
   if (!dir.empty()) {
-    std::string key = optionsKey(o);
+    // The model's own hash, then the key over it: no copy of the weights.
+    llvm::XXH128_hash_t m =
+        llvm::xxh3_128bits(llvm::arrayRefFromStringRef(serialized));
     llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::arrayRefFromStringRef(
-        serialized + "\x1e" + source + "\x1e" + key));
+        llvm::utohexstr(m.high64) + llvm::utohexstr(m.low64) + "\x1e" + source +
+        "\x1e" + optionsKey(o)));
     info.cacheKey = llvm::utohexstr(h.high64, false, 16) +
                     llvm::utohexstr(h.low64, false, 16);
     llvm::SmallString<128> path(dir);
@@ -213,12 +237,7 @@ Function compileProto(const onnx::ModelProto &model, const std::string &source,
 } // namespace
 
 std::string jit::cacheDirectory(const std::string &configured) {
-  std::string root = cacheRoot(configured);
-  if (root.empty())
-    return "";
-  llvm::SmallString<128> dir(root);
-  llvm::sys::path::append(dir, "jit");
-  return dir.str().str();
+  return cacheFolder(configured, "jit");
 }
 
 Function jit::compile(const Traced &traced, const Options &options) {
@@ -255,45 +274,23 @@ Function jit::compile(const Traced &traced, const Options &options) {
     throw Error(message);
   }
   mlir::MLIRContext context;
-  std::string messages;
-  llvm::raw_string_ostream errs(messages);
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    errs << d.str() << "\n";
-    for (mlir::Diagnostic &note : d.getNotes())
-      errs << "note: " << note.str() << "\n";
-    return mlir::success();
-  });
+  Diagnostics diagnostics(context, "");
   if (mlir::failed(
-          applyWeights(model, weights, mlir::UnknownLoc::get(&context)))) {
-    errs.flush();
-    throw Error("jit::compile: " + messages);
-  }
+          applyWeights(model, weights, mlir::UnknownLoc::get(&context))))
+    throw diagnostics.error();
   return compileProto(model, "traced", options, /*cacheable=*/true);
 }
 
 Function jit::compile(const std::string &onnxPath, const Options &options) {
   mlir::MLIRContext context;
-  std::string messages;
-  llvm::raw_string_ostream errs(messages);
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    errs << onnxPath << ": " << d.str() << "\n";
-    for (mlir::Diagnostic &note : d.getNotes())
-      errs << "note: " << note.str() << "\n";
-    return mlir::success();
-  });
+  Diagnostics diagnostics(context, onnxPath + ": ");
   onnx::ModelProto model;
-  auto fail = [&]() -> Error {
-    errs.flush();
-    while (!messages.empty() && messages.back() == '\n')
-      messages.pop_back();
-    return Error("jit::compile: " + messages);
-  };
   if (mlir::failed(readOnnxFile(context, onnxPath, model)))
-    throw fail();
+    throw diagnostics.error();
   if (!options.weights.empty() &&
       mlir::failed(applyWeights(model, options.weights,
                                 mlir::UnknownLoc::get(&context))))
-    throw fail();
+    throw diagnostics.error();
   // Data in external files is not part of the key: such models are not
   // cached.
   bool external = false;

@@ -19,8 +19,9 @@
 
 #include "frontend/OnnxImporter.h"
 
+#include "llvm/ADT/APFloat.h"
+
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -102,22 +103,13 @@ std::string Graph::constant(const Tensor &t, const std::string &prefix) {
 }
 
 namespace {
-// IEEE binary16 bits of `f`, rounded to nearest even.
-uint16_t toHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint16_t sign = (x >> 16) & 0x8000;
-  uint32_t magnitude = x & 0x7fffffff;
-  if (magnitude >= 0x7f800000) // inf or nan
-    return sign | 0x7c00 | (magnitude > 0x7f800000 ? 0x200 : 0);
-  if (magnitude >= 0x477ff000) // rounds to beyond the largest half
-    return sign | 0x7c00;
-  if (magnitude < 0x38800000) {                // a subnormal half (or zero)
-    float scaled = std::fabs(f) * 16777216.0f; // 2^24: units of 2^-24
-    return sign | uint16_t(std::nearbyint(scaled));
-  }
-  uint32_t rounded = magnitude + 0xfff + ((magnitude >> 13) & 1);
-  return sign | uint16_t((rounded - 0x38000000) >> 13);
+// IEEE binary16 bits of `v`, rounded to nearest even (once, from double).
+uint16_t toHalf(double v) {
+  llvm::APFloat f(v);
+  bool inexact = false;
+  f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven,
+            &inexact);
+  return uint16_t(f.bitcastToAPInt().getZExtValue());
 }
 } // namespace
 
@@ -169,7 +161,7 @@ std::string Graph::scalar(DType dtype, double v) {
     *t.data<uint8_t>() = v != 0;
     break;
   case DType::F16:
-    *t.data<uint16_t>() = toHalf(float(v));
+    *t.data<uint16_t>() = toHalf(v);
     break;
   }
   return constant(t, "scalar");

@@ -156,13 +156,6 @@ int main(int argc, char **argv) {
     errs() << "kilnc: error: -O" << optLevel << " is not one of -O0..-O3\n";
     return 1;
   }
-  std::vector<std::string> deviceList(devices.begin(), devices.end());
-  if (!device.empty()) {
-    llvm::erase(deviceList, device.getValue());
-    deviceList.insert(deviceList.begin(), device);
-  }
-  if (deviceList.empty())
-    deviceList.push_back("cpu");
   kiln::CompileOptions options;
   options.input = input;
   if ((!stripPrefix.empty() || !renames.empty()) && weights.empty()) {
@@ -188,7 +181,8 @@ int main(int argc, char **argv) {
                          : "-";
   options.printIRAfterAll = printIR;
   options.inputShapes = inputShapes;
-  options.devices = deviceList;
+  options.devices = kiln::devicesWithDefault(
+      device, std::vector<std::string>(devices.begin(), devices.end()));
   options.pins = pin;
   options.placement = placement;
   options.splitDims = splitDims;

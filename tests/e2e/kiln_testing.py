@@ -142,6 +142,26 @@ def rel_l2(a, ref):
     return float(num / den) if den > 0 else float(num)
 
 
+def import_torch_and_make_mlp():
+    """(torch, examples/make_mlp.py as a module); unittest.SkipTest saying why
+    when either is missing."""
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - environment problem
+        note("skipping: torch is not importable: %s" % e)
+        raise unittest.SkipTest("torch is not importable: %s" % e)
+    examples = os.path.join(KILN_SOURCE, "examples")
+    if not os.path.isfile(os.path.join(examples, "make_mlp.py")):
+        raise unittest.SkipTest("examples/make_mlp.py not found under "
+                                "KILN_SOURCE=%s" % KILN_SOURCE)
+    sys.path.insert(0, examples)
+    try:
+        import make_mlp
+    finally:
+        sys.path.remove(examples)
+    return torch, make_mlp
+
+
 def save_safetensors(path, tensors):
     """Writes {name: numpy array} in the safetensors format (an 8-byte
     little-endian header size, a JSON header, the data), independently of

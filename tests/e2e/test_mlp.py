@@ -12,7 +12,6 @@ import contextlib
 import io
 import logging
 import os
-import sys
 import unittest
 import warnings
 
@@ -45,22 +44,9 @@ class MLPTest(kt.KilnTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        try:
-            import torch
-        except ImportError as e:  # pragma: no cover - environment problem
-            kt.note("skipping MLP tests: torch is not importable: %s" % e)
-            raise unittest.SkipTest("torch is not importable: %s" % e)
+        torch, make_mlp = kt.import_torch_and_make_mlp()
         cls.torch = torch
         torch.set_num_threads(1)
-        examples = os.path.join(kt.KILN_SOURCE, "examples")
-        if not os.path.isfile(os.path.join(examples, "make_mlp.py")):
-            raise unittest.SkipTest("examples/make_mlp.py not found under KILN_SOURCE=%s"
-                                    % kt.KILN_SOURCE)
-        sys.path.insert(0, examples)
-        try:
-            import make_mlp
-        finally:
-            sys.path.remove(examples)
         cls.make_mlp = make_mlp
 
         # The static export; export() seeds the weights, so the eager model

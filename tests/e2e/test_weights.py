@@ -25,17 +25,8 @@ class WeightsTest(kt.KilnTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        try:
-            import torch
-        except ImportError as e:  # pragma: no cover - environment problem
-            raise unittest.SkipTest("torch is not importable: %s" % e)
+        torch, make_mlp = kt.import_torch_and_make_mlp()
         cls.torch = torch
-        examples = os.path.join(kt.KILN_SOURCE, "examples")
-        sys.path.insert(0, examples)
-        try:
-            import make_mlp
-        finally:
-            sys.path.remove(examples)
         # The ONNX file carries seed-0 weights; the checkpoint seed-7 ones.
         cls.onnx = cls.path("mlp.onnx")
         cls.exported = make_mlp.export(cls.onnx, BATCH, True, 0, SIZES)

@@ -169,6 +169,17 @@ std::string abiSource() {
 }
 } // namespace
 
+std::vector<std::string> devicesWithDefault(const std::string &device,
+                                            std::vector<std::string> devices) {
+  if (!device.empty()) {
+    llvm::erase(devices, device);
+    devices.insert(devices.begin(), device);
+  }
+  if (devices.empty())
+    devices.push_back("cpu");
+  return devices;
+}
+
 LogicalResult compileModel(const CompileOptions &options) {
   MLIRContext context;
   context.loadDialect<KilnDialect, func::FuncDialect, linalg::LinalgDialect,

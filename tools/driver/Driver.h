@@ -71,6 +71,11 @@ struct CompileOptions {
   CudaOptions cuda;
 };
 
+/// The device list of CompileOptions from kilnc's --device and --devices:
+/// `device` (when given) first, then the others; "cpu" when both are empty.
+std::vector<std::string> devicesWithDefault(const std::string &device,
+                                            std::vector<std::string> devices);
+
 /// Compiles per `options`; diagnostics go to stderr. Fails without writing
 /// `output` on any error.
 mlir::LogicalResult compileModel(const CompileOptions &options);
