@@ -34,7 +34,9 @@ std::string kiln::cTypeName(Type t, const CStyle &style) {
   if (t.isF64())
     return "double";
   if (t.isF16())
-    return style.half; // math goes through float
+    return style.half;  // math goes through float
+  if (isNarrowFloat(t)) // bits; arithmetic is widened to f32 (LowerKernels)
+    return t.getIntOrFloatBitWidth() == 16 ? "uint16_t" : "uint8_t";
   if (t.isInteger(1))
     return "bool";
   if (t.isIndex())
@@ -42,7 +44,91 @@ std::string kiln::cTypeName(Type t, const CStyle &style) {
   for (unsigned w : {8, 16, 32, 64})
     if (t.isInteger(w))
       return "int" + std::to_string(w) + "_t";
+  if (t.isInteger() && t.getIntOrFloatBitWidth() < 8) // a value a byte
+    return "int8_t";
   return "";
+}
+
+std::string kiln::narrowFloatName(Type t) {
+  return llvm::TypeSwitch<Type, std::string>(t)
+      .Case([](BFloat16Type) { return "bf16"; })
+      .Case([](Float8E4M3FNType) { return "f8e4m3fn"; })
+      .Case([](Float8E4M3FNUZType) { return "f8e4m3fnuz"; })
+      .Case([](Float8E5M2Type) { return "f8e5m2"; })
+      .Case([](Float8E5M2FNUZType) { return "f8e5m2fnuz"; })
+      .Default([](Type) { return ""; });
+}
+
+// Narrow float conversions for the kernels: QUAL and MATH_ stand for the
+// function qualifier and the math library's prefix. A float has 1 sign, E
+// exponent and M mantissa bits with bias B; special 0: the top exponent
+// holds Inf and NaN (IEEE: bfloat16, float8e5m2); 1: only the all-ones
+// pattern is NaN, no Inf ("fn": float8e4m3fn); 2: NaN is the negative zero
+// pattern, no Inf or -0 ("fnuz"). Encoding rounds to nearest even; values
+// beyond the largest finite one saturate to it, or become Inf (IEEE) or NaN.
+static const char kNarrowFloats[] =
+    R"(QUAL double kiln_decode_narrow(uint32_t bits, int E, int M, int B, int special) {
+  uint32_t sign = bits >> (E + M) & 1u, ex = bits >> M & ((1u << E) - 1u), man = bits & ((1u << M) - 1u);
+  if (special == 2 && sign && !ex && !man) return NAN;
+  if (special == 0 && ex == (1u << E) - 1u) return man ? NAN : sign ? -INFINITY : INFINITY;
+  if (special == 1 && ex == (1u << E) - 1u && man == (1u << M) - 1u) return NAN;
+  double v = ex ? MATH_ldexp(1.0 + MATH_ldexp((double)man, -M), (int)ex - B) : MATH_ldexp((double)man, 1 - B - M);
+  return sign ? -v : v;
+}
+QUAL uint32_t kiln_encode_narrow(double x, int E, int M, int B, int special, bool saturate) {
+  uint32_t top = 1u << (E + M);
+  uint32_t nan = special == 0 ? ((1u << E) - 1u) << M | 1u << (M - 1) : special == 1 ? top - 1u : top;
+  if (x != x) return nan;
+  uint32_t maxEx = special == 0 ? (1u << E) - 2u : (1u << E) - 1u;
+  uint32_t maxMan = special == 1 ? (1u << M) - 2u : (1u << M) - 1u;
+  double a = MATH_fabs(x), largest = MATH_ldexp(1.0 + MATH_ldexp((double)maxMan, -M), (int)maxEx - B);
+  uint32_t sign = MATH_signbit(x) && (special != 2 || a != 0) ? top : 0u;
+  uint32_t overflow = saturate ? sign | maxEx << M | maxMan : special == 0 ? sign | ((1u << E) - 1u) << M : nan;
+  if (MATH_isinf(a)) return overflow;
+  if (a == 0) return sign;
+  int e2;
+  MATH_frexp(a, &e2);
+  int e = e2 - 1 < 1 - B ? 1 - B : e2 - 1;
+  double r = MATH_rint(MATH_ldexp(a, M - e)); // in units of 2^(e - M)
+  if (MATH_ldexp(r, e - M) > largest) return overflow;
+  if (r == 0) return special == 2 ? 0u : sign;
+  uint32_t ri = (uint32_t)r;
+  if (ri < (1u << M)) return sign | ri; // subnormal
+  if (ri == 2u << M) { ri >>= 1; ++e; }
+  return sign | (uint32_t)(e + B) << M | (ri - (1u << M));
+}
+)";
+
+std::string kiln::narrowFloatFunctions(const std::string &qualifier,
+                                       const CStyle &style) {
+  std::string text = kNarrowFloats;
+  auto replaceAll = [&](StringRef from, StringRef to) {
+    for (size_t at = text.find(from); at != std::string::npos;
+         at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to.str());
+  };
+  replaceAll("QUAL", qualifier);
+  replaceAll("MATH_", style.mathPrefix);
+  struct Format {
+    const char *name, *bits;
+    int e, m, bias, special;
+  };
+  for (Format f : {Format{"bf16", "uint16_t", 8, 7, 127, 0},
+                   Format{"f8e4m3fn", "uint8_t", 4, 3, 7, 1},
+                   Format{"f8e4m3fnuz", "uint8_t", 4, 3, 8, 2},
+                   Format{"f8e5m2", "uint8_t", 5, 2, 15, 0},
+                   Format{"f8e5m2fnuz", "uint8_t", 5, 2, 16, 2}}) {
+    std::string args =
+        llvm::formatv(", {0}, {1}, {2}, {3}", f.e, f.m, f.bias, f.special);
+    text += llvm::formatv("{0} double kiln_decode_{1}({2} bits) {{ return "
+                          "kiln_decode_narrow(bits{3}); }\n",
+                          qualifier, f.name, f.bits, args);
+    text += llvm::formatv("{0} {2} kiln_encode_{1}(double x, bool saturate) "
+                          "{{ return ({2})kiln_encode_narrow(x{3}, saturate); "
+                          "}\n",
+                          qualifier, f.name, f.bits, args);
+  }
+  return text;
 }
 
 std::string kiln::iteratorList(linalg::GenericOp op) {
@@ -549,12 +635,28 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
             }
             return v(0) + " " + cmp + " " + v(1);
           })
-          .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp,
-                arith::FPToSIOp, arith::ExtSIOp, arith::TruncIOp>(
-              [&](Operation *c) {
-                return "static_cast<" + typeName(c->getResult(0).getType()) +
-                       ">(" + v(0) + ")";
-              })
+          .Case<arith::ExtFOp, arith::TruncFOp>([&](Operation *c) {
+            Type from = c->getOperand(0).getType(),
+                 to = c->getResult(0).getType();
+            if (!isNarrowFloat(from) && !isNarrowFloat(to))
+              return "static_cast<" + typeName(to) + ">(" + v(0) + ")";
+            // Narrow floats convert through double, exact for every source.
+            std::string wide =
+                isNarrowFloat(from)
+                    ? "kiln_decode_" + narrowFloatName(from) + "(" + v(0) + ")"
+                    : "static_cast<double>(" + v(0) + ")";
+            if (!isNarrowFloat(to))
+              return "static_cast<" + typeName(to) + ">(" + wide + ")";
+            // Only float8 saturates (ONNX Cast); bfloat16 overflows to Inf.
+            bool saturate = !isa<BFloat16Type>(to) && !c->hasAttr(kNoSaturate);
+            return "kiln_encode_" + narrowFloatName(to) + "(" + wide + ", " +
+                   (saturate ? "true" : "false") + ")";
+          })
+          .Case<arith::SIToFPOp, arith::FPToSIOp, arith::ExtSIOp,
+                arith::TruncIOp>([&](Operation *c) {
+            return "static_cast<" + typeName(c->getResult(0).getType()) + ">(" +
+                   v(0) + ")";
+          })
           .Case<arith::ExtUIOp, arith::UIToFPOp>([&](Operation *c) {
             return "static_cast<" + typeName(c->getResult(0).getType()) + ">(" +
                    u(0) + ")";

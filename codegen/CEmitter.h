@@ -41,6 +41,14 @@ extern const CStyle kCppStyle, kCudaStyle;
 /// "parallel, reduction, ...": a generic's iterators, for comments.
 std::string iteratorList(mlir::linalg::GenericOp op);
 
+/// "bf16", "f8e4m3fn", ...: the name of a narrow float (isNarrowFloat) in
+/// the kernels' conversion functions kiln_decode_NAME / kiln_encode_NAME.
+std::string narrowFloatName(mlir::Type t);
+/// Those conversion functions, as C source, each declared `qualifier`
+/// ("inline", "__device__ inline").
+std::string narrowFloatFunctions(const std::string &qualifier,
+                                 const CStyle &style);
+
 /// The spelling of a scalar element type, or "" when unsupported.
 std::string cTypeName(mlir::Type element, const CStyle &style);
 

@@ -525,7 +525,11 @@ LogicalResult CppEmitter::emit(StringRef symbol) {
 }
 } // namespace
 
-std::string kiln::kernelPrelude() { return kPrelude; }
+std::string kiln::kernelPrelude() {
+  return kPrelude +
+         ("namespace {\n" + narrowFloatFunctions("inline", kCppStyle) +
+          "} // namespace\n");
+}
 
 FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
   if (failed(checkElementTypes(kernel, kCppStyle, "C++")))

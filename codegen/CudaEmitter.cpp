@@ -429,7 +429,8 @@ FailureOr<CudaKernel> CudaEmitter::emit(StringRef symbol) {
 } // namespace
 
 std::string kiln::cudaPrelude(bool half) {
-  return std::string(half ? "#include <cuda_fp16.h>\n" : "") + kPrelude;
+  return std::string(half ? "#include <cuda_fp16.h>\n" : "") + kPrelude +
+         narrowFloatFunctions("__device__ inline", kCudaStyle);
 }
 
 FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol,

@@ -15,9 +15,11 @@ std::string kiln::dtypeName(Type t) {
     return "f64";
   if (t.isF16())
     return "f16";
+  if (isNarrowFloat(t))
+    return narrowFloatName(t);
   if (t.isInteger(1))
     return "bool";
-  for (unsigned w : {8, 16, 32, 64})
+  for (unsigned w : {2, 4, 8, 16, 32, 64})
     if (t.isInteger(w))
       return (t.isUnsignedInteger() ? "u" : "i") + std::to_string(w);
   return "";

@@ -44,6 +44,24 @@ Type kiln::onnx_import::elementType(MLIRContext *ctx, int dataType) {
     return b.getI8Type();
   case onnx::TensorProto::BOOL:
     return b.getI1Type();
+  case onnx::TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case kOnnxFloat8E4M3FN:
+    return b.getFloat8E4M3FNType();
+  case kOnnxFloat8E4M3FNUZ:
+    return b.getFloat8E4M3FNUZType();
+  case kOnnxFloat8E5M2:
+    return b.getFloat8E5M2Type();
+  case kOnnxFloat8E5M2FNUZ:
+    return b.getFloat8E5M2FNUZType();
+  case kOnnxInt4:
+    return b.getIntegerType(4);
+  case kOnnxUint4:
+    return b.getIntegerType(4, /*isSigned=*/false);
+  case kOnnxInt2:
+    return b.getIntegerType(2);
+  case kOnnxUint2:
+    return b.getIntegerType(2, /*isSigned=*/false);
   case onnx::TensorProto::UINT8:
   case onnx::TensorProto::UINT16:
   case onnx::TensorProto::UINT32:
@@ -307,9 +325,16 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     return nullptr;
 
   ShapeTable shapes;
+  llvm::StringMap<int64_t> declaredRanks;
+  for (const auto *infos : {&graph.output(), &graph.value_info()})
+    for (const onnx::ValueInfoProto &info : *infos)
+      if (info.type().has_tensor_type() &&
+          info.type().tensor_type().has_shape())
+        declaredRanks[info.name()] =
+            info.type().tensor_type().shape().dim_size();
   for (auto [index, node] : llvm::enumerate(graph.node())) {
     NodeContext c{node, builder, nodeLoc(node, index), device, modelDir, opset,
-                  {},   &shapes};
+                  {},   &shapes, &declaredRanks};
     bool missing = false;
     for (const std::string &name : node.input()) {
       if (name.empty()) {
@@ -379,9 +404,32 @@ kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
   SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
   auto type = RankedTensorType::get(dims, element, device);
   int64_t count = type.getNumElements();
-  size_t width = element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8;
+  unsigned bits = element.getIntOrFloatBitWidth();
+  size_t width = (bits + 7) / 8;
   std::vector<char> bytes;
-  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+  if (bits == 2 || bits == 4) {
+    // Packed 8 / bits values a byte, low bits first, in raw_data or one
+    // byte per int32_data entry; held one value a byte, sign- or
+    // zero-extended.
+    std::string packedBytes = tensor.raw_data();
+    for (int32_t byte : tensor.int32_data())
+      packedBytes.push_back(static_cast<char>(byte));
+    size_t perByte = 8 / bits;
+    if (packedBytes.size() != (count + perByte - 1) / perByte)
+      return emitError(loc)
+             << "tensor '" << tensor.name() << "' of type " << type << " needs "
+             << (count + perByte - 1) / perByte << " bytes of packed data, has "
+             << packedBytes.size();
+    bool isSigned = element.isSignlessInteger();
+    for (int64_t i = 0; i < count; ++i) {
+      unsigned v = static_cast<uint8_t>(packedBytes[i / perByte]) >>
+                       (i % perByte * bits) &
+                   ((1u << bits) - 1);
+      if (isSigned && v >> (bits - 1))
+        v |= 0xffu << bits;
+      bytes.push_back(static_cast<char>(v));
+    }
+  } else if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
     auto external = readExternalData(tensor, loc, modelDir);
     if (failed(external))
       return failure();
@@ -406,7 +454,14 @@ kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
       bytes = packed<int16_t>(tensor.int32_data());
       break;
     case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16:
       bytes = packed<uint16_t>(tensor.int32_data());
+      break;
+    case kOnnxFloat8E4M3FN:
+    case kOnnxFloat8E4M3FNUZ:
+    case kOnnxFloat8E5M2:
+    case kOnnxFloat8E5M2FNUZ:
+      bytes = packed<uint8_t>(tensor.int32_data());
       break;
     case onnx::TensorProto::INT8:
     case onnx::TensorProto::BOOL:

@@ -24,6 +24,15 @@ const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
   return nullptr;
 }
 
+std::optional<int64_t> NodeContext::declaredRank(int i) const {
+  if (!declaredRanks || i >= node.output_size())
+    return std::nullopt;
+  auto it = declaredRanks->find(node.output(i));
+  if (it == declaredRanks->end())
+    return std::nullopt;
+  return it->second;
+}
+
 int64_t NodeContext::getInt(StringRef name, int64_t fallback) const {
   const auto *a = attr(name);
   return a ? a->i() : fallback;
@@ -273,9 +282,92 @@ Value runtimeAxes(NodeContext &c) {
   return c.inputs[1];
 }
 
+// Axes of a length known only at run time as `rank` of them: element i is
+// i when i is reduced, else rank (which matches no dim). With no axes
+// (length 0 at run time) every dim is reduced, or none with
+// noop_with_empty_axes, as ONNX says:
+//   normalized = where(axes < 0, axes + rank, axes)             [L]
+//   hits = sum(cast(normalized[L, 1] == iota[1, rank]), axis 0)  [rank]
+//   reduced = any(hits) ? hits > 0 : !noop_with_empty_axes
+//   fixed = where(reduced, iota, rank)
+FailureOr<Value> fixedLengthAxes(NodeContext &c, Value axes, int64_t rank) {
+  Builder &b = c.builder;
+  Type i64 = b.getI64Type();
+  std::vector<int64_t> iotaValues;
+  for (int64_t i = 0; i < rank; ++i)
+    iotaValues.push_back(i);
+  Value iota = int64Constant(c, {rank}, iotaValues);
+  auto cast = castTo(c, axes, i64);
+  if (failed(cast))
+    return failure();
+  Value zero = int64Constant(c, {}, {0}), r = int64Constant(c, {}, {rank});
+  auto negative = binaryOp(c, LessOp::getOperationName(), (*cast)[0], zero);
+  auto shifted = binaryOp(c, AddOp::getOperationName(), (*cast)[0], r);
+  if (failed(negative) || failed(shifted))
+    return failure();
+  auto normalized =
+      c.create(WhereOp::getOperationName(), {*negative, *shifted, (*cast)[0]});
+  if (failed(normalized))
+    return failure();
+  auto column = reshapeToDims(c, *normalized, {ShapedType::kDynamic, 1});
+  auto row = reshapeToDims(c, iota, {1, rank});
+  if (failed(column) || failed(row))
+    return failure();
+  auto matches = binaryOp(c, EqualOp::getOperationName(), *column, *row);
+  if (failed(matches))
+    return failure();
+  auto counts = castTo(c, *matches, i64);
+  if (failed(counts))
+    return failure();
+  auto hits = reduce(c, "sum", {0}, false, (*counts)[0]);
+  if (failed(hits))
+    return failure();
+  auto reduced = binaryOp(c, GreaterOp::getOperationName(), *hits, zero);
+  auto total = reduce(c, "sum", {0}, false, *hits);
+  if (failed(reduced) || failed(total))
+    return failure();
+  auto any = binaryOp(c, GreaterOp::getOperationName(), *total, zero);
+  if (failed(any))
+    return failure();
+  auto none = c.builder.getBoolAttr(!c.getInt("noop_with_empty_axes", 0));
+  Value fallback = c.builder.create<ConstantOp>(
+      c.loc, RankedTensorType::get({rank}, b.getI1Type(), c.device),
+      DenseElementsAttr::get(RankedTensorType::get({rank}, b.getI1Type()),
+                             none.getValue()));
+  auto chosen =
+      c.create(WhereOp::getOperationName(), {*any, *reduced, fallback});
+  if (failed(chosen))
+    return failure();
+  Value rankSplat = int64Constant(
+      c, {rank}, std::vector<int64_t>(static_cast<size_t>(rank), rank));
+  return c.create(WhereOp::getOperationName(), {*chosen, iota, rankSplat});
+}
+
 // kiln.reduce_by `input` over the axes `axes` holds.
 FailureOr<Value> reduceBy(NodeContext &c, StringRef kind, Value axes,
                           bool keepdims, Value input) {
+  int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
+  if (typeOf(axes).getRank() == 1 && typeOf(axes).isDynamicDim(0) &&
+      !keepdims) {
+    // The result's rank says how many axes there are: the model's
+    // declared one (a reshape checks the count at run time).
+    std::optional<int64_t> declared = c.declaredRank(0);
+    if (!declared || *declared > rank)
+      return c.error("reducing over axes of a length known only at run "
+                     "time needs keepdims=1 or a declared rank for the "
+                     "result; bind the axes input's length with "
+                     "--input-shape");
+    auto counted = reshapeToDims(c, axes, {rank - *declared});
+    if (failed(counted))
+      return failure();
+    axes = *counted;
+  }
+  if (typeOf(axes).getRank() == 1 && typeOf(axes).isDynamicDim(0)) {
+    auto fixed = fixedLengthAxes(c, axes, rank);
+    if (failed(fixed))
+      return failure();
+    axes = *fixed;
+  }
   return c.create(
       ReduceByOp::getOperationName(), {input, axes},
       {c.builder.getNamedAttr("kind", c.builder.getStringAttr(kind)),
@@ -696,18 +788,29 @@ FailureOr<Values> shape(NodeContext &c) {
   return Values{*real};
 }
 
+} // namespace
+
+FailureOr<Values> kiln::onnx_import::castTo(NodeContext &c, Value input,
+                                            Type to) {
+  if (typeOf(input).getElementType() == to)
+    return Values{input};
+  Builder &b = c.builder;
+  SmallVector<NamedAttribute> attrs = {b.getNamedAttr("to", TypeAttr::get(to))};
+  if (!c.getInt("saturate", 1))
+    attrs.push_back(b.getNamedAttr("saturate", b.getBoolAttr(false)));
+  return single(c.create(CastOp::getOperationName(), input, attrs));
+}
+
+namespace {
+
 FailureOr<Values> castNode(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
-  Builder &b = c.builder;
-  Type to = elementType(b.getContext(), c.getInt("to", 0));
-  if (!to)
-    return c.error("Cast to type #" + Twine(c.getInt("to", 0)) +
-                   " is not supported yet");
-  if (typeOf(c.inputs[0]).getElementType() == to)
-    return Values{c.inputs[0]};
-  return single(c.create(CastOp::getOperationName(), c.inputs[0],
-                         {b.getNamedAttr("to", TypeAttr::get(to))}));
+  int to = c.getInt("to", 0);
+  Type type = elementType(c.builder.getContext(), to);
+  if (!type)
+    return c.error("Cast to type #" + Twine(to) + " is not supported yet");
+  return castTo(c, c.inputs[0], type);
 }
 
 FailureOr<Values> dropout(NodeContext &c) {
@@ -1337,11 +1440,7 @@ FailureOr<Values> constantOfShape(NodeContext &c) {
 FailureOr<Values> castLike(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
     return failure();
-  Type to = typeOf(c.inputs[1]).getElementType();
-  if (typeOf(c.inputs[0]).getElementType() == to)
-    return Values{c.inputs[0]};
-  return single(c.create(CastOp::getOperationName(), c.inputs[0],
-                         {c.builder.getNamedAttr("to", TypeAttr::get(to))}));
+  return castTo(c, c.inputs[0], typeOf(c.inputs[1]).getElementType());
 }
 
 FailureOr<Values> whereNode(NodeContext &c) {
@@ -1453,6 +1552,9 @@ const llvm::StringMap<Converter> &table() {
       {"Pad", pad},
       {"Range", binary<RangeOp, 3>}, // constant inputs fold at import
       {"CastLike", castLike},
+      {"QuantizeLinear", convertQuantizeLinear},
+      {"DequantizeLinear", convertDequantizeLinear},
+      {"DynamicQuantizeLinear", convertDynamicQuantizeLinear},
       {"Sign", unary<SignOp>},
       {"Round", unary<RoundOp>},
       {"Mod", modNode},

@@ -20,6 +20,21 @@ convertTensor(const onnx::TensorProto &tensor, mlir::Attribute device,
               mlir::Location loc, llvm::StringRef blobName,
               llvm::StringRef modelDir);
 
+/// TensorProto.DataType values newer than the protobuf schema Debian ships
+/// (onnx 1.12).
+enum OnnxNewerDataType : int {
+  kOnnxFloat8E4M3FN = 17,
+  kOnnxFloat8E4M3FNUZ = 18,
+  kOnnxFloat8E5M2 = 19,
+  kOnnxFloat8E5M2FNUZ = 20,
+  kOnnxUint4 = 21,
+  kOnnxInt4 = 22,
+  kOnnxFloat4E2M1 = 23,
+  kOnnxFloat8E8M0 = 24,
+  kOnnxUint2 = 25,
+  kOnnxInt2 = 26,
+};
+
 /// ONNX TensorProto.DataType -> element type (signless integers); null when
 /// kiln does not support it.
 mlir::Type elementType(mlir::MLIRContext *ctx, int dataType);
@@ -57,6 +72,11 @@ struct NodeContext {
   llvm::SmallVector<mlir::Value> inputs;
   /// The import's symbolic shape computations.
   ShapeTable *shapes = nullptr;
+  /// The ranks the model declares for values (graph outputs, value_info).
+  const llvm::StringMap<int64_t> *declaredRanks = nullptr;
+
+  /// The rank the model declares for output `i`, if it does.
+  std::optional<int64_t> declaredRank(int i) const;
 
   const onnx::AttributeProto *attr(llvm::StringRef name) const;
   int64_t getInt(llvm::StringRef name, int64_t fallback) const;
@@ -129,6 +149,10 @@ mlir::FailureOr<mlir::Value> reshapeToDims(NodeContext &c, mlir::Value input,
 mlir::Value int64Constant(NodeContext &c, llvm::ArrayRef<int64_t> shape,
                           llvm::ArrayRef<int64_t> values,
                           llvm::StringRef name = "ints");
+/// kiln.cast of `input` to `to` with the node's saturate attribute (for
+/// float8 results); `input` itself when it has that type.
+mlir::FailureOr<Values> castTo(NodeContext &c, mlir::Value input,
+                               mlir::Type to);
 /// shifted = x - max(x), exp(shifted) and sum(exp(shifted)) over `axes`.
 struct Shifted {
   mlir::Value shifted, exp, sum;
@@ -183,6 +207,10 @@ mlir::FailureOr<Values> convertHardmax(NodeContext &c);
 mlir::FailureOr<Values> convertCumSum(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
+// ops/Quantize.cpp
+mlir::FailureOr<Values> convertQuantizeLinear(NodeContext &c);
+mlir::FailureOr<Values> convertDequantizeLinear(NodeContext &c);
+mlir::FailureOr<Values> convertDynamicQuantizeLinear(NodeContext &c);
 // ops/Losses.cpp
 mlir::FailureOr<Values> convertNegativeLogLikelihoodLoss(NodeContext &c);
 mlir::FailureOr<Values> convertSoftmaxCrossEntropyLoss(NodeContext &c);

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/OnnxImporter.h"
+#include "frontend/OnnxOps.h"
 #include "kiln/runtime.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -112,6 +113,24 @@ int onnxDataType(DType dtype) {
     return onnx::TensorProto::UINT32;
   case DType::U64:
     return onnx::TensorProto::UINT64;
+  case DType::BF16:
+    return onnx::TensorProto::BFLOAT16;
+  case DType::F8E4M3FN:
+    return onnx_import::kOnnxFloat8E4M3FN;
+  case DType::F8E4M3FNUZ:
+    return onnx_import::kOnnxFloat8E4M3FNUZ;
+  case DType::F8E5M2:
+    return onnx_import::kOnnxFloat8E5M2;
+  case DType::F8E5M2FNUZ:
+    return onnx_import::kOnnxFloat8E5M2FNUZ;
+  case DType::I4:
+    return onnx_import::kOnnxInt4;
+  case DType::U4:
+    return onnx_import::kOnnxUint4;
+  case DType::I2:
+    return onnx_import::kOnnxInt2;
+  case DType::U2:
+    return onnx_import::kOnnxUint2;
   }
   return onnx::TensorProto::UNDEFINED;
 }

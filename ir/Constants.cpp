@@ -37,6 +37,14 @@ std::vector<char> kiln::getConstantBytes(ElementsAttr attr) {
       out.push_back(b ? 1 : 0);
     return out;
   }
+  if (element.isInteger() && element.getIntOrFloatBitWidth() < 8) {
+    // A value a byte, sign- or zero-extended (toSignless).
+    std::vector<char> out;
+    for (const APInt &v : dense.getValues<APInt>())
+      out.push_back(static_cast<char>(
+          element.isUnsignedInteger() ? v.getZExtValue() : v.getSExtValue()));
+    return out;
+  }
   ArrayRef<char> raw = dense.getRawData();
   if (!dense.isSplat())
     return std::vector<char>(raw.begin(), raw.end());

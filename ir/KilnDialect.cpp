@@ -148,10 +148,19 @@ Type kiln::toSignless(Type type) {
     return RankedTensorType::get(tensor.getShape(),
                                  toSignless(tensor.getElementType()),
                                  tensor.getEncoding());
-  if (auto integer = dyn_cast<IntegerType>(type))
+  if (auto integer = dyn_cast<IntegerType>(type)) {
+    unsigned width = integer.getWidth();
+    if (width > 1 && width < 8)
+      return IntegerType::get(type.getContext(), 8);
     if (!integer.isSignless())
-      return IntegerType::get(type.getContext(), integer.getWidth());
+      return IntegerType::get(type.getContext(), width);
+  }
   return type;
+}
+
+bool kiln::isNarrowFloat(Type type) {
+  return isa<BFloat16Type, Float8E4M3FNType, Float8E4M3FNUZType, Float8E5M2Type,
+             Float8E5M2FNUZType>(type);
 }
 
 RankedTensorType kiln::withDevice(Type type, Attribute device) {

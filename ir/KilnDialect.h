@@ -42,6 +42,16 @@ inline constexpr llvm::StringLiteral kGuardedRead = "kiln.guarded_read";
 /// innermost, and the C++ emitter then vectorizes the loop around them.
 inline constexpr int64_t kUnrolledTaps = 32;
 
+/// A unit attribute on a kernel-level arith.truncf to a float8 type: values
+/// beyond its range become Inf or NaN instead of its largest finite value
+/// (ONNX Cast's saturate=0).
+inline constexpr llvm::StringLiteral kNoSaturate = "kiln.no_saturate";
+
+/// Whether `type` is a float kept in memory as bits and computed on as f32
+/// (bfloat16, the float8 types): the kernel level converts it with
+/// arith.extf/truncf around every arithmetic op.
+bool isNarrowFloat(mlir::Type type);
+
 /// The device a tensor type carries, or null when it carries none.
 DeviceAttr getDevice(mlir::Type type);
 /// Bytes of a tensor value with a static shape (i1 as one byte); 0 when
@@ -81,6 +91,8 @@ bool isUnsignedInteger(mlir::Type type);
 /// `type` with every signed or unsigned integer (scalar, or the element of a
 /// ranked tensor) replaced by its signless twin: the kernel level is signless
 /// like arith, signedness lives in the choice of ops (docs/architecture.md).
+/// Sub-byte integers (ONNX's int2/int4/uint2/uint4) become i8: they are held
+/// one value a byte, sign- or zero-extended.
 mlir::Type toSignless(mlir::Type type);
 
 } // namespace kiln

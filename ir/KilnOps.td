@@ -238,7 +238,13 @@ def Kiln_GemmOp : Kiln_ComputeOp<"gemm"> {
 
 def Kiln_CastOp : Kiln_ComputeOp<"cast", [Kiln_Elementwise]> {
   let summary = "converts elements to type `to` (ONNX Cast; ints are signed)";
-  let arguments = (ins Kiln_Tensor:$input, TypeAttr:$to);
+  let description = [{
+    Floats round to nearest even. `saturate` (ONNX's, for float8 results):
+    values beyond the range become its largest finite value; without it,
+    Inf or NaN.
+  }];
+  let arguments = (ins Kiln_Tensor:$input, TypeAttr:$to,
+                       DefaultValuedAttr<BoolAttr, "true">:$saturate);
   let results = (outs Kiln_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }

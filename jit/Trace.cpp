@@ -114,6 +114,10 @@ uint16_t toHalf(double v) {
 } // namespace
 
 std::string Graph::scalar(DType dtype, double v) {
+  if (dtypeSize(dtype) == 1 && dtype != DType::I8 && dtype != DType::U8 &&
+      dtype != DType::Bool)
+    throw Error(std::string("the tracer has no scalars of dtype ") +
+                dtypeName(dtype));
   if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::F16 &&
       dtype != DType::Bool) {
     bool isUnsigned = dtype == DType::U8 || dtype == DType::U16 ||
@@ -163,6 +167,9 @@ std::string Graph::scalar(DType dtype, double v) {
   case DType::F16:
     *t.data<uint16_t>() = toHalf(v);
     break;
+  default:
+    throw Error(std::string("the tracer has no scalars of dtype ") +
+                dtypeName(dtype));
   }
   return constant(t, "scalar");
 }

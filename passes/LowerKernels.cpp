@@ -7,11 +7,12 @@
 // dims (lowering/Dims.cpp), where the op's lowering supports it. Lowerings
 // build on the graph's element types, so a scalar body
 // sees `ui8` and picks the unsigned arith op (divui, cmpi ult, extui, ...);
-// then every unsigned type and constant in the kernel is made signless, as
-// arith requires. Then fuse the elementwise linalg.generic ops of each kernel
-// into their consumers (upstream linalg elementwise fusion, which also folds
-// splat constants into the loop body), so one kernel is one loop nest where
-// it can be.
+// then arithmetic on bfloat16 and float8 is widened to f32 around the
+// conversions, and every unsigned type and constant in the kernel is made
+// signless, as arith requires (sub-byte integers widen to i8). Then fuse the
+// elementwise linalg.generic ops of each kernel into their consumers (upstream
+// linalg elementwise fusion, which also folds splat constants into the loop
+// body), so one kernel is one loop nest where it can be.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,8 +46,8 @@ constexpr Family kFamilies[] = {
     {lowering::isDataShapeFamily, lowering::lowerDataShape},
 };
 
-// Unsigned integer types (and constants of them) to their signless twins,
-// in every value and nested block of `body`.
+// Unsigned and sub-byte integer types (and constants of them) to their
+// kernel-level twins (toSignless), in every value and nested block of `body`.
 void makeSignless(Block &body) {
   auto convert = [](Value v) {
     Type type = toSignless(v.getType());
@@ -63,16 +64,70 @@ void makeSignless(Block &body) {
     for (Value result : op->getResults())
       convert(result);
     auto constant = dyn_cast<arith::ConstantOp>(op);
-    if (!constant || !isUnsignedInteger(constant.getValue().getType()))
+    if (!constant)
       return;
-    Attribute value = constant.getValue();
-    Type type = toSignless(cast<TypedAttr>(value).getType());
+    auto value = cast<TypedAttr>(constant.getValue());
+    Type element = getElementTypeOrSelf(value.getType());
+    Type signless = toSignless(element);
+    if (signless == element)
+      return;
+    // Sub-byte values widen as the type's signedness says.
+    unsigned width = signless.getIntOrFloatBitWidth();
+    bool isUnsigned = element.isUnsignedInteger();
+    auto widen = [&](const APInt &v) {
+      return isUnsigned ? v.zextOrTrunc(width) : v.sextOrTrunc(width);
+    };
     if (auto integer = dyn_cast<IntegerAttr>(value))
-      constant.setValueAttr(IntegerAttr::get(type, integer.getValue()));
-    else if (auto dense = dyn_cast<DenseIntElementsAttr>(value))
       constant.setValueAttr(
-          dense.bitcast(cast<ShapedType>(type).getElementType()));
+          IntegerAttr::get(signless, widen(integer.getValue())));
+    else if (auto dense = dyn_cast<DenseIntElementsAttr>(value))
+      constant.setValueAttr(dense.mapValues(signless, widen));
   });
+}
+
+// Arithmetic on narrow floats (bfloat16, float8) is done in f32: each arith
+// or math op reading or yielding one gets arith.extf'ed operands and
+// arith.truncf's its results. Only the conversions (and loads and stores)
+// keep narrow floats, and the kernel emitters render just those.
+void widenNarrowFloats(Block &body) {
+  SmallVector<Operation *> ops;
+  body.walk([&](Operation *op) {
+    if (!isa<arith::ArithDialect, math::MathDialect>(op->getDialect()))
+      return;
+    if ((isa<arith::ExtFOp>(op) &&
+         isNarrowFloat(op->getOperand(0).getType())) ||
+        (isa<arith::TruncFOp>(op) && isNarrowFloat(op->getResult(0).getType())))
+      return; // a conversion
+    if (llvm::any_of(op->getOperandTypes(), isNarrowFloat) ||
+        llvm::any_of(op->getResultTypes(), isNarrowFloat))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Type f32 = b.getF32Type();
+    if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      auto value = cast<FloatAttr>(constant.getValue());
+      Value wide = b.create<arith::ConstantOp>(
+          loc, b.getF32FloatAttr(value.getValueAsDouble()));
+      constant.replaceAllUsesWith(
+          b.create<arith::TruncFOp>(loc, constant.getType(), wide).getResult());
+      constant.erase();
+      continue;
+    }
+    for (OpOperand &operand : op->getOpOperands())
+      if (isNarrowFloat(operand.get().getType()))
+        operand.set(b.create<arith::ExtFOp>(loc, f32, operand.get()));
+    b.setInsertionPointAfter(op);
+    for (OpResult result : op->getResults()) {
+      Type narrow = result.getType();
+      if (!isNarrowFloat(narrow))
+        continue;
+      result.setType(f32);
+      auto trunc = b.create<arith::TruncFOp>(loc, narrow, result);
+      result.replaceAllUsesExcept(trunc, trunc);
+    }
+  }
 }
 
 FailureOr<Value> lowerOp(OpBuilder &b, Operation *op, ValueRange operands) {
@@ -109,6 +164,7 @@ LogicalResult lowerKernel(KernelOp kernel) {
     operand.set(mapping.lookupOrDefault(operand.get()));
   for (Operation *op : llvm::reverse(graphOps))
     op->erase();
+  widenNarrowFloats(body);
   makeSignless(body);
   return success();
 }

@@ -155,6 +155,11 @@ Module::Impl::hostBuffers(const std::vector<Tensor> &inputs) const {
   for (size_t id = 0; id < plan.values.size(); ++id)
     if (plan.values[id].kind == ValueKind::Constant)
       buffers[id] = const_cast<void *>(constants[id]);
+  // Views of those (e.g. a reshaped axes input) share their data; a view
+  // follows its base in the value order.
+  for (size_t id = 0; id < plan.values.size(); ++id)
+    if (plan.values[id].kind == ValueKind::Alias && !buffers[id])
+      buffers[id] = buffers[plan.values[id].aliasOf];
   return buffers;
 }
 

@@ -6,6 +6,7 @@
 #include "runtime/Device.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -18,10 +19,27 @@ struct DTypeEntry {
   size_t size;
 };
 constexpr DTypeEntry kDTypes[] = {
-    {DType::F32, "f32", 4}, {DType::F64, "f64", 8}, {DType::F16, "f16", 2},
-    {DType::I8, "i8", 1},   {DType::I16, "i16", 2}, {DType::I32, "i32", 4},
-    {DType::I64, "i64", 8}, {DType::U8, "u8", 1},   {DType::Bool, "bool", 1},
-    {DType::U16, "u16", 2}, {DType::U32, "u32", 4}, {DType::U64, "u64", 8},
+    {DType::F32, "f32", 4},
+    {DType::F64, "f64", 8},
+    {DType::F16, "f16", 2},
+    {DType::I8, "i8", 1},
+    {DType::I16, "i16", 2},
+    {DType::I32, "i32", 4},
+    {DType::I64, "i64", 8},
+    {DType::U8, "u8", 1},
+    {DType::Bool, "bool", 1},
+    {DType::U16, "u16", 2},
+    {DType::U32, "u32", 4},
+    {DType::U64, "u64", 8},
+    {DType::BF16, "bf16", 2},
+    {DType::F8E4M3FN, "f8e4m3fn", 1},
+    {DType::F8E4M3FNUZ, "f8e4m3fnuz", 1},
+    {DType::F8E5M2, "f8e5m2", 1},
+    {DType::F8E5M2FNUZ, "f8e5m2fnuz", 1},
+    {DType::I4, "i4", 1},
+    {DType::U4, "u4", 1},
+    {DType::I2, "i2", 1},
+    {DType::U2, "u2", 1},
 };
 } // namespace
 
@@ -44,6 +62,76 @@ DType parseDType(const std::string &name) {
     if (name == e.name)
       return e.dtype;
   throw Error("unknown dtype '" + name + "'");
+}
+
+namespace {
+// A binary float of 1 sign, `e` exponent and `m` mantissa bits with bias
+// `bias`. IEEE-like formats (f16, bf16, f8e5m2) use the top exponent for
+// Inf/NaN; "fn" formats (f8e4m3fn) only the all-ones pattern for NaN;
+// "fnuz" formats have NaN at 0x80 and no infinity or negative zero.
+enum class Special { Ieee, Fn, Fnuz };
+double decodeFloat(uint32_t bits, int e, int m, int bias, Special special) {
+  uint32_t sign = bits >> (e + m) & 1, exponent = bits >> m & ((1u << e) - 1),
+           mantissa = bits & ((1u << m) - 1);
+  uint32_t topExponent = (1u << e) - 1;
+  if (special == Special::Fnuz && sign && !exponent && !mantissa)
+    return NAN;
+  if (special == Special::Ieee && exponent == topExponent)
+    return mantissa ? NAN : sign ? -INFINITY : INFINITY;
+  if (special == Special::Fn && exponent == topExponent &&
+      mantissa == (1u << m) - 1)
+    return NAN;
+  double value = exponent ? std::ldexp(1.0 + std::ldexp(double(mantissa), -m),
+                                       int(exponent) - bias)
+                          : std::ldexp(double(mantissa), 1 - bias - m);
+  return sign ? -value : value;
+}
+} // namespace
+
+double elementAsDouble(DType dtype, const void *data, size_t i) {
+  auto at = [&](auto type) {
+    return static_cast<const decltype(type) *>(data)[i];
+  };
+  switch (dtype) {
+  case DType::F32:
+    return at(float());
+  case DType::F64:
+    return at(double());
+  case DType::F16:
+    return decodeFloat(at(uint16_t()), 5, 10, 15, Special::Ieee);
+  case DType::BF16:
+    return decodeFloat(at(uint16_t()), 8, 7, 127, Special::Ieee);
+  case DType::F8E4M3FN:
+    return decodeFloat(at(uint8_t()), 4, 3, 7, Special::Fn);
+  case DType::F8E4M3FNUZ:
+    return decodeFloat(at(uint8_t()), 4, 3, 8, Special::Fnuz);
+  case DType::F8E5M2:
+    return decodeFloat(at(uint8_t()), 5, 2, 15, Special::Ieee);
+  case DType::F8E5M2FNUZ:
+    return decodeFloat(at(uint8_t()), 5, 2, 16, Special::Fnuz);
+  case DType::I8:
+  case DType::I4:
+  case DType::I2:
+    return at(int8_t());
+  case DType::I16:
+    return at(int16_t());
+  case DType::I32:
+    return at(int32_t());
+  case DType::I64:
+    return static_cast<double>(at(int64_t()));
+  case DType::U8:
+  case DType::U4:
+  case DType::U2:
+  case DType::Bool:
+    return at(uint8_t());
+  case DType::U16:
+    return at(uint16_t());
+  case DType::U32:
+    return at(uint32_t());
+  case DType::U64:
+    return static_cast<double>(at(uint64_t()));
+  }
+  return NAN;
 }
 
 std::string describe(DType dtype, const std::vector<int64_t> &shape) {

@@ -104,7 +104,45 @@ uint64_t loadLE64(const uint8_t *p) {
 const char kNpyMagic[] = "\x93NUMPY";
 const size_t kNpyMagicSize = 6;
 const char kNpySupported[] =
-    "<f4, <f8, <f2, |i1, <i2, <i4, <i8, |u1, <u2, <u4, <u8, |b1";
+    "<f4, <f8, <f2, |i1, <i2, <i4, <i8, |u1, <u2, <u4, <u8, |b1, and "
+    "ml_dtypes' bfloat16, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, "
+    "float8_e5m2fnuz, int4, uint4, int2, uint2";
+
+// Types numpy lacks, by the names ml_dtypes registers with numpy: arrays of
+// them are saved with these descr strings (np.load reads them back once
+// ml_dtypes is imported).
+struct NamedNpyType {
+  const char *descr;
+  DType dtype;
+};
+const NamedNpyType kNamedNpyTypes[] = {{"bfloat16", DType::BF16},
+                                       {"float8_e4m3fn", DType::F8E4M3FN},
+                                       {"float8_e4m3fnuz", DType::F8E4M3FNUZ},
+                                       {"float8_e5m2", DType::F8E5M2},
+                                       {"float8_e5m2fnuz", DType::F8E5M2FNUZ},
+                                       {"int4", DType::I4},
+                                       {"uint4", DType::U4},
+                                       {"int2", DType::I2},
+                                       {"uint2", DType::U2}};
+
+/// Sub-byte integers are held sign- or zero-extended to a byte; ml_dtypes
+/// ignores the bits above the value, which may be anything in its files.
+void normalizeSubByte(Tensor &tensor) {
+  unsigned bits = tensor.dtype() == DType::I4 || tensor.dtype() == DType::U4 ? 4
+                  : tensor.dtype() == DType::I2 || tensor.dtype() == DType::U2
+                      ? 2
+                      : 0;
+  if (!bits || tensor.nbytes() == 0)
+    return;
+  bool isSigned = tensor.dtype() == DType::I4 || tensor.dtype() == DType::I2;
+  uint8_t *values = tensor.data<uint8_t>();
+  for (size_t i = 0, e = tensor.nbytes(); i != e; ++i) {
+    unsigned v = values[i] & ((1u << bits) - 1);
+    if (isSigned && (v >> (bits - 1)))
+      v |= 0xffu << bits;
+    values[i] = static_cast<uint8_t>(v);
+  }
+}
 
 struct NpyHeader {
   std::string descr;
@@ -276,12 +314,28 @@ private:
   size_t pos = 0;
 };
 
-DType npyDType(const std::string &path, const std::string &descr) {
+DType npyDType(const std::string &path, const std::string &descr,
+               DType untyped) {
   char order = '=';
   std::string code = descr;
   if (!descr.empty() && std::strchr("<>|=", descr[0])) {
     order = descr[0];
     code = descr.substr(1);
+  }
+  // (ml_dtypes' float8_e5m2 saves as 'f1'.)
+  if (code == "V1" || code == "V2" || code == "f1") {
+    bool narrow = false;
+    for (const NamedNpyType &named : kNamedNpyTypes)
+      narrow |= named.dtype == untyped;
+    if (!narrow || dtypeSize(untyped) != size_t(code[1] - '0') ||
+        (code == "f1" && untyped != DType::F8E5M2))
+      fail(path, "untyped data ('" + descr +
+                     "', as numpy saves ml_dtypes arrays) is read only for "
+                     "a model input of a narrow type of that size "
+                     "(bfloat16, float8, int4, ...)");
+    if (order == '>' && code == "V2")
+      fail(path, "big-endian data ('" + descr + "') is not supported");
+    return untyped;
   }
   struct Entry {
     const char *code;
@@ -294,6 +348,9 @@ DType npyDType(const std::string &path, const std::string &descr) {
       {"i8", DType::I64, 8}, {"u1", DType::U8, 1},  {"u2", DType::U16, 2},
       {"u4", DType::U32, 4}, {"u8", DType::U64, 8}, {"b1", DType::Bool, 1},
       {"?", DType::Bool, 1}};
+  for (const NamedNpyType &named : kNamedNpyTypes)
+    if (code == named.descr)
+      return named.dtype;
   for (const Entry &entry : entries) {
     if (code != entry.code)
       continue;
@@ -336,6 +393,10 @@ const char *npyDescr(DType dtype) {
     return "<u8";
   case DType::Bool:
     return "|b1";
+  default:
+    for (const NamedNpyType &named : kNamedNpyTypes)
+      if (named.dtype == dtype)
+        return named.descr;
   }
   return nullptr;
 }
@@ -493,14 +554,17 @@ const OnnxType kOnnxTypes[] = {
     {13, "UINT64", true, DType::U64},
     {14, "COMPLEX64", false, DType::F32},
     {15, "COMPLEX128", false, DType::F32},
-    {16, "BFLOAT16", false, DType::F32},
-    {17, "FLOAT8E4M3FN", false, DType::F32},
-    {18, "FLOAT8E4M3FNUZ", false, DType::F32},
-    {19, "FLOAT8E5M2", false, DType::F32},
-    {20, "FLOAT8E5M2FNUZ", false, DType::F32},
-    {21, "UINT4", false, DType::F32},
-    {22, "INT4", false, DType::F32},
+    {16, "BFLOAT16", true, DType::BF16},
+    {17, "FLOAT8E4M3FN", true, DType::F8E4M3FN},
+    {18, "FLOAT8E4M3FNUZ", true, DType::F8E4M3FNUZ},
+    {19, "FLOAT8E5M2", true, DType::F8E5M2},
+    {20, "FLOAT8E5M2FNUZ", true, DType::F8E5M2FNUZ},
+    {21, "UINT4", true, DType::U4},
+    {22, "INT4", true, DType::I4},
     {23, "FLOAT4E2M1", false, DType::F32},
+    {24, "FLOAT8E8M0", false, DType::F32},
+    {25, "UINT2", true, DType::U2},
+    {26, "INT2", true, DType::I2},
 };
 
 const OnnxType &onnxType(const std::string &path, bool seen, uint64_t code) {
@@ -512,8 +576,10 @@ const OnnxType &onnxType(const std::string &path, bool seen, uint64_t code) {
     if (!type.supported)
       fail(path, "unsupported data_type " + std::to_string(code) + " (" +
                      type.name +
-                     "); supported: FLOAT, DOUBLE, FLOAT16, INT8, INT16, "
-                     "INT32, INT64, UINT8, UINT16, UINT32, UINT64, BOOL");
+                     "); supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, "
+                     "FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, "
+                     "FLOAT8E5M2FNUZ, INT2, INT4, INT8, INT16, INT32, INT64, "
+                     "UINT2, UINT4, UINT8, UINT16, UINT32, UINT64, BOOL");
     return type;
   }
   fail(path, "unknown data_type " + std::to_string(code));
@@ -556,11 +622,20 @@ void storeInt32Data(const std::string &path, Tensor &tensor,
       tensor.data<uint8_t>()[i] = v != 0;
       break;
     case DType::F16:
-      // The IEEE half bit pattern, normally as an unsigned 16-bit value;
-      // accept a sign-extended one too.
+    case DType::BF16:
+      // The bit pattern, normally as an unsigned 16-bit value; accept a
+      // sign-extended one too.
       if (v < -32768 || v > 65535)
-        outOfRange(i, "FLOAT16 bits");
+        outOfRange(i, "16-bit float bits");
       tensor.data<uint16_t>()[i] = static_cast<uint16_t>(v);
+      break;
+    case DType::F8E4M3FN:
+    case DType::F8E4M3FNUZ:
+    case DType::F8E5M2:
+    case DType::F8E5M2FNUZ:
+      if (v < -128 || v > 255)
+        outOfRange(i, "8-bit float bits");
+      tensor.data<uint8_t>()[i] = static_cast<uint8_t>(v);
       break;
     default:
       fail(path, "int32_data cannot hold this data_type");
@@ -581,7 +656,7 @@ std::string lowerCase(std::string text) {
 // Public API
 //===----------------------------------------------------------------------===//
 
-Tensor readNpy(const std::string &path) {
+Tensor readNpy(const std::string &path, DType untyped) {
   std::vector<uint8_t> bytes = readWholeFile(path);
   if (bytes.size() < kNpyMagicSize + 2 ||
       std::memcmp(bytes.data(), kNpyMagic, kNpyMagicSize) != 0)
@@ -605,7 +680,7 @@ Tensor readNpy(const std::string &path) {
                    headerLength);
   NpyHeader header = NpyHeaderParser(path, text).parse();
 
-  DType dtype = npyDType(path, header.descr);
+  DType dtype = npyDType(path, header.descr, untyped);
   // With at most one dimension above 1, Fortran and C order coincide.
   size_t nonTrivial = 0;
   for (int64_t dim : header.shape)
@@ -628,6 +703,7 @@ Tensor readNpy(const std::string &path) {
   Tensor tensor = Tensor::fromBytes(dtype, header.shape,
                                     bytes.data() + dataStart, expected);
   normalizeBools(tensor);
+  normalizeSubByte(tensor);
   return tensor;
 }
 
@@ -812,6 +888,39 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
                      type.name + " tensor");
   }
 
+  // INT4/UINT4 pack two values a byte, INT2/UINT2 four (low bits first),
+  // in raw_data or one packed byte per int32_data entry.
+  if (unsigned bits = dtype == DType::I4 || dtype == DType::U4   ? 4
+                      : dtype == DType::I2 || dtype == DType::U2 ? 2
+                                                                 : 0) {
+    size_t perByte = 8 / bits, packedSize = (count + perByte - 1) / perByte;
+    std::vector<uint8_t> packed;
+    if (seenRaw && !int32Data.empty())
+      fail(path, "both raw_data and int32_data are set");
+    if (seenRaw)
+      packed.assign(raw, raw + rawSize);
+    for (size_t i = 0; i < int32Data.size(); ++i) {
+      if (int32Data[i] < -128 || int32Data[i] > 255)
+        fail(path, "int32_data[" + std::to_string(i) +
+                       "] = " + std::to_string(int32Data[i]) +
+                       " is not a packed byte" + where);
+      packed.push_back(static_cast<uint8_t>(int32Data[i]));
+    }
+    if (packed.size() != packedSize)
+      fail(path, std::string(seenRaw ? "raw_data" : "int32_data") + " has " +
+                     std::to_string(packed.size()) +
+                     " packed bytes, expected " + std::to_string(packedSize) +
+                     where);
+    Tensor tensor = Tensor::empty(dtype, dims);
+    for (size_t i = 0; i < count; ++i)
+      tensor.data<uint8_t>()[i] =
+          static_cast<uint8_t>(packed[i / perByte] >> (i % perByte * bits));
+    normalizeSubByte(tensor);
+    if (name)
+      *name = tensorName;
+    return tensor;
+  }
+
   if (seenRaw) {
     if (typed->size)
       fail(path, std::string("both raw_data and ") + typed->name + " are set");
@@ -868,14 +977,14 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
   return tensor;
 }
 
-Tensor readTensorFile(const std::string &path) {
+Tensor readTensorFile(const std::string &path, DType untyped) {
   size_t slash = path.find_last_of("/\\");
   size_t dot = path.rfind('.');
   std::string extension;
   if (dot != std::string::npos && (slash == std::string::npos || dot > slash))
     extension = lowerCase(path.substr(dot));
   if (extension == ".npy")
-    return readNpy(path);
+    return readNpy(path, untyped);
   if (extension == ".pb")
     return readTensorProto(path);
   fail(path,

@@ -294,7 +294,7 @@ assignInputFiles(const std::vector<std::string> &args,
 /// Reads one input and checks it against the model's expectation (negative
 /// expected dims match anything), naming the file when it does not fit.
 kiln::Tensor readInput(const std::string &file, const kiln::TensorInfo &info) {
-  kiln::Tensor tensor = kiln::readTensorFile(file);
+  kiln::Tensor tensor = kiln::readTensorFile(file, info.dtype);
   bool fits = tensor.dtype() == info.dtype &&
               tensor.shape().size() == info.shape.size();
   for (size_t d = 0; fits && d < info.shape.size(); ++d)
@@ -307,76 +307,25 @@ kiln::Tensor readInput(const std::string &file, const kiln::TensorInfo &info) {
   return tensor;
 }
 
-float halfToFloat(uint16_t bits) {
-  uint32_t sign = uint32_t(bits & 0x8000) << 16;
-  uint32_t exponent = (bits >> 10) & 0x1f;
-  uint32_t mantissa = bits & 0x3ff;
-  uint32_t result;
-  if (exponent == 0x1f) { // Inf / NaN
-    result = sign | 0x7f800000 | (mantissa << 13);
-  } else if (exponent != 0) { // normal
-    result = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) { // zero
-    result = sign;
-  } else { // subnormal: renormalize
-    exponent = 113;
-    while (!(mantissa & 0x400)) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    result = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
-  }
-  float value;
-  std::memcpy(&value, &result, sizeof(value));
-  return value;
-}
-
 /// Element `i` as text: %g for floating point, exact integers otherwise.
 std::string formatElement(const kiln::Tensor &tensor, int64_t i) {
   char buffer[64];
   switch (tensor.dtype()) {
-  case kiln::DType::F32:
-    std::snprintf(buffer, sizeof(buffer), "%g",
-                  static_cast<double>(tensor.data<float>()[i]));
-    break;
-  case kiln::DType::F64:
-    std::snprintf(buffer, sizeof(buffer), "%g", tensor.data<double>()[i]);
-    break;
-  case kiln::DType::F16:
-    std::snprintf(buffer, sizeof(buffer), "%g",
-                  static_cast<double>(halfToFloat(tensor.data<uint16_t>()[i])));
-    break;
-  case kiln::DType::I8:
-    std::snprintf(buffer, sizeof(buffer), "%d", tensor.data<int8_t>()[i]);
-    break;
-  case kiln::DType::I16:
-    std::snprintf(buffer, sizeof(buffer), "%d", tensor.data<int16_t>()[i]);
-    break;
-  case kiln::DType::I32:
-    std::snprintf(buffer, sizeof(buffer), "%" PRId32,
-                  tensor.data<int32_t>()[i]);
-    break;
   case kiln::DType::I64:
     std::snprintf(buffer, sizeof(buffer), "%" PRId64,
                   tensor.data<int64_t>()[i]);
-    break;
-  case kiln::DType::U16:
-    std::snprintf(buffer, sizeof(buffer), "%u",
-                  static_cast<unsigned>(tensor.data<uint16_t>()[i]));
-    break;
-  case kiln::DType::U32:
-    std::snprintf(buffer, sizeof(buffer), "%" PRIu32,
-                  tensor.data<uint32_t>()[i]);
     break;
   case kiln::DType::U64:
     std::snprintf(buffer, sizeof(buffer), "%" PRIu64,
                   tensor.data<uint64_t>()[i]);
     break;
-  case kiln::DType::U8:
-  case kiln::DType::Bool:
-    std::snprintf(buffer, sizeof(buffer), "%u",
-                  static_cast<unsigned>(tensor.data<uint8_t>()[i]));
+  default: {
+    double value = kiln::elementAsDouble(tensor.dtype(), tensor.raw(), i);
+    std::string name = kiln::dtypeName(tensor.dtype());
+    bool integer = name[0] == 'i' || name[0] == 'u' || name == "bool";
+    std::snprintf(buffer, sizeof(buffer), integer ? "%.0f" : "%g", value);
     break;
+  }
   }
   return buffer;
 }

@@ -79,6 +79,72 @@ bool isFloat(Value v) { return isa<FloatType>(v.getType()); }
 // arith ops here, and LowerKernels makes the types signless afterwards.
 bool isUnsigned(Value v) { return v.getType().isUnsignedInteger(); }
 
+// Integers of 2 to 7 bits (ONNX's int2/int4/uint2/uint4), held a value a
+// byte at the kernel level (toSignless).
+bool isSubByte(Type t) {
+  return t.isInteger() && t.getIntOrFloatBitWidth() > 1 &&
+         t.getIntOrFloatBitWidth() < 8;
+}
+
+// `x` converted to `to` (ONNX Cast): floats round to nearest even, floats
+// to integers truncate toward zero, integers wrap.
+Value castScalar(OpBuilder &nb, Location l, Value x, Type to, bool saturate) {
+  Type from = x.getType();
+  if (from == to)
+    return x;
+  bool fromFloat = isa<FloatType>(from), toFloat = isa<FloatType>(to);
+  unsigned fromBits = from.getIntOrFloatBitWidth(),
+           toBits = to.getIntOrFloatBitWidth();
+  if (fromFloat && toFloat) {
+    if (fromBits == toBits) // bf16 <-> f16, between float8s: through f32
+      x = nb.create<arith::ExtFOp>(l, nb.getF32Type(), x);
+    if (fromBits < toBits)
+      return nb.create<arith::ExtFOp>(l, to, x);
+    auto trunc = nb.create<arith::TruncFOp>(l, to, x);
+    if (!saturate && isNarrowFloat(to) && !isa<BFloat16Type>(to))
+      trunc->setAttr(kNoSaturate, nb.getUnitAttr());
+    return trunc;
+  }
+  // Sub-byte integers go through i32: the value wraps to the type's range
+  // (as numpy's astype does).
+  if (isSubByte(from) || isSubByte(to)) {
+    Type i32 = nb.getI32Type();
+    Value wide = !isSubByte(from) ? castScalar(nb, l, x, i32, saturate)
+                 : from.isUnsignedInteger()
+                     ? nb.create<arith::ExtUIOp>(l, i32, x).getResult()
+                     : nb.create<arith::ExtSIOp>(l, i32, x).getResult();
+    if (!isSubByte(to))
+      return castScalar(nb, l, wide, to, saturate);
+    auto shift = nb.create<arith::ConstantOp>(
+        l, nb.getI32IntegerAttr(32 - static_cast<int32_t>(toBits)));
+    Value wrapped =
+        to.isUnsignedInteger()
+            ? nb.create<arith::AndIOp>(
+                    l, wide,
+                    nb.create<arith::ConstantOp>(
+                        l, nb.getI32IntegerAttr((1 << toBits) - 1)))
+                  .getResult()
+            : nb.create<arith::ShRSIOp>(
+                    l, nb.create<arith::ShLIOp>(l, wide, shift), shift)
+                  .getResult();
+    return nb.create<arith::TruncIOp>(l, to, wrapped);
+  }
+  bool fromUnsigned = from.isUnsignedInteger();
+  if (!fromFloat && toFloat)
+    return fromUnsigned ? nb.create<arith::UIToFPOp>(l, to, x).getResult()
+                        : nb.create<arith::SIToFPOp>(l, to, x).getResult();
+  if (fromFloat)
+    return to.isUnsignedInteger()
+               ? nb.create<arith::FPToUIOp>(l, to, x).getResult()
+               : nb.create<arith::FPToSIOp>(l, to, x).getResult();
+  if (fromBits == toBits) // e.g. i32 <-> ui32: the same bits
+    return x;
+  if (fromBits > toBits)
+    return nb.create<arith::TruncIOp>(l, to, x);
+  return fromUnsigned ? nb.create<arith::ExtUIOp>(l, to, x).getResult()
+                      : nb.create<arith::ExtSIOp>(l, to, x).getResult();
+}
+
 template <typename FOp, typename IOp>
 Value arithBinary(OpBuilder &b, Location loc, ValueRange a) {
   if (isFloat(a[0]))
@@ -211,35 +277,10 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           })
           .Case([&](CastOp cop) -> Body {
             Type to = cop.getTo();
-            return [to](OpBuilder &nb, Location l, ValueRange a) -> Value {
-              Value x = a[0];
-              Type from = x.getType();
-              if (from == to)
-                return x;
-              bool fromFloat = isa<FloatType>(from),
-                   toFloat = isa<FloatType>(to);
-              if (fromFloat && toFloat)
-                return from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth()
-                           ? nb.create<arith::ExtFOp>(l, to, x).getResult()
-                           : nb.create<arith::TruncFOp>(l, to, x).getResult();
-              bool fromUnsigned = from.isUnsignedInteger();
-              if (!fromFloat && toFloat)
-                return fromUnsigned
-                           ? nb.create<arith::UIToFPOp>(l, to, x).getResult()
-                           : nb.create<arith::SIToFPOp>(l, to, x).getResult();
-              if (fromFloat)
-                return to.isUnsignedInteger()
-                           ? nb.create<arith::FPToUIOp>(l, to, x).getResult()
-                           : nb.create<arith::FPToSIOp>(l, to, x).getResult();
-              unsigned fromBits = from.getIntOrFloatBitWidth(),
-                       toBits = to.getIntOrFloatBitWidth();
-              if (fromBits == toBits) // e.g. i32 <-> ui32: the same bits
-                return x;
-              if (fromBits > toBits)
-                return nb.create<arith::TruncIOp>(l, to, x);
-              return fromUnsigned
-                         ? nb.create<arith::ExtUIOp>(l, to, x).getResult()
-                         : nb.create<arith::ExtSIOp>(l, to, x).getResult();
+            bool saturate = cop.getSaturate();
+            return [to, saturate](OpBuilder &nb, Location l,
+                                  ValueRange a) -> Value {
+              return castScalar(nb, l, a[0], to, saturate);
             };
           })
           .Case([&](LogOp) { return unaryMath<math::LogOp>; })

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -177,7 +178,14 @@ enum : uint64_t {
   OnnxDouble = 11,
   OnnxUint16 = 4,
   OnnxUint32 = 12,
-  OnnxUint64 = 13
+  OnnxUint64 = 13,
+  OnnxBfloat16 = 16,
+  OnnxFloat8E4M3FN = 17,
+  OnnxFloat8E5M2FNUZ = 20,
+  OnnxUint4 = 21,
+  OnnxInt4 = 22,
+  OnnxFloat4E2M1 = 23,
+  OnnxInt2 = 26
 };
 
 //===----------------------------------------------------------------------===//
@@ -185,9 +193,11 @@ enum : uint64_t {
 //===----------------------------------------------------------------------===//
 
 TEST_F(TensorIOTest, NpyRoundTripAllDTypesAndShapes) {
-  const DType dtypes[] = {DType::F32,  DType::F64, DType::F16, DType::I8,
-                          DType::I16,  DType::I32, DType::I64, DType::U8,
-                          DType::Bool, DType::U16, DType::U32, DType::U64};
+  const DType dtypes[] = {
+      DType::F32, DType::F64, DType::F16,  DType::I8,       DType::I16,
+      DType::I32, DType::I64, DType::U8,   DType::Bool,     DType::U16,
+      DType::U32, DType::U64, DType::BF16, DType::F8E4M3FN, DType::F8E5M2FNUZ,
+      DType::I4,  DType::U2};
   const std::vector<std::vector<int64_t>> shapes = {
       {}, {5}, {2, 3}, {0, 4}, {1, 2, 3, 4}, {64, 10}};
   int fileIndex = 0;
@@ -197,6 +207,8 @@ TEST_F(TensorIOTest, NpyRoundTripAllDTypesAndShapes) {
       auto *bytes = static_cast<uint8_t *>(tensor.raw());
       for (size_t i = 0; i < tensor.nbytes(); ++i)
         bytes[i] = dtype == DType::Bool ? (i % 3 == 0)
+                   : dtype == DType::I4 ? static_cast<int8_t>(i % 16) - 8
+                   : dtype == DType::U2 ? i % 4
                                         : static_cast<uint8_t>(i * 37 + 11);
       std::string file = path("t" + std::to_string(fileIndex++) + ".npy");
       SCOPED_TRACE(describe(dtype, shape));
@@ -232,6 +244,62 @@ TEST_F(TensorIOTest, NpyWriterHeaderMatchesNumpy) {
                 .find("{'descr': '|b1', 'fortran_order': False, "
                       "'shape': (5,), }"),
             std::string::npos);
+}
+
+TEST_F(TensorIOTest, NpyNarrowTypesUseMlDtypesNames) {
+  // ml_dtypes registers these names with numpy; its 4-bit values may carry
+  // any upper bits, which kiln drops (sign- or zero-extending).
+  writeNpy(path("bf16.npy"), Tensor::empty(DType::BF16, {2}));
+  EXPECT_NE(readFile(path("bf16.npy")).find("'descr': 'bfloat16'"),
+            std::string::npos);
+  std::string header = "{'descr': 'int4', 'fortran_order': False, "
+                       "'shape': (3,), }";
+  header.append(118 - header.size(), ' ');
+  header += '\n';
+  std::string file = writeFile(
+      "int4.npy", std::string("\x93NUMPY\x01\x00", 8) +
+                      std::string(1, char(header.size())) + std::string(1, 0) +
+                      header + std::string("\x0f\x07\xf8", 3));
+  Tensor t = readNpy(file);
+  ASSERT_EQ(t.dtype(), DType::I4);
+  EXPECT_EQ(t.data<int8_t>()[0], -1);
+  EXPECT_EQ(t.data<int8_t>()[1], 7);
+  EXPECT_EQ(t.data<int8_t>()[2], -8);
+}
+
+TEST_F(TensorIOTest, ElementAsDoubleDecodesNarrowFloats) {
+  struct Case {
+    DType dtype;
+    uint16_t bits;
+    double value;
+  };
+  const Case cases[] = {
+      {DType::BF16, 0x3f80, 1.0},
+      {DType::BF16, 0xc2f7, -123.5},
+      {DType::BF16, 0x7f80, INFINITY},
+      {DType::F8E4M3FN, 0x7e, 448.0},
+      {DType::F8E4M3FN, 0x01, 0.001953125},
+      {DType::F8E4M3FN, 0xb8, -1.0},
+      {DType::F8E4M3FNUZ, 0x7f, 240.0},
+      {DType::F8E5M2, 0x7b, 57344.0},
+      {DType::F8E5M2, 0xfc, -INFINITY},
+      {DType::F8E5M2FNUZ, 0x7f, 57344.0},
+      {DType::F8E5M2FNUZ, 0x01, std::ldexp(1.0, -17)},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(dtypeName(c.dtype)) + " " +
+                 std::to_string(c.bits));
+    if (dtypeSize(c.dtype) == 2)
+      EXPECT_EQ(elementAsDouble(c.dtype, &c.bits, 0), c.value);
+    else {
+      uint8_t byte = static_cast<uint8_t>(c.bits);
+      EXPECT_EQ(elementAsDouble(c.dtype, &byte, 0), c.value);
+    }
+  }
+  uint8_t fnNan = 0x7f, fnuzNan = 0x80, fnuzZero = 0x00;
+  EXPECT_TRUE(std::isnan(elementAsDouble(DType::F8E4M3FN, &fnNan, 0)));
+  EXPECT_TRUE(std::isnan(elementAsDouble(DType::F8E4M3FNUZ, &fnuzNan, 0)));
+  EXPECT_EQ(elementAsDouble(DType::F8E4M3FNUZ, &fnuzZero, 0), 0.0);
 }
 
 TEST_F(TensorIOTest, ReadsNumpyWrittenFiles) {
@@ -571,6 +639,57 @@ TEST_F(TensorIOTest, TensorProtoUnsignedTypes) {
   expectError(
       wrongField, [&] { readTensorProto(wrongField); },
       "int32_data is set but the tensor is a UINT64 tensor");
+}
+
+TEST_F(TensorIOTest, TensorProtoNarrowTypes) {
+  // INT4 packs two values a byte, low nibble first: 7, -8, -1 (and a pad).
+  Tensor int4 = readTensorProto(writeFile(
+      "int4.pb", packedDims({3}) + varintField(DataType, OnnxInt4) +
+                     bytesField(RawData, std::string("\x87\x0f", 2))));
+  ASSERT_EQ(int4.dtype(), DType::I4);
+  EXPECT_EQ(tensorBytes(int4), std::string("\x07\xf8\xff", 3));
+  // UINT4 in int32_data: one packed byte per value.
+  Tensor uint4 = readTensorProto(
+      writeFile("uint4.pb", packedDims({2}) + varintField(DataType, OnnxUint4) +
+                                varintField(Int32Data, 0xf1)));
+  EXPECT_EQ(tensorBytes(uint4), std::string("\x01\x0f", 2));
+  // INT2: four a byte; 0b11100100 holds 0, 1, -2, -1.
+  Tensor int2 = readTensorProto(
+      writeFile("int2.pb", packedDims({4}) + varintField(DataType, OnnxInt2) +
+                               bytesField(RawData, "\xe4")));
+  EXPECT_EQ(tensorBytes(int2), std::string("\x00\x01\xfe\xff", 4));
+  // BFLOAT16 and FLOAT8 bit patterns in int32_data.
+  Tensor bf16 = readTensorProto(writeFile(
+      "bf16.pb", packedDims({1}) + varintField(DataType, OnnxBfloat16) +
+                     varintField(Int32Data, 0x3f80)));
+  EXPECT_EQ(elementAsDouble(bf16.dtype(), bf16.raw(), 0), 1.0);
+  Tensor f8 = readTensorProto(writeFile(
+      "f8.pb", packedDims({1}) + varintField(DataType, OnnxFloat8E4M3FN) +
+                   varintField(Int32Data, 0x7e)));
+  EXPECT_EQ(elementAsDouble(f8.dtype(), f8.raw(), 0), 448.0);
+
+  const struct {
+    std::string bytes;
+    const char *error;
+  } bad[] = {
+      {packedDims({3}) + varintField(DataType, OnnxInt4) +
+           bytesField(RawData, "\x01"),
+       "raw_data has 1 packed bytes, expected 2"},
+      {packedDims({1}) + varintField(DataType, OnnxFloat8E5M2FNUZ) +
+           varintField(Int32Data, 256),
+       "out of range for 8-bit float bits"},
+      {packedDims({1}) + varintField(DataType, OnnxFloat4E2M1) +
+           bytesField(RawData, "\x01"),
+       "unsupported data_type 23 (FLOAT4E2M1)"},
+  };
+  int index = 0;
+  for (const auto &c : bad) {
+    SCOPED_TRACE(c.error);
+    std::string file =
+        writeFile("narrow" + std::to_string(index++) + ".pb", c.bytes);
+    expectError(
+        file, [&] { readTensorProto(file); }, c.error);
+  }
 }
 
 TEST_F(TensorIOTest, TensorProtoSkipsUnknownFields) {

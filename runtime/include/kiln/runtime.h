@@ -52,7 +52,18 @@ enum class DType : uint8_t {
   Bool,
   U16,
   U32,
-  U64
+  U64,
+  // Narrow types: stored one element per byte (bfloat16: two), converted to
+  // float for arithmetic. I4/U4/I2/U2 hold the value sign- or zero-extended.
+  BF16,
+  F8E4M3FN,
+  F8E4M3FNUZ,
+  F8E5M2,
+  F8E5M2FNUZ,
+  I4,
+  U4,
+  I2,
+  U2
 };
 
 /// "f32", "i64", ... (the manifest's spelling).
@@ -60,6 +71,9 @@ const char *dtypeName(DType dtype);
 /// Parses a manifest dtype name; throws Error when unknown.
 DType parseDType(const std::string &name);
 size_t dtypeSize(DType dtype);
+/// Element `i` of `data` (of `dtype`, any type but the 64-bit integers
+/// beyond 2^53) as a double, e.g. to print it.
+double elementAsDouble(DType dtype, const void *data, size_t i);
 
 /// A dense, row-major tensor on a device: host memory (64-byte aligned) for
 /// "cpu" and the host-memory test devices "sim:N", device memory for

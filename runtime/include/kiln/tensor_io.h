@@ -14,12 +14,18 @@
 
 namespace kiln {
 
-Tensor readNpy(const std::string &path);
+/// Reads a .npy file. numpy saves ml_dtypes arrays (bfloat16, float8,
+/// int4, ...) as untyped bytes ('<V2', '|V1'): those are read as `untyped`
+/// when it is a type of that size (e.g. the model input's), else refused.
+Tensor readNpy(const std::string &path, DType untyped = DType::U8);
+/// Writes a .npy file; narrow types under the names ml_dtypes gives numpy
+/// ('bfloat16', 'float8_e4m3fn', 'int4', ...), which np.load reads once
+/// ml_dtypes is imported.
 void writeNpy(const std::string &path, const Tensor &tensor);
 /// Reads an ONNX TensorProto; `name`, when given, receives its name field.
 Tensor readTensorProto(const std::string &path, std::string *name = nullptr);
 /// Picks the reader by extension: .npy, .pb.
-Tensor readTensorFile(const std::string &path);
+Tensor readTensorFile(const std::string &path, DType untyped = DType::U8);
 
 } // namespace kiln
 

@@ -203,3 +203,47 @@ func.func @depthwise(%x: tensor<1x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<2x1x
   }
   return %0 : tensor<1x2x4x4xf32, #kiln.device<cpu>>
 }
+
+// Narrow floats are bits in memory (uint8_t, uint16_t): arith.extf and
+// arith.truncf around them call the prelude's conversions, a float8 truncf
+// marked kiln.no_saturate asking for Inf/NaN on overflow (bfloat16 never
+// saturates).
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK: const uint8_t [[E:a[0-9]+]] = in0[
+// CHECK: const float [[W:v[0-9]+]] = static_cast<float>(kiln_decode_f8e4m3fn([[E]]));
+// CHECK: const uint16_t {{v[0-9]+}} = kiln_encode_bf16(static_cast<double>([[W]]), false);
+// CHECK: const uint8_t [[E2:a[0-9]+]] = in0[
+// CHECK: const float [[W2:v[0-9]+]] = static_cast<float>(kiln_decode_f8e4m3fn([[E2]]));
+// CHECK: const uint8_t {{v[0-9]+}} = kiln_encode_f8e5m2(static_cast<double>([[W2]]), false);
+// CHECK: const uint8_t [[E3:a[0-9]+]] = in0[
+// CHECK: const double [[W3:v[0-9]+]] = static_cast<double>(kiln_decode_f8e4m3fn([[E3]]));
+// CHECK: const uint8_t {{v[0-9]+}} = kiln_encode_f8e5m2(static_cast<double>([[W3]]), true);
+#id = affine_map<(d0) -> (d0)>
+func.func @narrow(%x: tensor<4xf8E4M3FN, #kiln.device<cpu>>) -> (tensor<4xbf16, #kiln.device<cpu>>, tensor<4xf8E5M2, #kiln.device<cpu>>, tensor<4xf8E5M2, #kiln.device<cpu>>) {
+  %0:3 = kiln.kernel(%x : tensor<4xf8E4M3FN, #kiln.device<cpu>>) -> (tensor<4xbf16, #kiln.device<cpu>>, tensor<4xf8E5M2, #kiln.device<cpu>>, tensor<4xf8E5M2, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<4xf8E4M3FN>):
+    %e0 = tensor.empty() : tensor<4xbf16>
+    %e1 = tensor.empty() : tensor<4xf8E5M2>
+    %e2 = tensor.empty() : tensor<4xf8E5M2>
+    %r0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%a : tensor<4xf8E4M3FN>) outs(%e0 : tensor<4xbf16>) {
+    ^bb0(%v: f8E4M3FN, %o: bf16):
+      %w = arith.extf %v : f8E4M3FN to f32
+      %b = arith.truncf %w : f32 to bf16
+      linalg.yield %b : bf16
+    } -> tensor<4xbf16>
+    %r1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%a : tensor<4xf8E4M3FN>) outs(%e1 : tensor<4xf8E5M2>) {
+    ^bb0(%v: f8E4M3FN, %o: f8E5M2):
+      %w = arith.extf %v : f8E4M3FN to f32
+      %n = arith.truncf %w {kiln.no_saturate} : f32 to f8E5M2
+      linalg.yield %n : f8E5M2
+    } -> tensor<4xf8E5M2>
+    %r2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%a : tensor<4xf8E4M3FN>) outs(%e2 : tensor<4xf8E5M2>) {
+    ^bb0(%v: f8E4M3FN, %o: f8E5M2):
+      %w = arith.extf %v : f8E4M3FN to f64
+      %s = arith.truncf %w : f64 to f8E5M2
+      linalg.yield %s : f8E5M2
+    } -> tensor<4xf8E5M2>
+    kiln.yield %r0, %r1, %r2 : tensor<4xbf16>, tensor<4xf8E5M2>, tensor<4xf8E5M2>
+  }
+  return %0#0, %0#1, %0#2 : tensor<4xbf16, #kiln.device<cpu>>, tensor<4xf8E5M2, #kiln.device<cpu>>, tensor<4xf8E5M2, #kiln.device<cpu>>
+}

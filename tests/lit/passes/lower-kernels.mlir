@@ -310,3 +310,72 @@ func.func @reduce_by(%x: tensor<2x3xf32, #kiln.device<cpu>>, %axes: tensor<1xi64
   }
   return %k : tensor<?xf32, #kiln.device<cpu>>
 }
+
+// -----
+
+// Arithmetic on bfloat16 is done in f32, between the loads and the store.
+// CHECK-LABEL: func.func @bf16_add
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[A:.+]]: bf16, %[[B:.+]]: bf16, %{{.+}}: bf16):
+// CHECK-DAG: %[[WA:.+]] = arith.extf %[[A]] : bf16 to f32
+// CHECK-DAG: %[[WB:.+]] = arith.extf %[[B]] : bf16 to f32
+// CHECK: %[[S:.+]] = arith.addf %[[WA]], %[[WB]] : f32
+// CHECK: %[[N:.+]] = arith.truncf %[[S]] : f32 to bf16
+// CHECK: linalg.yield %[[N]] : bf16
+!b = tensor<8xbf16, #kiln.device<cpu>>
+func.func @bf16_add(%x: !b, %y: !b) -> !b {
+  %k = kiln.kernel(%x, %y : !b, !b) -> (!b) {
+  ^bb0(%a: !b, %c: !b):
+    %s = kiln.add %a, %c : !b, !b -> !b
+    kiln.yield %s : !b
+  }
+  return %k : !b
+}
+
+// -----
+
+// A cast to float8 without saturation marks its truncf; bfloat16 to float16
+// (both 16 bits) goes through f32.
+// CHECK-LABEL: func.func @narrow_casts
+// CHECK: arith.truncf %{{.+}} {kiln.no_saturate} : f32 to f8E4M3FN
+// CHECK: %[[W:.+]] = arith.extf %{{.+}} : bf16 to f32
+// CHECK: arith.truncf %[[W]] : f32 to f16
+!f = tensor<8xf32, #kiln.device<cpu>>
+!b = tensor<8xbf16, #kiln.device<cpu>>
+!e = tensor<8xf8E4M3FN, #kiln.device<cpu>>
+!h = tensor<8xf16, #kiln.device<cpu>>
+func.func @narrow_casts(%x: !f, %y: !b) -> (!e, !h) {
+  %k:2 = kiln.kernel(%x, %y : !f, !b) -> (!e, !h) {
+  ^bb0(%a: !f, %c: !b):
+    %e = kiln.cast %a {to = f8E4M3FN, saturate = false} : !f -> !e
+    %h = kiln.cast %c {to = f16} : !b -> !h
+    kiln.yield %e, %h : !e, !h
+  }
+  return %k#0, %k#1 : !e, !h
+}
+
+// -----
+
+// Sub-byte integers are held a value a byte (i8): a cast to uint4 wraps
+// through i32 with a mask, one to int4 with a sign-extending shift pair.
+// CHECK-LABEL: func.func @sub_byte_casts
+// CHECK: ^bb0(%{{.+}}: tensor<8xi32>, %{{.+}}: tensor<8xi32>):
+// CHECK-DAG: %[[M:.+]] = arith.constant 15 : i32
+// CHECK-DAG: %[[SH:.+]] = arith.constant 28 : i32
+// CHECK: arith.andi %{{.+}}, %[[M]] : i32
+// CHECK: arith.trunci %{{.+}} : i32 to i8
+// CHECK: %[[L:.+]] = arith.shli %{{.+}}, %[[SH]] : i32
+// CHECK: arith.shrsi %[[L]], %[[SH]] : i32
+// CHECK: kiln.yield %{{.+}}, %{{.+}} : tensor<8xi8>, tensor<8xi8>
+!i = tensor<8xi32, #kiln.device<cpu>>
+!u4 = tensor<8xui4, #kiln.device<cpu>>
+!s4 = tensor<8xi4, #kiln.device<cpu>>
+func.func @sub_byte_casts(%x: !i, %y: !i) -> (!u4, !s4) {
+  %k:2 = kiln.kernel(%x, %y : !i, !i) -> (!u4, !s4) {
+  ^bb0(%a: !i, %c: !i):
+    %u = kiln.cast %a {to = ui4} : !i -> !u4
+    %s = kiln.cast %c {to = i4} : !i -> !s4
+    kiln.yield %u, %s : !u4, !s4
+  }
+  return %k#0, %k#1 : !u4, !s4
+}
