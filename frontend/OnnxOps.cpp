@@ -1553,6 +1553,8 @@ const llvm::StringMap<Converter> &table() {
       {"Range", binary<RangeOp, 3>}, // constant inputs fold at import
       {"CastLike", castLike},
       {"QuantizeLinear", convertQuantizeLinear},
+      {"Resize", convertResize},
+      {"Upsample", convertResize},
       {"DequantizeLinear", convertDequantizeLinear},
       {"DynamicQuantizeLinear", convertDynamicQuantizeLinear},
       {"Sign", unary<SignOp>},

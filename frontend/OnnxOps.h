@@ -207,6 +207,8 @@ mlir::FailureOr<Values> convertHardmax(NodeContext &c);
 mlir::FailureOr<Values> convertCumSum(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
+// ops/Resize.cpp
+mlir::FailureOr<Values> convertResize(NodeContext &c);
 // ops/Quantize.cpp
 mlir::FailureOr<Values> convertQuantizeLinear(NodeContext &c);
 mlir::FailureOr<Values> convertDequantizeLinear(NodeContext &c);

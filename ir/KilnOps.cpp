@@ -701,6 +701,23 @@ KILN_INFER(ReduceByOp) {
 }
 KILN_COMPATIBLE(ReduceByOp)
 
+KILN_INFER(ResizeOp) {
+  ResizeOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape in = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> shape = adaptor.getShape();
+  if (shape.size() != in.size())
+    return fail(loc, "resize shape " + str(shape) +
+                         " does not have the "
+                         "input's rank " +
+                         Twine(in.size()));
+  Shape out;
+  for (int64_t d : shape)
+    out.push_back(d < 0 ? ShapedType::kDynamic : d);
+  results.push_back(resultOf(out, adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(ResizeOp)
+
 KILN_INFER(GatherOp) {
   GatherOp::Adaptor adaptor(operands, attributes, properties, regions);
   Shape data = shapeOf(adaptor.getData()), idx = shapeOf(adaptor.getIndices());

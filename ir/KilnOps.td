@@ -472,6 +472,32 @@ def Kiln_ReduceByOp : Kiln_ComputeOp<"reduce_by"> {
   }];
 }
 
+def Kiln_ResizeOp : Kiln_ComputeOp<"resize"> {
+  let summary = "ONNX Resize along `axes`, its scales or sizes read at run time";
+  let description = [{
+    `spec` holds one scale (f32) per axis, or one output size (i64) when
+    `sizes` is set; `roi` (start then end coordinates per axis) is read for
+    coordinate_mode tf_crop_and_resize. The other attributes are ONNX's:
+    mode (nearest, linear, cubic), coordinate_mode
+    (coordinate_transformation_mode), nearest_mode, cubic_coeff_a,
+    exclude_outside, extrapolation_value, antialias and aspect_policy
+    (keep_aspect_ratio_policy). `shape` is the result's shape, -1 where it
+    is known only at run time.
+  }];
+  let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$spec,
+                       Optional<Kiln_Tensor>:$roi, DenseI64ArrayAttr:$axes,
+                       BoolAttr:$sizes, StrAttr:$mode,
+                       StrAttr:$coordinate_mode, StrAttr:$nearest_mode,
+                       F64Attr:$cubic_coeff_a, BoolAttr:$exclude_outside,
+                       F64Attr:$extrapolation_value, BoolAttr:$antialias,
+                       StrAttr:$aspect_policy, DenseI64ArrayAttr:$shape);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $spec (`,` $roi^)? attr-dict `:` type(operands) `->`
+    type($result)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//

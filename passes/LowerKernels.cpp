@@ -44,6 +44,7 @@ constexpr Family kFamilies[] = {
     {lowering::isReductionFamily, lowering::lowerReduction},
     {lowering::isMovementFamily, lowering::lowerMovement},
     {lowering::isDataShapeFamily, lowering::lowerDataShape},
+    {lowering::isResizeFamily, lowering::lowerResize},
 };
 
 // Unsigned and sub-byte integer types (and constants of them) to their

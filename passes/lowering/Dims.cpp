@@ -168,7 +168,7 @@ LogicalResult lowering::checkDynamicSupport(Operation *op) {
               return "dynamic channels";
             return "";
           })
-          .Case<GatherOp, GatherElementsOp>(
+          .Case<GatherOp, GatherElementsOp, ResizeOp>(
               [](Operation *) -> std::string { return ""; })
           .Case([&](ConcatOp c) -> std::string {
             for (Value v : c.getInputs())

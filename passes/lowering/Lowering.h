@@ -124,6 +124,10 @@ mlir::FailureOr<mlir::Value> lowerDataShape(mlir::OpBuilder &b,
                                             mlir::Operation *op,
                                             mlir::ValueRange operands);
 
+/// Resize family: resize (interpolation with computed weights).
+bool isResizeFamily(mlir::Operation *op);
+mlir::FailureOr<mlir::Value>
+lowerResize(mlir::OpBuilder &b, mlir::Operation *op, mlir::ValueRange operands);
 /// Movement family: transpose, gather.
 bool isMovementFamily(mlir::Operation *op);
 mlir::FailureOr<mlir::Value> lowerMovement(mlir::OpBuilder &b,
