@@ -126,6 +126,43 @@ FailureOr<Shifted> shiftedExpSum(NodeContext &c, Value x,
   return Shifted{*shifted, *e, *sum};
 }
 
+FailureOr<Value> dimValue(NodeContext &c, Value x, int64_t axis) {
+  RankedTensorType type = typeOf(x);
+  if (!type.isDynamicDim(axis))
+    return int64Constant(c, {}, {type.getDimSize(axis)});
+  Builder &b = c.builder;
+  auto dim = c.create(ShapeOp::getOperationName(), x,
+                      {b.getNamedAttr("start", b.getI64IntegerAttr(axis)),
+                       b.getNamedAttr("end", b.getI64IntegerAttr(axis + 1))});
+  if (failed(dim))
+    return failure();
+  return reshapeTo(c, *dim, {});
+}
+
+FailureOr<Value> iotaAlong(NodeContext &c, Value x, int64_t axis, int64_t rank,
+                           int64_t at) {
+  SmallVector<int64_t> shape(rank, 1);
+  RankedTensorType type = typeOf(x);
+  if (!type.isDynamicDim(axis)) {
+    int64_t n = type.getDimSize(axis);
+    shape[at] = n;
+    std::vector<int64_t> values;
+    for (int64_t i = 0; i < n; ++i)
+      values.push_back(i);
+    return int64Constant(c, shape, values, "iota");
+  }
+  auto n = dimValue(c, x, axis);
+  if (failed(n))
+    return failure();
+  auto range =
+      c.create(RangeOp::getOperationName(),
+               {int64Constant(c, {}, {0}), *n, int64Constant(c, {}, {1})});
+  if (failed(range))
+    return failure();
+  shape[at] = ShapedType::kDynamic;
+  return reshapeToDims(c, *range, shape);
+}
+
 Value int64Constant(NodeContext &c, ArrayRef<int64_t> shape,
                     ArrayRef<int64_t> values, StringRef name) {
   auto type = RankedTensorType::get(shape, c.builder.getI64Type());

@@ -979,6 +979,95 @@ FailureOr<Values> slice(NodeContext &c) {
   return single(sliceOf(c, c.inputs[0], axes, starts, ends, steps));
 }
 
+// `x` from start to end along `axis`, both rank-0 int64 tensors read at run
+// time (kiln.slice_by).
+FailureOr<Value> sliceAtRunTime(NodeContext &c, Value x, int64_t axis,
+                                Value start, Value end) {
+  auto starts = reshapeTo(c, start, {1});
+  auto ends = reshapeTo(c, end, {1});
+  if (failed(starts) || failed(ends))
+    return failure();
+  return c.create(SliceByOp::getOperationName(),
+                  {x, *starts, *ends, int64Constant(c, {1}, {axis})},
+                  {c.builder.getNamedAttr(
+                      "operandSegmentSizes",
+                      c.builder.getDenseI32ArrayAttr({1, 1, 1, 1, 0}))});
+}
+
+// Split along a symbolic dim or by sizes known only at run time: each part
+// a kiln.slice_by with its bounds computed at run time (equal parts of
+// ceil(n / parts), the last ones shorter; or the sums of the sizes before
+// it).
+FailureOr<Values> splitAtRunTime(NodeContext &c, int64_t axis,
+                                 int64_t outputs) {
+  Value x = c.inputs[0];
+  Values out;
+  auto binary = [&](StringRef op, Value l, Value r) {
+    return binaryOp(c, op, l, r);
+  };
+  if (c.inputs.size() == 2 && c.inputs[1]) {
+    Value sizes = c.inputs[1];
+    if (typeOf(sizes).getRank() != 1 ||
+        (!typeOf(sizes).isDynamicDim(0) &&
+         typeOf(sizes).getDimSize(0) != outputs))
+      return c.error("Split has " + Twine(outputs) +
+                     " outputs but its split input is not of that length");
+    if (typeOf(sizes).isDynamicDim(0)) { // one per output, checked at run time
+      auto counted = reshapeTo(c, sizes, {outputs});
+      if (failed(counted))
+        return failure();
+      sizes = *counted;
+    }
+    Value start = int64Constant(c, {}, {0});
+    for (int64_t i = 0; i < outputs; ++i) {
+      auto upto = sliceOf(c, sizes, {0}, {0}, {i + 1}, {1});
+      if (failed(upto))
+        return failure();
+      auto end = reduce(c, "sum", {0}, false, *upto);
+      if (failed(end))
+        return failure();
+      auto part = sliceAtRunTime(c, x, axis, start, *end);
+      if (failed(part))
+        return failure();
+      out.push_back(*part);
+      start = *end;
+    }
+    return out;
+  }
+  int64_t parts = c.attr("num_outputs") ? c.getInt("num_outputs", 1) : outputs;
+  if (parts != outputs)
+    return c.error("Split has " + Twine(outputs) + " outputs but " +
+                   Twine(parts) + " parts");
+  auto n = dimValue(c, x, axis);
+  if (failed(n))
+    return failure();
+  auto rounded =
+      binary(AddOp::getOperationName(), *n, int64Constant(c, {}, {parts - 1}));
+  if (failed(rounded))
+    return failure();
+  auto chunk = binary(DivOp::getOperationName(), *rounded,
+                      int64Constant(c, {}, {parts}));
+  if (failed(chunk))
+    return failure();
+  auto bound = [&](int64_t i) -> FailureOr<Value> {
+    auto at =
+        binary(MulOp::getOperationName(), *chunk, int64Constant(c, {}, {i}));
+    if (failed(at))
+      return failure();
+    return binary(MinOp::getOperationName(), *at, *n);
+  };
+  for (int64_t i = 0; i < outputs; ++i) {
+    auto start = bound(i), end = bound(i + 1);
+    if (failed(start) || failed(end))
+      return failure();
+    auto part = sliceAtRunTime(c, x, axis, *start, *end);
+    if (failed(part))
+      return failure();
+    out.push_back(*part);
+  }
+  return out;
+}
+
 FailureOr<Values> split(NodeContext &c) {
   if (failed(arity(c, 1, 2)))
     return failure();
@@ -987,15 +1076,15 @@ FailureOr<Values> split(NodeContext &c) {
   if (failed(axis))
     return failure();
   int64_t n = shape[*axis], outputs = c.node.output_size();
-  if (ShapedType::isDynamic(n))
-    return c.error("Split of a symbolic dim is not supported yet");
   std::vector<int64_t> sizes = ints(c, "split", {});
   if (c.inputs.size() == 2 && c.inputs[1]) {
     auto values = constantValues<int64_t>(c.inputs[1]);
     if (!values)
-      return c.error("split sizes computed at run time are not supported");
+      return splitAtRunTime(c, *axis, outputs);
     sizes = *values;
   }
+  if (sizes.empty() && ShapedType::isDynamic(n))
+    return splitAtRunTime(c, *axis, outputs);
   if (sizes.empty()) {
     int64_t parts =
         c.attr("num_outputs") ? c.getInt("num_outputs", 1) : outputs;
@@ -1011,7 +1100,12 @@ FailureOr<Values> split(NodeContext &c) {
   Values out;
   int64_t start = 0;
   for (int64_t size : sizes) {
-    auto part = sliceOf(c, c.inputs[0], {*axis}, {start}, {start + size}, {1});
+    auto part =
+        ShapedType::isDynamic(n)
+            ? sliceAtRunTime(c, c.inputs[0], *axis,
+                             int64Constant(c, {}, {start}),
+                             int64Constant(c, {}, {start + size}))
+            : sliceOf(c, c.inputs[0], {*axis}, {start}, {start + size}, {1});
     if (failed(part))
       return failure();
     out.push_back(*part);

@@ -153,6 +153,15 @@ mlir::Value int64Constant(NodeContext &c, llvm::ArrayRef<int64_t> shape,
 /// float8 results); `input` itself when it has that type.
 mlir::FailureOr<Values> castTo(NodeContext &c, mlir::Value input,
                                mlir::Type to);
+/// Dim `axis` of `x` as a rank-0 int64 tensor (a constant when static,
+/// else read at run time).
+mlir::FailureOr<mlir::Value> dimValue(NodeContext &c, mlir::Value x,
+                                      int64_t axis);
+/// 0, 1, ..., n - 1 for n = dim `axis` of `x`, as an int64 tensor of rank
+/// `rank` whose dims are 1 but dim `at` (a constant when n is static, else
+/// a kiln.range sized at run time).
+mlir::FailureOr<mlir::Value> iotaAlong(NodeContext &c, mlir::Value x,
+                                       int64_t axis, int64_t rank, int64_t at);
 /// shifted = x - max(x), exp(shifted) and sum(exp(shifted)) over `axes`.
 struct Shifted {
   mlir::Value shifted, exp, sum;

@@ -1,7 +1,7 @@
 //===- Selection.cpp - ArgMax, ArgMin, Trilu ------------------------------===//
 //
 // Ops that pick elements by their position, built from comparisons against
-// index constants (iotas made at compile time):
+// iotas (constants, or kiln.range along a symbolic dim):
 //  - ArgMax/ArgMin(x, axis, keepdims, select_last_index):
 //      m = reduce max|min over axis (kept);  hit = x == m
 //      first: reduce min of where(hit, iota, n);  last: reduce max of
@@ -29,36 +29,34 @@ namespace kiln::onnx_import {
 namespace {
 
 // The first (or, with `last`, the last) index of the max/min along `axis`,
-// kept as a size-1 dim; and the iota it was taken from.
+// kept as a size-1 dim unless `keep` is false; and the iota it was taken
+// from.
 struct ArgIndex {
   Value index, iota;
 };
 FailureOr<ArgIndex> argIndex(NodeContext &c, Value x, int64_t axis,
-                             StringRef kind, bool last) {
+                             StringRef kind, bool last, bool keep = true) {
   auto type = typeOf(x);
-  int64_t rank = type.getRank(), n = type.getDimSize(axis);
-  if (ShapedType::isDynamic(n))
-    return c.error("'" + c.node.op_type() + "' along a symbolic dim");
+  int64_t rank = type.getRank();
   auto extreme = reduce(c, kind, {axis}, true, x);
   if (failed(extreme))
     return failure();
   auto hit = binaryOp(c, EqualOp::getOperationName(), x, *extreme);
   if (failed(hit))
     return failure();
-  SmallVector<int64_t> shape(rank, 1), iota;
-  shape[axis] = n;
-  for (int64_t i = 0; i < n; ++i)
-    iota.push_back(i);
-  Value indices = int64Constant(c, shape, iota);
-  Value miss = int64Constant(c, {}, {last ? -1 : n});
+  auto indices = iotaAlong(c, x, axis, rank, axis);
+  auto n = dimValue(c, x, axis);
+  if (failed(indices) || failed(n))
+    return failure();
+  Value miss = last ? int64Constant(c, {}, {-1}) : *n;
   auto picked =
-      c.create(WhereOp::getOperationName(), ValueRange{*hit, indices, miss});
+      c.create(WhereOp::getOperationName(), ValueRange{*hit, *indices, miss});
   if (failed(picked))
     return failure();
-  auto index = reduce(c, last ? "max" : "min", {axis}, true, *picked);
+  auto index = reduce(c, last ? "max" : "min", {axis}, keep, *picked);
   if (failed(index))
     return failure();
-  return ArgIndex{*index, indices};
+  return ArgIndex{*index, *indices};
 }
 
 FailureOr<Values> argReduce(NodeContext &c, StringRef kind) {
@@ -74,14 +72,10 @@ FailureOr<Values> argReduce(NodeContext &c, StringRef kind) {
     return c.error("'" + c.node.op_type() + "' of a scalar");
   bool keepdims = c.getInt("keepdims", 1) != 0;
   bool last = c.getInt("select_last_index", 0) != 0;
-  auto found = argIndex(c, x, *axis, kind, last);
+  auto found = argIndex(c, x, *axis, kind, last, keepdims);
   if (failed(found))
     return failure();
-  if (keepdims)
-    return Values{found->index};
-  SmallVector<int64_t> dims(type.getShape());
-  dims.erase(dims.begin() + *axis);
-  return single(reshapeTo(c, found->index, dims));
+  return Values{found->index};
 }
 
 } // namespace
@@ -205,15 +199,15 @@ FailureOr<Values> convertTrilu(NodeContext &c) {
   auto type = typeOf(x);
   if (type.getRank() < 2)
     return c.error("Trilu needs a tensor of rank 2 or more");
-  int64_t rows = type.getDimSize(type.getRank() - 2),
-          cols = type.getDimSize(type.getRank() - 1);
-  if (ShapedType::isDynamic(rows) || ShapedType::isDynamic(cols))
-    return c.error("Trilu of symbolic dims");
-  std::vector<int64_t> diagonal;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      diagonal.push_back(j - i);
-  Value d = int64Constant(c, {rows, cols}, diagonal);
+  // d[i, j] = j - i over the last two dims.
+  int64_t rank = type.getRank();
+  auto rows = iotaAlong(c, x, rank - 2, 2, 0);
+  auto cols = iotaAlong(c, x, rank - 1, 2, 1);
+  if (failed(rows) || failed(cols))
+    return failure();
+  auto d = binaryOp(c, SubOp::getOperationName(), *cols, *rows);
+  if (failed(d))
+    return failure();
   Value k = c.inputs.size() == 2 && c.inputs[1] ? c.inputs[1]
                                                 : int64Constant(c, {}, {0});
   if (typeOf(k).getNumElements() != 1 ||
@@ -229,7 +223,7 @@ FailureOr<Values> convertTrilu(NodeContext &c) {
   auto keep = binaryOp(c,
                        upper ? GreaterEqualOp::getOperationName()
                              : LessEqualOp::getOperationName(),
-                       d, k);
+                       *d, k);
   if (failed(keep))
     return failure();
   return single(c.create(WhereOp::getOperationName(),
