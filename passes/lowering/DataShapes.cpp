@@ -208,19 +208,37 @@ Value lowerExpandTo(IndexMath &h, ExpandToOp op, Value input, Value shape) {
     }
     return size;
   });
-  SmallVector<AffineExpr> exprs;
+  // The input is read through tensor.extract at (d == 1 ? 0 : i) per dim:
+  // an identity-mapped copy would read a dynamic dim of size 1 out of
+  // bounds (and linalg takes a same-typed identity copy for a no-op).
+  SmallVector<Value> sizes;
   for (int64_t i = 0; i < inRank; ++i)
-    exprs.push_back(inType.getDimSize(i) == 1
-                        ? b.getAffineConstantExpr(0)
-                        : b.getAffineDimExpr(i + rank - inRank));
+    sizes.push_back(lowering::dimOf(b, h.loc, input, i));
   return b
       .create<linalg::GenericOp>(
-          h.loc, TypeRange{outType}, ValueRange{input}, ValueRange{init},
-          SmallVector<AffineMap>{AffineMap::get(rank, 0, exprs, b.getContext()),
-                                 b.getMultiDimIdentityMap(rank)},
+          h.loc, TypeRange{outType}, ValueRange{}, ValueRange{init},
+          SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank)},
           SmallVector<Iter>(rank, Iter::parallel),
-          [](OpBuilder &nb, Location l, ValueRange a) {
-            nb.create<linalg::YieldOp>(l, a[0]);
+          [&](OpBuilder &nb, Location l, ValueRange) {
+            SmallVector<Value> at;
+            for (int64_t i = 0; i < inRank; ++i) {
+              Value zero = nb.create<arith::ConstantIndexOp>(l, 0);
+              if (inType.getDimSize(i) == 1) {
+                at.push_back(zero);
+                continue;
+              }
+              Value j = nb.create<linalg::IndexOp>(l, i + rank - inRank);
+              if (!inType.isDynamicDim(i)) {
+                at.push_back(j);
+                continue;
+              }
+              Value one = nb.create<arith::CmpIOp>(
+                  l, arith::CmpIPredicate::eq, sizes[i],
+                  nb.create<arith::ConstantIndexOp>(l, 1));
+              at.push_back(nb.create<arith::SelectOp>(l, one, zero, j));
+            }
+            nb.create<linalg::YieldOp>(
+                l, Value(nb.create<tensor::ExtractOp>(l, input, at)));
           })
       .getResult(0);
 }

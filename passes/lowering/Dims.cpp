@@ -170,12 +170,7 @@ LogicalResult lowering::checkDynamicSupport(Operation *op) {
           })
           .Case<GatherOp, GatherElementsOp, ResizeOp>(
               [](Operation *) -> std::string { return ""; })
-          .Case([&](ConcatOp c) -> std::string {
-            for (Value v : c.getInputs())
-              if (dynamicAt(v, c.getAxis()))
-                return "a dynamic concatenated axis";
-            return "";
-          })
+          .Case([&](ConcatOp) -> std::string { return ""; })
           .Default([&](Operation *) -> std::string {
             return isElementwiseFamily(op) || isDataShapeFamily(op)
                        ? ""

@@ -187,44 +187,58 @@ Value lowerSlice(OpBuilder &b, SliceOp op, Value input) {
 Value lowerConcat(OpBuilder &b, ConcatOp op, ValueRange inputs) {
   auto outType = lowering::plainResultType(op);
   int64_t rank = outType.getRank(), axis = op.getAxis();
+  Location loc = op.getLoc();
   Value init = lowering::emptyResult(b, op, inputs);
+  // Each input's start along the axis and its last index, read before the
+  // loops (dynamic sizes at run time).
+  struct Part {
+    Value input, start, last;
+    bool dynamic;
+  };
+  SmallVector<Part> parts;
+  Value offset = b.create<arith::ConstantIndexOp>(loc, 0);
+  for (Value input : inputs) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (type.getDimSize(axis) == 0)
+      continue;
+    Value size = lowering::dimOf(b, loc, input, axis);
+    parts.push_back(
+        {input, offset,
+         b.create<arith::SubIOp>(loc, size,
+                                 b.create<arith::ConstantIndexOp>(loc, 1)),
+         type.isDynamicDim(axis)});
+    offset = b.create<arith::AddIOp>(loc, offset, size);
+  }
   return b
       .create<linalg::GenericOp>(
-          op.getLoc(), TypeRange{outType}, ValueRange{}, init,
+          loc, TypeRange{outType}, ValueRange{}, init,
           SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank)},
           SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
           [&](OpBuilder &nb, Location l, ValueRange) {
-            auto index = [&](int64_t v) -> Value {
-              return nb.create<arith::ConstantIndexOp>(l, v);
-            };
             SmallVector<Value> at;
             for (int64_t d = 0; d < rank; ++d)
               at.push_back(nb.create<linalg::IndexOp>(l, d));
-            Value result;
-            int64_t offset = 0;
-            SmallVector<std::pair<Value, Value>> reads; // (start, value)
-            for (Value input : inputs) {
-              int64_t size =
-                  cast<RankedTensorType>(input.getType()).getDimSize(axis);
-              if (size == 0)
-                continue;
+            SmallVector<Value> reads;
+            for (const Part &part : parts) {
               SmallVector<Value> local = at;
-              Value shifted =
-                  nb.create<arith::SubIOp>(l, at[axis], index(offset));
+              Value shifted = nb.create<arith::SubIOp>(l, at[axis], part.start);
               local[axis] = nb.create<arith::MaxSIOp>(
-                  l, index(0),
-                  nb.create<arith::MinSIOp>(l, shifted, index(size - 1)));
-              reads.emplace_back(index(offset),
-                                 nb.create<tensor::ExtractOp>(l, input, local));
-              offset += size;
+                  l, nb.create<arith::ConstantIndexOp>(l, 0),
+                  nb.create<arith::MinSIOp>(l, shifted, part.last));
+              auto read = nb.create<tensor::ExtractOp>(l, part.input, local);
+              // An input empty at run time is never picked, and must not be
+              // read: its read happens only in the select's branch.
+              if (part.dynamic && parts.size() > 1)
+                read->setAttr(kGuardedRead, nb.getUnitAttr());
+              reads.push_back(read);
             }
             // Last input first: select the latest range that has started.
-            result = reads.back().second;
+            Value result = reads.back();
             for (int64_t i = reads.size() - 2; i >= 0; --i) {
               Value inNext = nb.create<arith::CmpIOp>(
-                  l, arith::CmpIPredicate::sge, at[axis], reads[i + 1].first);
-              result = nb.create<arith::SelectOp>(l, inNext, result,
-                                                  reads[i].second);
+                  l, arith::CmpIPredicate::sge, at[axis], parts[i + 1].start);
+              result =
+                  nb.create<arith::SelectOp>(l, inNext, result, reads[i]);
             }
             nb.create<linalg::YieldOp>(l, result);
           })
