@@ -121,6 +121,12 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
         return nullptr;
       })
       .Case([&](TransposeOp t) { return dim(operands[0], t.getPerm()[i]); })
+      .Case([&](SliceOp s) -> Value {
+        // A dynamic size is an untouched dim (start 0, step 1).
+        if (s.getStarts()[i] == 0 && s.getSteps()[i] == 1)
+          return dim(operands[0], i);
+        return nullptr;
+      })
       .Case([&](GatherOp g) -> Value {
         int64_t axis = g.getAxis(), idxRank = rankOf(operands[1]);
         if (i < axis)
