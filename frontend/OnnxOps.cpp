@@ -262,15 +262,17 @@ FailureOr<Values> maxPool(NodeContext &c) {
   return single(c.create(MaxPoolOp::getOperationName(), c.inputs, *window));
 }
 
-FailureOr<Values> globalAveragePool(NodeContext &c) {
+// GlobalAveragePool / GlobalMaxPool: a mean / max over the spatial dims.
+template <const char *Kind> FailureOr<Values> globalPool(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
   int64_t rank = cast<RankedTensorType>(c.inputs[0].getType()).getRank();
   std::vector<int64_t> axes;
   for (int64_t i = 2; i < rank; ++i)
     axes.push_back(i);
-  return single(reduce(c, "mean", axes, true));
+  return single(reduce(c, Kind, axes, true));
 }
+constexpr char kGlobalMean[] = "mean", kGlobalMax[] = "max";
 
 // Axes given as a tensor known only at run time (and not empty: an empty
 // axes tensor has static length 0), or null.
@@ -1564,7 +1566,8 @@ const llvm::StringMap<Converter> &table() {
       {"Constant", constant},
       {"Conv", conv},
       {"MaxPool", maxPool},
-      {"GlobalAveragePool", globalAveragePool},
+      {"GlobalAveragePool", globalPool<kGlobalMean>},
+      {"GlobalMaxPool", globalPool<kGlobalMax>},
       {"ReduceSum", reduceNode<kSum>},
       {"ReduceMean", reduceNode<kMean>},
       {"ReduceMax", reduceNode<kMax>},

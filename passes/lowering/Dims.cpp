@@ -103,11 +103,49 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
           return dim(operands[0], g.getTransA() ? 1 : 0);
         return dim(operands[1], g.getTransB() ? 0 : 1);
       })
-      .Case<ConvOp, MaxPoolOp, AvgPoolOp>([&](Operation *) -> Value {
-        // Batch, and a pool's channels; spatial dims must be static.
-        if (i == 0 || (i == 1 && !isa<ConvOp>(op)))
+      .Case<ConvOp>([&](Operation *) -> Value {
+        // The batch; a conv's spatial dims must be static.
+        return i == 0 ? dim(operands[0], i) : nullptr;
+      })
+      .Case<MaxPoolOp, AvgPoolOp>([&](Operation *) -> Value {
+        if (i < 2)
           return dim(operands[0], i);
-        return nullptr;
+        // ONNX's window count: span = in + pads - (k - 1) * d - 1, then
+        // span / s + 1 (ceil_mode: rounded up, less a last window that
+        // would start in the end padding); 0 when the window does not fit.
+        auto attr = [&](StringRef name) {
+          return cast<DenseI64ArrayAttr>(op->getAttr(name)).asArrayRef();
+        };
+        ArrayRef<int64_t> kernel = attr("kernel_shape"),
+                          strides = attr("strides"), pads = attr("pads"),
+                          dilations = attr("dilations");
+        bool ceil = cast<BoolAttr>(op->getAttr("ceil_mode")).getValue();
+        int64_t r = kernel.size(), s = i - 2;
+        auto c = [&](int64_t v) {
+          return b.create<arith::ConstantIndexOp>(loc, v).getResult();
+        };
+        Value in = dim(operands[0], i);
+        Value span = b.create<arith::SubIOp>(
+            loc, in,
+            c(dilations[s] * (kernel[s] - 1) + 1 - pads[s] - pads[r + s]));
+        Value fits =
+            b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, span, c(0));
+        Value rounded =
+            ceil ? b.create<arith::AddIOp>(loc, span, c(strides[s] - 1))
+                       .getResult()
+                 : span;
+        Value out = b.create<arith::AddIOp>(
+            loc, b.create<arith::DivSIOp>(loc, rounded, c(strides[s])), c(1));
+        if (ceil) {
+          Value lastStart = b.create<arith::MulIOp>(
+              loc, b.create<arith::SubIOp>(loc, out, c(1)), c(strides[s]));
+          Value inPadding = b.create<arith::CmpIOp>(
+              loc, arith::CmpIPredicate::sge, lastStart,
+              b.create<arith::AddIOp>(loc, in, c(pads[s])));
+          out = b.create<arith::SelectOp>(
+              loc, inPadding, b.create<arith::SubIOp>(loc, out, c(1)), out);
+        }
+        return b.create<arith::SelectOp>(loc, fits, out, c(0)).getResult();
       })
       .Case([&](ReduceOp r) -> Value {
         int64_t at = 0;
@@ -167,7 +205,7 @@ LogicalResult lowering::checkDynamicSupport(Operation *op) {
           .Case<MatMulOp, GemmOp, ReduceOp, TransposeOp, SliceOp, ShapeOp>(
               [](Operation *) { return ""; })
           .Case<ConvOp, MaxPoolOp, AvgPoolOp>([&](Operation *) -> std::string {
-            if (anyDynamic(op->getOperand(0), 2))
+            if (isa<ConvOp>(op) && anyDynamic(op->getOperand(0), 2))
               return "dynamic spatial dims";
             if (isa<ConvOp>(op) && (anyDynamic(op->getOperand(1), 0) ||
                                     dynamicAt(op->getOperand(0), 1)))

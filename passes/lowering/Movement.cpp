@@ -202,11 +202,10 @@ Value lowerConcat(OpBuilder &b, ConcatOp op, ValueRange inputs) {
     if (type.getDimSize(axis) == 0)
       continue;
     Value size = lowering::dimOf(b, loc, input, axis);
-    parts.push_back(
-        {input, offset,
-         b.create<arith::SubIOp>(loc, size,
-                                 b.create<arith::ConstantIndexOp>(loc, 1)),
-         type.isDynamicDim(axis)});
+    parts.push_back({input, offset,
+                     b.create<arith::SubIOp>(
+                         loc, size, b.create<arith::ConstantIndexOp>(loc, 1)),
+                     type.isDynamicDim(axis)});
     offset = b.create<arith::AddIOp>(loc, offset, size);
   }
   return b
@@ -237,8 +236,7 @@ Value lowerConcat(OpBuilder &b, ConcatOp op, ValueRange inputs) {
             for (int64_t i = reads.size() - 2; i >= 0; --i) {
               Value inNext = nb.create<arith::CmpIOp>(
                   l, arith::CmpIPredicate::sge, at[axis], parts[i + 1].start);
-              result =
-                  nb.create<arith::SelectOp>(l, inNext, result, reads[i]);
+              result = nb.create<arith::SelectOp>(l, inNext, result, reads[i]);
             }
             nb.create<linalg::YieldOp>(l, result);
           })

@@ -214,15 +214,21 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
 // Reduces every window of `in` (padded with `padValue`) with `combine`,
 // starting from `identity`.
 Value poolWindows(OpBuilder &b, Location loc, RankedTensorType outType,
-                  Value in, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
-                  ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
-                  double padValue, double identity, bool max) {
+                  lowering::SizeFn outSize, Value in, ArrayRef<int64_t> kernel,
+                  ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                  ArrayRef<int64_t> dilations, double padValue, double identity,
+                  bool max) {
   auto inType = cast<RankedTensorType>(in.getType());
   int64_t r = kernel.size();
   SmallVector<int64_t> begin = {0, 0}, end = {0, 0};
   for (int64_t i = 0; i < r; ++i) {
     begin.push_back(pads[i]);
-    // ceil_mode windows may run past the end padding: pad them too.
+    // ceil_mode windows may run past the end padding: pad them too (by at
+    // most stride - 1, the most they can overhang, when sizes are dynamic).
+    if (outType.isDynamicDim(2 + i) || inType.isDynamicDim(2 + i)) {
+      end.push_back(pads[r + i] + strides[i] - 1);
+      continue;
+    }
     int64_t need = (outType.getDimSize(2 + i) - 1) * strides[i] +
                    (kernel[i] - 1) * dilations[i] + 1;
     int64_t have = inType.getDimSize(2 + i) + pads[i] + pads[r + i];
@@ -253,9 +259,7 @@ Value poolWindows(OpBuilder &b, Location loc, RankedTensorType outType,
   return b
       .create<linalg::GenericOp>(
           loc, TypeRange{outType}, ValueRange{input, window},
-          ValueRange{lowering::filled(
-              b, loc, outType, identity,
-              [&](int64_t i) { return lowering::dimOf(b, loc, in, i); })},
+          ValueRange{lowering::filled(b, loc, outType, identity, outSize)},
           maps, iterators,
           [&](OpBuilder &nb, Location l, ValueRange a) {
             Type t = a[0].getType();
@@ -279,9 +283,11 @@ Value lowerMaxPool(OpBuilder &b, MaxPoolOp op, Value in) {
                   : element.isUnsignedInteger()
                       ? 0.0
                       : -std::ldexp(1.0, element.getIntOrFloatBitWidth() - 1);
-  return poolWindows(b, op.getLoc(), lowering::plainResultType(op), in,
-                     op.getKernelShape(), op.getStrides(), op.getPads(),
-                     op.getDilations(), lowest, lowest, /*max=*/true);
+  return poolWindows(
+      b, op.getLoc(), lowering::plainResultType(op),
+      [&](int64_t i) { return lowering::resultDim(b, op, ValueRange{in}, i); },
+      in, op.getKernelShape(), op.getStrides(), op.getPads(), op.getDilations(),
+      lowest, lowest, /*max=*/true);
 }
 
 // Window sums divided by how many of each window's elements count: the
@@ -291,23 +297,33 @@ Value lowerAvgPool(OpBuilder &b, AvgPoolOp op, Value in) {
   Location loc = op.getLoc();
   auto outType = lowering::plainResultType(op);
   auto inType = cast<RankedTensorType>(in.getType());
-  auto sums =
-      poolWindows(b, loc, outType, in, op.getKernelShape(), op.getStrides(),
-                  op.getPads(), op.getDilations(), 0, 0, /*max=*/false);
+  auto outSize = [&](int64_t i) {
+    return lowering::resultDim(b, op, ValueRange{in}, i);
+  };
+  auto sums = poolWindows(b, loc, outType, outSize, in, op.getKernelShape(),
+                          op.getStrides(), op.getPads(), op.getDilations(), 0,
+                          0, /*max=*/false);
   int64_t r = op.getKernelShape().size();
   SmallVector<int64_t> onesShape(inType.getShape());
-  SmallVector<int64_t> pads(op.getPads());
+  SmallVector<int64_t> pads(op.getPads()), added(2 + r, 0);
   if (op.getCountIncludePad()) {
-    for (int64_t i = 0; i < r; ++i)
-      onesShape[2 + i] += pads[i] + pads[r + i];
+    for (int64_t i = 0; i < r; ++i) {
+      added[2 + i] = pads[i] + pads[r + i];
+      if (!inType.isDynamicDim(2 + i))
+        onesShape[2 + i] += added[2 + i];
+    }
     pads.assign(2 * r, 0);
   }
   auto ones = lowering::filled(
       b, loc, RankedTensorType::get(onesShape, inType.getElementType()), 1,
-      [&](int64_t i) { return lowering::dimOf(b, loc, in, i); });
-  Value counts = poolWindows(b, loc, outType, ones, op.getKernelShape(),
-                             op.getStrides(), pads, op.getDilations(), 0, 0,
-                             /*max=*/false);
+      [&](int64_t i) -> Value {
+        return b.create<arith::AddIOp>(
+            loc, lowering::dimOf(b, loc, in, i),
+            b.create<arith::ConstantIndexOp>(loc, added[i]));
+      });
+  Value counts = poolWindows(b, loc, outType, outSize, ones,
+                             op.getKernelShape(), op.getStrides(), pads,
+                             op.getDilations(), 0, 0, /*max=*/false);
   return lowering::buildElementwise(
       b, loc, outType, ValueRange{sums, counts},
       [](OpBuilder &nb, Location l, ValueRange a) -> Value {
