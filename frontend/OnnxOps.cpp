@@ -1589,6 +1589,7 @@ const llvm::StringMap<Converter> &table() {
       {"Trilu", convertTrilu},
       {"Hardmax", convertHardmax},
       {"CumSum", convertCumSum},
+      {"CumProd", convertCumProd},
       {"RMSNormalization", convertRMSNormalization},
       {"RotaryEmbedding", convertRotaryEmbedding},
       {"NegativeLogLikelihoodLoss", convertNegativeLogLikelihoodLoss},

@@ -214,6 +214,7 @@ mlir::FailureOr<Values> convertArgMin(NodeContext &c);
 mlir::FailureOr<Values> convertTrilu(NodeContext &c);
 mlir::FailureOr<Values> convertHardmax(NodeContext &c);
 mlir::FailureOr<Values> convertCumSum(NodeContext &c);
+mlir::FailureOr<Values> convertCumProd(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
 // ops/Resize.cpp

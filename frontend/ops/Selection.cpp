@@ -10,12 +10,13 @@
 //  - Trilu(x, k = 0, upper = 1): with d[i, j] = j - i over the last two dims,
 //      keep x where d >= k (upper) or d <= k (lower), else 0. k may be a run
 //      time scalar: only the comparison uses it.
-//  - CumSum(x, axis, exclusive, reverse): along the axis,
-//      y[i] = sum over k of where(M[i, k], x[k], 0), M the (strictly, when
-//      exclusive) lower (upper, when reverse) triangle: an n x n mask, so
-//      O(n^2) work per line. The axis is a run-time input in ONNX; a
-//      constant one picks one axis, otherwise every axis is computed and the
-//      result chosen with where on the axis value.
+//  - CumSum / CumProd(x, axis, exclusive, reverse): along the axis,
+//      y[i] = sum (product) over k of where(M[i, k], x[k], 0 (1)), M the
+//      (strictly, when exclusive) lower (upper, when reverse) triangle
+//      k <= i of two iotas: an n x n mask, so O(n^2) work per line. The axis
+//      is a run-time input in ONNX; a constant one picks one axis, otherwise
+//      every axis is computed and the result chosen with where on the axis
+//      value.
 //
 //===----------------------------------------------------------------------===//
 
@@ -107,43 +108,49 @@ FailureOr<Values> convertHardmax(NodeContext &c) {
                    "to", TypeAttr::get(typeOf(x).getElementType()))}));
 }
 
-FailureOr<Values> convertCumSum(NodeContext &c) {
+// CumSum and CumProd: `kind` is "sum" or "prod".
+static FailureOr<Values> cumulative(NodeContext &c, StringRef kind) {
   if (failed(arity(c, 2, 2)))
     return failure();
   Value x = c.inputs[0], axisValue = c.inputs[1];
   auto type = typeOf(x);
   int64_t rank = type.getRank();
-  if (rank == 0 || !type.hasStaticShape())
-    return c.error("CumSum needs a static shape of rank >= 1");
+  if (rank == 0)
+    return c.error("'" + c.node.op_type() + "' needs a tensor of rank >= 1");
   if (typeOf(axisValue).getNumElements() != 1)
-    return c.error("CumSum's axis must be a single value");
+    return c.error("'" + c.node.op_type() + "''s axis must be a single value");
   bool exclusive = c.getInt("exclusive", 0), reverse = c.getInt("reverse", 0);
+  double identity = kind == "sum" ? 0 : 1;
   auto along = [&](int64_t axis) -> FailureOr<Value> {
-    int64_t n = type.getDimSize(axis);
-    // x as [.., 1 (i), n (k), ..] against the mask [n (i), n (k)].
+    // x as [.., 1 (i), n (k), ..] against the mask [.., n (i), n (k), ..],
+    // from iotas i and k.
     SmallVector<int64_t> spread(type.getShape());
     spread.insert(spread.begin() + axis, 1);
-    auto xk = reshapeTo(c, x, spread);
-    if (failed(xk))
+    int64_t dynamic = llvm::count_if(spread, ShapedType::isDynamic);
+    FailureOr<Value> xk =
+        dynamic <= 1
+            ? reshapeToDims(c, x, spread)
+            : c.create(ReshapeToOp::getOperationName(),
+                       {x, int64Constant(c, {1}, {axis})},
+                       {c.builder.getNamedAttr(
+                           "mode", c.builder.getStringAttr("unsqueeze"))});
+    auto i = iotaAlong(c, x, axis, rank + 1, axis);
+    auto k = iotaAlong(c, x, axis, rank + 1, axis + 1);
+    if (failed(xk) || failed(i) || failed(k))
       return failure();
-    SmallVector<int64_t> maskShape(rank + 1, 1);
-    maskShape[axis] = n;
-    maskShape[axis + 1] = n;
-    std::vector<char> mask;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t k = 0; k < n; ++k)
-        mask.push_back(reverse ? (exclusive ? k > i : k >= i)
-                               : (exclusive ? k < i : k <= i));
-    Type i1 = c.builder.getI1Type();
-    Value m = c.builder.create<ConstantOp>(
-        c.loc, RankedTensorType::get(maskShape, i1, c.device),
-        makeConstantAttr(RankedTensorType::get(maskShape, i1), mask,
-                         "cumsum_mask"));
+    StringRef compare = reverse
+                            ? (exclusive ? GreaterOp::getOperationName()
+                                         : GreaterEqualOp::getOperationName())
+                            : (exclusive ? LessOp::getOperationName()
+                                         : LessEqualOp::getOperationName());
+    auto m = binaryOp(c, compare, *k, *i);
+    if (failed(m))
+      return failure();
     auto kept = c.create(WhereOp::getOperationName(),
-                         ValueRange{m, *xk, scalarLike(c, x, 0)});
+                         ValueRange{*m, *xk, scalarLike(c, x, identity)});
     if (failed(kept))
       return failure();
-    return reduce(c, "sum", {axis + 1}, false, *kept);
+    return reduce(c, kind, {axis + 1}, false, *kept);
   };
   if (auto constant = constantValues<int64_t>(axisValue)) {
     auto axis = normalizeAxis(c, constant->front(), rank);
@@ -228,6 +235,12 @@ FailureOr<Values> convertTrilu(NodeContext &c) {
     return failure();
   return single(c.create(WhereOp::getOperationName(),
                          ValueRange{*keep, x, scalarLike(c, x, 0)}));
+}
+
+FailureOr<Values> convertCumSum(NodeContext &c) { return cumulative(c, "sum"); }
+
+FailureOr<Values> convertCumProd(NodeContext &c) {
+  return cumulative(c, "prod");
 }
 
 } // namespace kiln::onnx_import
