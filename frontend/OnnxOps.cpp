@@ -1590,6 +1590,7 @@ const llvm::StringMap<Converter> &table() {
       {"Hardmax", convertHardmax},
       {"CumSum", convertCumSum},
       {"CumProd", convertCumProd},
+      {"Einsum", convertEinsum},
       {"RMSNormalization", convertRMSNormalization},
       {"RotaryEmbedding", convertRotaryEmbedding},
       {"NegativeLogLikelihoodLoss", convertNegativeLogLikelihoodLoss},

@@ -217,6 +217,8 @@ mlir::FailureOr<Values> convertCumSum(NodeContext &c);
 mlir::FailureOr<Values> convertCumProd(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
+// ops/Einsum.cpp
+mlir::FailureOr<Values> convertEinsum(NodeContext &c);
 // ops/Resize.cpp
 mlir::FailureOr<Values> convertResize(NodeContext &c);
 // ops/Quantize.cpp
