@@ -657,6 +657,9 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
             return "static_cast<" + typeName(c->getResult(0).getType()) + ">(" +
                    v(0) + ")";
           })
+          .Case<arith::BitcastOp>([&](arith::BitcastOp c) {
+            return "kiln_bitcast<" + typeName(c.getType()) + ">(" + v(0) + ")";
+          })
           .Case<arith::ExtUIOp, arith::UIToFPOp>([&](Operation *c) {
             return "static_cast<" + typeName(c->getResult(0).getType()) + ">(" +
                    u(0) + ")";

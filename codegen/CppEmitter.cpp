@@ -38,6 +38,8 @@ constexpr const char *kPrelude = R"(#include <cmath>
 namespace {
 // NaN-propagating max/min, as arith.maximumf/minimumf (and torch) define them.
 template <typename T> inline T kiln_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
+// The bits of x as a T of the same size (arith.bitcast).
+template <typename T, typename F> inline T kiln_bitcast(F x) { return __builtin_bit_cast(T, x); }
 template <typename T> inline T kiln_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
 
 // f32 exp and erf without branches or calls, so that loops over them

@@ -42,6 +42,8 @@ typedef unsigned long long uint64_t;
 #define INFINITY __int_as_float(0x7f800000)
 // NaN-propagating max/min, as arith.maximumf/minimumf (and torch) define them.
 template <typename T> __device__ inline T kiln_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
+// The bits of x as a T of the same size (arith.bitcast).
+template <typename T, typename F> __device__ inline T kiln_bitcast(F x) { T t; memcpy(&t, &x, sizeof(T)); return t; }
 template <typename T> __device__ inline T kiln_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
 // Unsigned max/min of values kept in signed types (warp reductions).
 __device__ inline int kiln_umax(int a, int b) { return (unsigned)a > (unsigned)b ? a : b; }

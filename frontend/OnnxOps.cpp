@@ -1533,6 +1533,19 @@ FailureOr<Values> constantOfShape(NodeContext &c) {
       DenseElementsAttr::get(plain, value))};
 }
 
+FailureOr<Values> bitCast(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  int to = c.getInt("to", 0);
+  Type type = elementType(c.builder.getContext(), to);
+  if (!type)
+    return c.error("BitCast to type #" + Twine(to) + " is not supported");
+  if (typeOf(c.inputs[0]).getElementType() == type)
+    return Values{c.inputs[0]};
+  return single(c.create(BitcastOp::getOperationName(), c.inputs[0],
+                         {c.builder.getNamedAttr("to", TypeAttr::get(type))}));
+}
+
 FailureOr<Values> castLike(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
     return failure();
@@ -1591,6 +1604,7 @@ const llvm::StringMap<Converter> &table() {
       {"CumSum", convertCumSum},
       {"CumProd", convertCumProd},
       {"Einsum", convertEinsum},
+      {"BitCast", bitCast},
       {"RMSNormalization", convertRMSNormalization},
       {"RotaryEmbedding", convertRotaryEmbedding},
       {"NegativeLogLikelihoodLoss", convertNegativeLogLikelihoodLoss},

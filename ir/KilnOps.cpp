@@ -478,6 +478,23 @@ KILN_INFER(CastOp) {
 }
 KILN_COMPATIBLE(CastOp)
 
+KILN_INFER(BitcastOp) {
+  BitcastOp::Adaptor adaptor(operands, attributes, properties, regions);
+  auto in = cast<RankedTensorType>(adaptor.getInput().getType());
+  Type from = in.getElementType(), to = adaptor.getTo();
+  auto storageBits = [](Type t) {
+    return t.isInteger(1) ? 8u : t.getIntOrFloatBitWidth();
+  };
+  if (!to.isIntOrFloat() || to.isInteger(1) ||
+      storageBits(from) != storageBits(to) || storageBits(from) % 8)
+    return fail(loc, "bitcast needs types of one width in bytes, not from " +
+                         Twine(storageBits(from)) + " to " +
+                         Twine(storageBits(to)) + " bits");
+  results.push_back(RankedTensorType::get(in.getShape(), to, in.getEncoding()));
+  return success();
+}
+KILN_COMPATIBLE(BitcastOp)
+
 KILN_INFER(GatherElementsOp) {
   GatherElementsOp::Adaptor adaptor(operands, attributes, properties, regions);
   Shape data = shapeOf(adaptor.getData()), idx = shapeOf(adaptor.getIndices());

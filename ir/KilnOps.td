@@ -249,6 +249,16 @@ def Kiln_CastOp : Kiln_ComputeOp<"cast", [Kiln_Elementwise]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
+def Kiln_BitcastOp : Kiln_ComputeOp<"bitcast", [Kiln_Elementwise]> {
+  let summary = "reinterprets each element's bits as type `to` (ONNX BitCast)";
+  let description = [{
+    Both types have the same width; bool reads as the byte it is stored in.
+  }];
+  let arguments = (ins Kiln_Tensor:$input, TypeAttr:$to);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
 def Kiln_ClipOp : Kiln_ComputeOp<"clip", [Kiln_Elementwise]> {
   let summary = "min(max(x, min), max); NaN stays NaN";
   let arguments = (ins Kiln_Tensor:$input, OptionalAttr<F64Attr>:$min,

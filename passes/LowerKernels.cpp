@@ -97,8 +97,10 @@ void widenNarrowFloats(Block &body) {
       return;
     if ((isa<arith::ExtFOp>(op) &&
          isNarrowFloat(op->getOperand(0).getType())) ||
-        (isa<arith::TruncFOp>(op) && isNarrowFloat(op->getResult(0).getType())))
-      return; // a conversion
+        (isa<arith::TruncFOp>(op) &&
+         isNarrowFloat(op->getResult(0).getType())) ||
+        isa<arith::BitcastOp>(op))
+      return; // a conversion, or bits as they are
     if (llvm::any_of(op->getOperandTypes(), isNarrowFloat) ||
         llvm::any_of(op->getResultTypes(), isNarrowFloat))
       ops.push_back(op);

@@ -31,8 +31,7 @@ namespace {
 
 // `x` with a size-1 dim inserted at each of `axes` (ascending, in the
 // result).
-FailureOr<Value> unsqueezed(NodeContext &c, Value x,
-                            ArrayRef<int64_t> axes) {
+FailureOr<Value> unsqueezed(NodeContext &c, Value x, ArrayRef<int64_t> axes) {
   if (axes.empty())
     return x;
   SmallVector<int64_t> shape(typeOf(x).getShape());
@@ -40,10 +39,10 @@ FailureOr<Value> unsqueezed(NodeContext &c, Value x,
     shape.insert(shape.begin() + a, 1);
   if (llvm::count_if(shape, ShapedType::isDynamic) <= 1)
     return reshapeToDims(c, x, shape);
-  return c.create(ReshapeToOp::getOperationName(),
-                  {x, int64Constant(c, {(int64_t)axes.size()}, axes)},
-                  {c.builder.getNamedAttr("mode",
-                                          c.builder.getStringAttr("unsqueeze"))});
+  return c.create(
+      ReshapeToOp::getOperationName(),
+      {x, int64Constant(c, {(int64_t)axes.size()}, axes)},
+      {c.builder.getNamedAttr("mode", c.builder.getStringAttr("unsqueeze"))});
 }
 
 FailureOr<Value> transposed(NodeContext &c, Value x, ArrayRef<int64_t> perm) {
@@ -52,9 +51,9 @@ FailureOr<Value> transposed(NodeContext &c, Value x, ArrayRef<int64_t> perm) {
     identity &= static_cast<int64_t>(i) == p;
   if (identity)
     return x;
-  return c.create(TransposeOp::getOperationName(), x,
-                  {c.builder.getNamedAttr("perm",
-                                          c.builder.getDenseI64ArrayAttr(perm))});
+  return c.create(
+      TransposeOp::getOperationName(), x,
+      {c.builder.getNamedAttr("perm", c.builder.getDenseI64ArrayAttr(perm))});
 }
 
 } // namespace
@@ -83,8 +82,8 @@ FailureOr<Values> convertEinsum(NodeContext &c) {
     if (at == std::string::npos)
       continue;
     int64_t explicitLetters = term.size() - 3;
-    ellipsis = std::max<int64_t>(ellipsis,
-                                 typeOf(x).getRank() - explicitLetters);
+    ellipsis =
+        std::max<int64_t>(ellipsis, typeOf(x).getRank() - explicitLetters);
   }
   auto broadcastLetters = [&](int64_t n) {
     std::string s;
@@ -98,8 +97,10 @@ FailureOr<Values> convertEinsum(NodeContext &c) {
       term.replace(at, 3,
                    broadcastLetters(typeOf(x).getRank() - (term.size() - 3)));
     if (static_cast<int64_t>(term.size()) != typeOf(x).getRank())
-      return c.error("Einsum term '" + term + "' does not match an input of "
-                     "rank " + Twine(typeOf(x).getRank()));
+      return c.error("Einsum term '" + term +
+                     "' does not match an input of "
+                     "rank " +
+                     Twine(typeOf(x).getRank()));
     for (char ch : term)
       if (!llvm::isAlpha(ch))
         return c.error("Einsum equation '" + equation +
@@ -129,8 +130,7 @@ FailureOr<Values> convertEinsum(NodeContext &c) {
         all += ch;
   for (char ch : out)
     if (all.find(ch) == std::string::npos)
-      return c.error("Einsum output letter '" + Twine(ch) +
-                     "' is in no input");
+      return c.error("Einsum output letter '" + Twine(ch) + "' is in no input");
 
   Value product;
   for (auto [term, input] : llvm::zip(terms, c.inputs)) {

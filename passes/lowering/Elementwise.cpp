@@ -275,6 +275,17 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
               return a[0];
             };
           })
+          .Case([&](BitcastOp bop) -> Body {
+            Type to = bop.getTo();
+            return [to](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              Value x = a[0];
+              if (x.getType().isInteger(1)) // a bool's byte
+                return nb.create<arith::ExtUIOp>(l, to, x);
+              if (!isa<FloatType>(x.getType()) && !isa<FloatType>(to))
+                return x; // e.g. ui32 <-> i32: the same bits
+              return nb.create<arith::BitcastOp>(l, to, x);
+            };
+          })
           .Case([&](CastOp cop) -> Body {
             Type to = cop.getTo();
             bool saturate = cop.getSaturate();
@@ -485,10 +496,11 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
           .Default([](Operation *) { return Body(); });
   if (!body)
     return op->emitOpError() << "has no elementwise lowering";
-  bool integerOk = isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp, AbsOp,
-                       NotOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp, LessOp,
-                       LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp,
-                       ExpandOp, SignOp, ModOp, ShiftLeftOp, ShiftRightOp>(op);
+  bool integerOk =
+      isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp, BitcastOp, AbsOp,
+          NotOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp,
+          GreaterOp, GreaterEqualOp, WhereOp, ExpandOp, SignOp, ModOp,
+          ShiftLeftOp, ShiftRightOp>(op);
   if (!integerOk && failed(needFloat()))
     return failure();
   return buildElementwise(b, loc, plain, operands, body, [&](int64_t i) {
