@@ -141,6 +141,9 @@ std::string kiln::iteratorList(linalg::GenericOp op) {
 
 namespace {
 std::string literal(Attribute attr) {
+  if (auto f = dyn_cast<FloatAttr>(attr);
+      f && isNarrowFloat(f.getType())) // kept as bits (folded conversions)
+    return std::to_string(f.getValue().bitcastToAPInt().getZExtValue()) + "u";
   if (auto f = dyn_cast<FloatAttr>(attr)) {
     double v = f.getValueAsDouble();
     bool single = f.getType().isF32();

@@ -1433,6 +1433,19 @@ FailureOr<Values> activation(NodeContext &c) {
       return failure();
     return single(bin(mul, inner->front(), k(gamma)));
   }
+  if (op == "Celu") { // x < 0 ? alpha * (exp(x / alpha) - 1) : x
+    double alpha = c.getFloat("alpha", 1.0f);
+    auto scaled = bin(div, x, k(alpha));
+    if (failed(scaled))
+      return failure();
+    auto e = un(ExpOp::getOperationName(), *scaled);
+    if (failed(e))
+      return failure();
+    auto em1 = bin(sub, *e, k(1));
+    if (failed(em1))
+      return failure();
+    return bySign(bin(mul, *em1, k(alpha)), x);
+  }
   if (op == "HardSigmoid" || op == "HardSwish") { // max(0, min(1, a*x + b))
     double alpha = op == "HardSwish" ? 1.0 / 6 : c.getFloat("alpha", 0.2f);
     double beta = op == "HardSwish" ? 0.5 : c.getFloat("beta", 0.5f);
@@ -1605,6 +1618,9 @@ const llvm::StringMap<Converter> &table() {
       {"CumProd", convertCumProd},
       {"Einsum", convertEinsum},
       {"BitCast", bitCast},
+      {"DepthToSpace", convertDepthToSpace},
+      {"SpaceToDepth", convertSpaceToDepth},
+      {"EyeLike", convertEyeLike},
       {"RMSNormalization", convertRMSNormalization},
       {"RotaryEmbedding", convertRotaryEmbedding},
       {"NegativeLogLikelihoodLoss", convertNegativeLogLikelihoodLoss},
@@ -1657,6 +1673,7 @@ const llvm::StringMap<Converter> &table() {
       {"PRelu", activation},
       {"Elu", activation},
       {"Selu", activation},
+      {"Celu", activation},
       {"HardSigmoid", activation},
       {"HardSwish", activation},
       {"LogSoftmax", logSoftmax},

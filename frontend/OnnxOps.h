@@ -217,6 +217,10 @@ mlir::FailureOr<Values> convertCumSum(NodeContext &c);
 mlir::FailureOr<Values> convertCumProd(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
+// ops/Layout.cpp
+mlir::FailureOr<Values> convertDepthToSpace(NodeContext &c);
+mlir::FailureOr<Values> convertSpaceToDepth(NodeContext &c);
+mlir::FailureOr<Values> convertEyeLike(NodeContext &c);
 // ops/Einsum.cpp
 mlir::FailureOr<Values> convertEinsum(NodeContext &c);
 // ops/Resize.cpp

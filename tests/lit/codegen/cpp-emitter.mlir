@@ -247,3 +247,19 @@ func.func @narrow(%x: tensor<4xf8E4M3FN, #kiln.device<cpu>>) -> (tensor<4xbf16, 
   }
   return %0#0, %0#1, %0#2 : tensor<4xbf16, #kiln.device<cpu>>, tensor<4xf8E5M2, #kiln.device<cpu>>, tensor<4xf8E5M2, #kiln.device<cpu>>
 }
+
+// A narrow float constant (a folded conversion) is written as its bits.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK: const uint16_t {{v[0-9]+}} = 16384u;
+func.func @narrow_constant() -> tensor<bf16, #kiln.device<cpu>> {
+  %0 = kiln.kernel -> (tensor<bf16, #kiln.device<cpu>>) {
+    %cst = arith.constant 2.000000e+00 : bf16
+    %e = tensor.empty() : tensor<bf16>
+    %r = linalg.generic {indexing_maps = [affine_map<() -> ()>], iterator_types = []} outs(%e : tensor<bf16>) {
+    ^bb0(%o: bf16):
+      linalg.yield %cst : bf16
+    } -> tensor<bf16>
+    kiln.yield %r : tensor<bf16>
+  }
+  return %0 : tensor<bf16, #kiln.device<cpu>>
+}
