@@ -408,10 +408,16 @@ kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
   size_t width = (bits + 7) / 8;
   std::vector<char> bytes;
   if (bits == 2 || bits == 4) {
-    // Packed 8 / bits values a byte, low bits first, in raw_data or one
-    // byte per int32_data entry; held one value a byte, sign- or
-    // zero-extended.
+    // Packed 8 / bits values a byte, low bits first, in raw_data (or an
+    // external file) or one byte per int32_data entry; held one value a
+    // byte, sign- or zero-extended.
     std::string packedBytes = tensor.raw_data();
+    if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+      auto external = readExternalData(tensor, loc, modelDir);
+      if (failed(external))
+        return failure();
+      packedBytes.assign(external->begin(), external->end());
+    }
     for (int32_t byte : tensor.int32_data())
       packedBytes.push_back(static_cast<char>(byte));
     size_t perByte = 8 / bits;

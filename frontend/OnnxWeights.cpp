@@ -40,11 +40,25 @@ float halfToFloat(uint16_t h) {
   return f.convertToFloat();
 }
 
-// `t`'s bytes as ONNX type `to`: itself, or f16/f64 converted to f32.
+// `t`'s bytes as ONNX type `to`: itself (sub-byte integers packed, as
+// ONNX stores them), or f16/f64 converted to f32.
 std::optional<std::string> bytesAs(const Tensor &t, int to) {
   const char *raw = static_cast<const char *>(t.raw());
-  if (onnxDataType(t.dtype()) == to)
-    return std::string(raw, t.nbytes());
+  if (onnxDataType(t.dtype()) == to) {
+    unsigned bits = t.dtype() == DType::I4 || t.dtype() == DType::U4   ? 4
+                    : t.dtype() == DType::I2 || t.dtype() == DType::U2 ? 2
+                                                                       : 0;
+    if (!bits)
+      return std::string(raw, t.nbytes());
+    int64_t perByte = 8 / bits, n = t.numElements();
+    std::string out((n + perByte - 1) / perByte, '\0');
+    for (int64_t i = 0; i < n; ++i)
+      out[i / perByte] =
+          static_cast<char>(static_cast<uint8_t>(out[i / perByte]) |
+                            (static_cast<uint8_t>(raw[i]) & ((1u << bits) - 1))
+                                << (i % perByte * bits));
+    return out;
+  }
   if (to != onnx::TensorProto::FLOAT ||
       (t.dtype() != DType::F16 && t.dtype() != DType::F64))
     return std::nullopt;

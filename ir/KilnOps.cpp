@@ -486,6 +486,7 @@ KILN_INFER(BitcastOp) {
     return t.isInteger(1) ? 8u : t.getIntOrFloatBitWidth();
   };
   if (!to.isIntOrFloat() || to.isInteger(1) ||
+      (from.isInteger(1) && !isa<IntegerType>(to)) ||
       storageBits(from) != storageBits(to) || storageBits(from) % 8)
     return fail(loc, "bitcast needs types of one width in bytes, not from " +
                          Twine(storageBits(from)) + " to " +

@@ -485,7 +485,7 @@ def Kiln_ReduceByOp : Kiln_ComputeOp<"reduce_by"> {
 def Kiln_ResizeOp : Kiln_ComputeOp<"resize"> {
   let summary = "ONNX Resize along `axes`, its scales or sizes read at run time";
   let description = [{
-    `spec` holds one scale (f32) per axis, or one output size (i64) when
+    `spec` holds one scale (a float) per axis, or one output size (i64) when
     `sizes` is set; `roi` (start then end coordinates per axis) is read for
     coordinate_mode tf_crop_and_resize. The other attributes are ONNX's:
     mode (nearest, linear, cubic), coordinate_mode

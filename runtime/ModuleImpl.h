@@ -108,6 +108,8 @@ struct Module::Impl {
                           Profiler *profiler) const;
   /// Per value: the graph inputs' and the constants' memory, else null.
   std::vector<void *> hostBuffers(const std::vector<Tensor> &inputs) const;
+  /// Points each view (alias value) without a buffer at its base's.
+  void resolveViews(std::vector<void *> &buffers) const;
   /// A run whose shapes depend on data its steps compute (single device).
   std::vector<Tensor>
   runStepByStep(const std::vector<Tensor> &inputs,

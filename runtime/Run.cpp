@@ -155,12 +155,16 @@ Module::Impl::hostBuffers(const std::vector<Tensor> &inputs) const {
   for (size_t id = 0; id < plan.values.size(); ++id)
     if (plan.values[id].kind == ValueKind::Constant)
       buffers[id] = const_cast<void *>(constants[id]);
-  // Views of those (e.g. a reshaped axes input) share their data; a view
-  // follows its base in the value order.
+  // Views of those (e.g. a reshaped axes input) share their data.
+  resolveViews(buffers);
+  return buffers;
+}
+
+void Module::Impl::resolveViews(std::vector<void *> &buffers) const {
+  // A view follows its base in the value order.
   for (size_t id = 0; id < plan.values.size(); ++id)
     if (plan.values[id].kind == ValueKind::Alias && !buffers[id])
       buffers[id] = buffers[plan.values[id].aliasOf];
-  return buffers;
 }
 
 std::vector<Tensor> Module::Impl::runStepByStep(
@@ -174,12 +178,7 @@ std::vector<Tensor> Module::Impl::runStepByStep(
   plan::Shapes shapes = plan::startShapes(p, inputShapes);
   std::vector<void *> buffers = hostBuffers(inputs);
   std::vector<Tensor> storage; // temps of this call
-  auto views = [&]() {
-    for (size_t id = 0; id < p.values.size(); ++id)
-      if (p.values[id].kind == ValueKind::Alias && !buffers[id])
-        buffers[id] = buffers[p.values[id].aliasOf];
-  };
-  views();
+  auto views = [&]() { resolveViews(buffers); };
   transfer::Streams streams;
   std::vector<device::Buffer> scratch;
   std::vector<void *> args;

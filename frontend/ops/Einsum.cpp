@@ -1,9 +1,9 @@
 //===- Einsum.cpp - Einsum as broadcast products and sums -----------------===//
 //
 // Einsum(equation, inputs...) decomposes into kiln ops:
-//  1. Parse: each term's letters, "..." expanded to letters of its own (the
+//  1. Parse: each term's letters, "..." expanded to labels of its own (the
 //     broadcast dims, aligned at the right); without "->" the output is the
-//     letters used once, alphabetically, after the broadcast ones.
+//     broadcast dims, then the letters used once in ASCII order.
 //  2. A letter repeated within a term takes the diagonal: where(i == j,
 //     x, 0) summed over the second occurrence (iotas, so sizes may be
 //     symbolic).
@@ -59,7 +59,7 @@ FailureOr<Value> transposed(NodeContext &c, Value x, ArrayRef<int64_t> perm) {
 } // namespace
 
 FailureOr<Values> convertEinsum(NodeContext &c) {
-  if (c.inputs.empty())
+  if (c.inputs.empty() || failed(arity(c, c.inputs.size(), c.inputs.size())))
     return c.error("Einsum needs inputs");
   std::string equation;
   for (char ch : c.getString("equation", ""))
@@ -74,8 +74,12 @@ FailureOr<Values> convertEinsum(NodeContext &c) {
     return c.error("Einsum equation '" + equation + "' has " +
                    Twine(terms.size()) + " terms for " +
                    Twine(c.inputs.size()) + " inputs");
-  // "..." becomes letters 'A', 'B', ... aligned at the right (the most
-  // broadcast dims any term has).
+  for (char ch : equation)
+    if (!llvm::isAlpha(ch) && !StringRef(",.->").contains(ch))
+      return c.error("Einsum equation '" + equation +
+                     "' has an unexpected character");
+  // "..." becomes labels '0', '1', ... (never letters of the equation),
+  // aligned at the right (the most broadcast dims any term has).
   int64_t ellipsis = 0;
   for (auto [term, x] : llvm::zip(terms, c.inputs)) {
     size_t at = term.find("...");
@@ -88,7 +92,7 @@ FailureOr<Values> convertEinsum(NodeContext &c) {
   auto broadcastLetters = [&](int64_t n) {
     std::string s;
     for (int64_t i = ellipsis - n; i < ellipsis; ++i)
-      s += static_cast<char>('A' + i);
+      s += static_cast<char>('0' + i);
     return s;
   };
   for (auto [term, x] : llvm::zip(terms, c.inputs)) {
@@ -101,10 +105,6 @@ FailureOr<Values> convertEinsum(NodeContext &c) {
                      "' does not match an input of "
                      "rank " +
                      Twine(typeOf(x).getRank()));
-    for (char ch : term)
-      if (!llvm::isAlpha(ch))
-        return c.error("Einsum equation '" + equation +
-                       "' has an unexpected character");
   }
   std::string out;
   if (arrow != std::string::npos) {
@@ -119,7 +119,7 @@ FailureOr<Values> convertEinsum(NodeContext &c) {
         ++counts[ch];
     out = broadcastLetters(ellipsis);
     for (auto [ch, n] : counts)
-      if (n == 1 && !llvm::isUpper(ch))
+      if (n == 1 && llvm::isAlpha(ch)) // ASCII order, as numpy
         out += ch;
   }
   // The letters in order of first appearance.

@@ -5,8 +5,9 @@
 //    interleaves the blocks with H and W ([N, C/b^2, H, b, W, b]) and a
 //    reshape gives [N, C/b^2, H*b, W*b].
 //  - SpaceToDepth: the inverse: [N, C, H/b, b, W/b, b] transposed to
-//    [N, b, b, C, H/b, W/b] (DCR) or [N, C, b, b, H/b, W/b] (CRD) and
-//    reshaped to [N, C*b^2, H/b, W/b].
+//    [N, b, b, C, H/b, W/b] (DCR) or [N, C, b, b, H/b, W/b] and reshaped to
+//    [N, C*b^2, H/b, W/b]. ONNX's SpaceToDepth has no mode attribute; kiln
+//    also takes mode = "CRD" (a node test uses it), DepthToSpace's inverse.
 //  - EyeLike(x [R, C], k, dtype): cast(col - row == k) from two iotas.
 //
 //===----------------------------------------------------------------------===//
@@ -35,8 +36,8 @@ FailureOr<std::pair<SmallVector<int64_t>, int64_t>> blocks(NodeContext &c) {
   if (type.getRank() != 4 || !type.hasStaticShape())
     return c.error("'" + c.node.op_type() +
                    "' needs a 4-D input of static shape");
-  if (b < 1)
-    return c.error("blocksize must be positive");
+  if (b < 1 || b > (1 << 20)) // b * b must not overflow
+    return c.error("blocksize " + Twine(b) + " is out of range");
   return std::make_pair(SmallVector<int64_t>(type.getShape()), b);
 }
 

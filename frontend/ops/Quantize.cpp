@@ -35,6 +35,8 @@ namespace {
 FailureOr<Value> alongAxis(NodeContext &c, Value v, ArrayRef<int64_t> shape,
                            int64_t axis, int64_t blockSize) {
   RankedTensorType type = typeOf(v);
+  if (!type.hasStaticShape())
+    return c.error("a scale or zero point needs a static shape");
   if (type.getRank() == 0 || type.getNumElements() == 1)
     return reshapeToDims(c, v, {});
   int64_t rank = shape.size();
@@ -101,6 +103,8 @@ FailureOr<QuantInputs> quantInputs(NodeContext &c) {
     return c.error("block_size must not be negative");
   // The axis matters (and must be valid) only for a scale of many values.
   RankedTensorType scale = typeOf(c.inputs[1]);
+  if (!scale.hasStaticShape())
+    return c.error("a scale needs a static shape");
   if (scale.getNumElements() == 1) {
     in.axis = 0;
     return in;
@@ -182,7 +186,7 @@ FailureOr<Values> quantizeLinear(NodeContext &c) {
   Type compute = xType.getIntOrFloatBitWidth() >= sType.getIntOrFloatBitWidth()
                      ? xType
                      : sType;
-  if (isNarrowFloat(compute))
+  if (isNarrowFloat(compute) || !isa<FloatType>(compute)) // int32 x: in f32
     compute = c.builder.getF32Type();
   auto x = castTo(c, c.inputs[0], compute);
   auto s = castTo(c, c.inputs[1], compute);
@@ -230,7 +234,8 @@ FailureOr<Values> quantizeLinear(NodeContext &c) {
 }
 
 // DynamicQuantizeLinear: uint8 y, with scale = (max(x, 0) - min(x, 0)) /
-// 255 over all of x, and zero point = clip(round(-min(x, 0) / scale)).
+// 255 over all of x (1 / 255 when that range is 0), and zero point =
+// clip(round(-min(x, 0) / scale)).
 FailureOr<Values> dynamicQuantizeLinear(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
@@ -251,8 +256,16 @@ FailureOr<Values> dynamicQuantizeLinear(NodeContext &c) {
   auto range = binaryOp(c, SubOp::getOperationName(), *hi0, *lo0);
   if (failed(range))
     return failure();
+  // A constant x (range 0) gets the scale 1 / 255, as ONNX's reference has.
+  auto flat = binaryOp(c, EqualOp::getOperationName(), *range, zero);
+  if (failed(flat))
+    return failure();
+  auto span = c.create(WhereOp::getOperationName(),
+                       ValueRange{*flat, scalarLike(c, x, 1), *range});
+  if (failed(span))
+    return failure();
   auto scale =
-      binaryOp(c, DivOp::getOperationName(), *range, scalarLike(c, x, 255));
+      binaryOp(c, DivOp::getOperationName(), *span, scalarLike(c, x, 255));
   if (failed(scale))
     return failure();
   auto shifted = binaryOp(c, SubOp::getOperationName(), zero, *lo0);

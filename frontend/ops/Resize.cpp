@@ -5,9 +5,9 @@
 // Scales, sizes and roi may be known only at run time, as the ONNX node
 // tests give them; when they are constants (as exported models have them)
 // the result shape is static and the axes that keep their size at scale 1
-// are dropped. Upsample (opsets 7-9) and Resize-10 map input i to
-// i / scale ("asymmetric") with nearest picking the floor, as onnxruntime
-// does for them.
+// are dropped. Upsample (opset 9, scales as an input) and Resize-10 map
+// output i to i / scale ("asymmetric") with nearest picking the floor, as
+// onnxruntime does for them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,13 +104,34 @@ FailureOr<Values> convertResize(NodeContext &c) {
   if (crop && absent(roi))
     return c.error("coordinate_transformation_mode 'tf_crop_and_resize' "
                    "needs roi");
-  if (crop && (typeOf(roi).getRank() != 1 ||
-               !isa<FloatType>(typeOf(roi).getElementType())))
-    return c.error("roi must be a floating-point vector");
+  if (crop &&
+      (typeOf(roi).getRank() != 1 ||
+       !isa<FloatType>(typeOf(roi).getElementType()) ||
+       (!typeOf(roi).isDynamicDim(0) && typeOf(roi).getDimSize(0) != 2 * k)))
+    return c.error("roi must be a floating-point vector of " + Twine(2 * k) +
+                   " values");
+  // Lengths known only at run time are checked there (a reshape).
+  if (specType.isDynamicDim(0)) {
+    auto counted = reshapeTo(c, spec, {k});
+    if (failed(counted))
+      return failure();
+    spec = *counted;
+  }
+  if (crop && typeOf(roi).isDynamicDim(0)) {
+    auto counted = reshapeTo(c, roi, {2 * k});
+    if (failed(counted))
+      return failure();
+    roi = *counted;
+  }
 
   // The result shape, static where the spec is a constant.
   std::vector<int64_t> shape(xType.getShape().begin(), xType.getShape().end());
   auto values = constantValues<double>(spec);
+  if (values)
+    for (double v : *values)
+      if (!(v > 0)) // also NaN
+        return c.error(Twine(bySizes ? "sizes" : "scales") +
+                       " must be positive");
   bool staticAxes = values && static_cast<int64_t>(values->size()) == k;
   for (int64_t a : axes)
     staticAxes &= !xType.isDynamicDim(a);

@@ -117,8 +117,10 @@ static FailureOr<Values> cumulative(NodeContext &c, StringRef kind) {
   int64_t rank = type.getRank();
   if (rank == 0)
     return c.error("'" + c.node.op_type() + "' needs a tensor of rank >= 1");
-  if (typeOf(axisValue).getNumElements() != 1)
-    return c.error("'" + c.node.op_type() + "''s axis must be a single value");
+  if (!typeOf(axisValue).hasStaticShape() ||
+      typeOf(axisValue).getNumElements() != 1)
+    return c.error("the axis of '" + c.node.op_type() +
+                   "' must be a single value");
   bool exclusive = c.getInt("exclusive", 0), reverse = c.getInt("reverse", 0);
   double identity = kind == "sum" ? 0 : 1;
   auto along = [&](int64_t axis) -> FailureOr<Value> {
@@ -217,7 +219,7 @@ FailureOr<Values> convertTrilu(NodeContext &c) {
     return failure();
   Value k = c.inputs.size() == 2 && c.inputs[1] ? c.inputs[1]
                                                 : int64Constant(c, {}, {0});
-  if (typeOf(k).getNumElements() != 1 ||
+  if (!typeOf(k).hasStaticShape() || typeOf(k).getNumElements() != 1 ||
       !typeOf(k).getElementType().isInteger(64))
     return c.error("Trilu's k must be one int64");
   if (typeOf(k).getRank() != 0) {

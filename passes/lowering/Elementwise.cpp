@@ -129,7 +129,8 @@ Value castScalar(OpBuilder &nb, Location l, Value x, Type to, bool saturate) {
                   .getResult();
     return nb.create<arith::TruncIOp>(l, to, wrapped);
   }
-  bool fromUnsigned = from.isUnsignedInteger();
+  // A bool is 0 or 1: read it unsigned (true is not -1).
+  bool fromUnsigned = from.isUnsignedInteger() || from.isInteger(1);
   if (!fromFloat && toFloat)
     return fromUnsigned ? nb.create<arith::UIToFPOp>(l, to, x).getResult()
                         : nb.create<arith::SIToFPOp>(l, to, x).getResult();

@@ -1,9 +1,9 @@
 //===- Resize.cpp - kiln.resize to gathers with computed weights ----------===//
 //
 // Resize is separable: one pass per resized axis, in the order of `axes`,
-// as onnx/reference/ops/op_resize.py (_interpolate_1d_along_axis) computes
-// it, in f64. Along axis a, output position y reads n neighbours of its
-// source coordinate x:
+// each as onnx/reference/ops/op_resize.py's _interpolate_1d_along_axis
+// computes it, in f64 (the order changes only the rounding). Along axis a,
+// output position y reads n neighbours of its source coordinate x:
 //
 //   x      = the coordinate mode's map of y (half_pixel: (y + 0.5) / s - 0.5)
 //   ratio  = x - floor(x), or 1 where x is a whole number

@@ -168,6 +168,28 @@ class NarrowTypeTest(kt.KilnTestCase):
         self.assertTrue(np.array_equal(q.astype(np.int32), want_q.astype(np.int32)))
         np.testing.assert_allclose(y, (want_q - z) * s, rtol=0, atol=0)
 
+    def test_dynamic_quantize_of_a_constant_input(self):
+        # A range of 0 gives the scale 1 / 255 (ONNX's reference), not 0/0.
+        from onnx.reference import ReferenceEvaluator
+        node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+        graph = helper.make_graph(
+            [node], "dql", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+            [helper.make_tensor_value_info("y", TensorProto.UINT8, [6]),
+             helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+             helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+        path = self.save_model(model, "dql.onnx")
+        artifact, proc = self.compile(path, "dql.kiln")
+        kt.assert_success(self, proc)
+        for name, x in (("zeros", np.zeros(6, np.float32)),
+                        ("mixed", np.array([-1, 0, 2, 3.5, -0.25, 1], np.float32))):
+            with self.subTest(name):
+                got, _ = self.run_artifact(artifact, [x], out_name="dql_" + name)
+                want = ReferenceEvaluator(model).run(None, {"x": x})
+                for g, w in zip(got, want):
+                    np.testing.assert_allclose(g.astype(np.float64),
+                                               w.astype(np.float64), rtol=1e-6)
+
 
 if __name__ == "__main__":
     unittest.main()
