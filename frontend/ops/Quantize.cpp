@@ -35,25 +35,29 @@ namespace {
 FailureOr<Value> alongAxis(NodeContext &c, Value v, ArrayRef<int64_t> shape,
                            int64_t axis, int64_t blockSize) {
   RankedTensorType type = typeOf(v);
-  if (!type.hasStaticShape())
-    return c.error("a scale or zero point needs a static shape");
-  if (type.getRank() == 0 || type.getNumElements() == 1)
+  if (type.getRank() == 0 ||
+      (type.hasStaticShape() && type.getNumElements() == 1))
     return reshapeToDims(c, v, {});
   int64_t rank = shape.size();
   if (!blockSize) {
+    // A vector along the axis; one of a length known only at run time
+    // broadcasts there (1 value or one per slice), checked at run time.
     if (type.getRank() != 1)
       return c.error("a per-axis scale or zero point must be a vector");
-    if (type.getDimSize(0) != shape[axis])
+    if (!type.isDynamicDim(0) && !ShapedType::isDynamic(shape[axis]) &&
+        type.getDimSize(0) != shape[axis])
       return c.error("a per-axis scale or zero point has " +
                      Twine(type.getDimSize(0)) + " values for an axis of " +
                      Twine(shape[axis]));
     SmallVector<int64_t> dims(rank, 1);
-    dims[axis] = shape[axis];
+    dims[axis] = type.getDimSize(0);
     return reshapeToDims(c, v, dims);
   }
-  if (type.getRank() != rank || !type.hasStaticShape())
+  if (type.getRank() != rank || !type.hasStaticShape() ||
+      ShapedType::isDynamic(shape[axis]))
     return c.error("a blocked scale or zero point must have the input's "
-                   "rank and a static shape");
+                   "rank and a static shape, and the input a static dim "
+                   "along the axis");
   int64_t blocks = type.getDimSize(axis);
   if (blocks * blockSize < shape[axis] ||
       (blocks - 1) * blockSize >= shape[axis])
@@ -103,9 +107,8 @@ FailureOr<QuantInputs> quantInputs(NodeContext &c) {
     return c.error("block_size must not be negative");
   // The axis matters (and must be valid) only for a scale of many values.
   RankedTensorType scale = typeOf(c.inputs[1]);
-  if (!scale.hasStaticShape())
-    return c.error("a scale needs a static shape");
-  if (scale.getNumElements() == 1) {
+  if (scale.getRank() == 0 ||
+      (scale.hasStaticShape() && scale.getNumElements() == 1)) {
     in.axis = 0;
     return in;
   }
@@ -113,9 +116,6 @@ FailureOr<QuantInputs> quantInputs(NodeContext &c) {
   if (failed(axis))
     return failure();
   in.axis = *axis;
-  if (ShapedType::isDynamic(in.shape[in.axis]))
-    return c.error("a per-axis or blocked scale needs a static dim along "
-                   "the axis");
   return in;
 }
 
