@@ -10,6 +10,7 @@
 
 #include "frontend/OnnxImporter.h"
 #include "frontend/OnnxOps.h"
+#include "runtime/SubByte.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -420,21 +421,15 @@ kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
     }
     for (int32_t byte : tensor.int32_data())
       packedBytes.push_back(static_cast<char>(byte));
-    size_t perByte = 8 / bits;
-    if (packedBytes.size() != (count + perByte - 1) / perByte)
+    size_t packed = subbyte::packedSize(count, bits);
+    if (packedBytes.size() != packed)
       return emitError(loc)
              << "tensor '" << tensor.name() << "' of type " << type << " needs "
-             << (count + perByte - 1) / perByte << " bytes of packed data, has "
-             << packedBytes.size();
-    bool isSigned = element.isSignlessInteger();
-    for (int64_t i = 0; i < count; ++i) {
-      unsigned v = static_cast<uint8_t>(packedBytes[i / perByte]) >>
-                       (i % perByte * bits) &
-                   ((1u << bits) - 1);
-      if (isSigned && v >> (bits - 1))
-        v |= 0xffu << bits;
-      bytes.push_back(static_cast<char>(v));
-    }
+             << packed << " bytes of packed data, has " << packedBytes.size();
+    const auto *data = reinterpret_cast<const uint8_t *>(packedBytes.data());
+    for (int64_t i = 0; i < count; ++i)
+      bytes.push_back(static_cast<char>(
+          subbyte::unpack(data, i, bits, element.isSignlessInteger())));
   } else if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
     auto external = readExternalData(tensor, loc, modelDir);
     if (failed(external))

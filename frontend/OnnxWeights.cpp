@@ -18,6 +18,7 @@
 #include "frontend/OnnxImporter.h"
 #include "frontend/OnnxOps.h"
 #include "kiln/runtime.h"
+#include "runtime/SubByte.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
@@ -50,13 +51,9 @@ std::optional<std::string> bytesAs(const Tensor &t, int to) {
                                                                        : 0;
     if (!bits)
       return std::string(raw, t.nbytes());
-    int64_t perByte = 8 / bits, n = t.numElements();
-    std::string out((n + perByte - 1) / perByte, '\0');
-    for (int64_t i = 0; i < n; ++i)
-      out[i / perByte] =
-          static_cast<char>(static_cast<uint8_t>(out[i / perByte]) |
-                            (static_cast<uint8_t>(raw[i]) & ((1u << bits) - 1))
-                                << (i % perByte * bits));
+    std::string out(subbyte::packedSize(t.numElements(), bits), '\0');
+    subbyte::pack(reinterpret_cast<const uint8_t *>(raw), t.numElements(), bits,
+                  reinterpret_cast<uint8_t *>(out.data()));
     return out;
   }
   if (to != onnx::TensorProto::FLOAT ||

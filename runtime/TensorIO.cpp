@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "runtime/FileRead.h"
+#include "runtime/SubByte.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "kiln's tensor I/O assumes a little-endian host"
@@ -893,7 +894,7 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
   if (unsigned bits = dtype == DType::I4 || dtype == DType::U4   ? 4
                       : dtype == DType::I2 || dtype == DType::U2 ? 2
                                                                  : 0) {
-    size_t perByte = 8 / bits, packedSize = (count + perByte - 1) / perByte;
+    size_t packedSize = subbyte::packedSize(count, bits);
     std::vector<uint8_t> packed;
     if (seenRaw && !int32Data.empty())
       fail(path, "both raw_data and int32_data are set");
@@ -912,10 +913,10 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
                      " packed bytes, expected " + std::to_string(packedSize) +
                      where);
     Tensor tensor = Tensor::empty(dtype, dims);
+    bool isSigned = dtype == DType::I4 || dtype == DType::I2;
     for (size_t i = 0; i < count; ++i)
       tensor.data<uint8_t>()[i] =
-          static_cast<uint8_t>(packed[i / perByte] >> (i % perByte * bits));
-    normalizeSubByte(tensor);
+          subbyte::unpack(packed.data(), i, bits, isSigned);
     if (name)
       *name = tensorName;
     return tensor;
