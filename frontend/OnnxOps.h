@@ -223,6 +223,11 @@ mlir::FailureOr<Values> convertSpaceToDepth(NodeContext &c);
 mlir::FailureOr<Values> convertEyeLike(NodeContext &c);
 // ops/Einsum.cpp
 mlir::FailureOr<Values> convertEinsum(NodeContext &c);
+
+mlir::FailureOr<Values> convertScatterElements(NodeContext &c);
+mlir::FailureOr<Values> convertScatterND(NodeContext &c);
+mlir::FailureOr<Values> convertTensorScatter(NodeContext &c);
+mlir::FailureOr<Values> convertGatherND(NodeContext &c);
 // ops/Resize.cpp
 mlir::FailureOr<Values> convertResize(NodeContext &c);
 // ops/Quantize.cpp

@@ -755,6 +755,61 @@ KILN_INFER(GatherOp) {
 }
 KILN_COMPATIBLE(GatherOp)
 
+KILN_INFER(ScatterOp) {
+  ScatterOp::Adaptor adaptor(operands, attributes, properties, regions);
+  results.push_back(adaptor.getData().getType());
+  return success();
+}
+KILN_COMPATIBLE(ScatterOp)
+
+LogicalResult ScatterOp::verify() {
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, getReduction()))
+    return emitOpError() << "reduction '" << getReduction()
+                         << "' is not one of none, add, mul, max, min";
+  auto data = getData().getType(), idx = getIndices().getType(),
+       upd = getUpdates().getType();
+  if (!isa<IntegerType>(idx.getElementType()) ||
+      upd.getElementType() != data.getElementType())
+    return emitOpError() << "needs integer indices and updates of data's "
+                            "element type";
+  int64_t rank = data.getRank();
+  if (getMode() == "elements") {
+    int64_t axis = static_cast<int64_t>(getAxis());
+    if (idx.getRank() != rank || upd.getRank() != rank || axis < 0 ||
+        axis >= rank)
+      return emitOpError() << "needs indices and updates of data's rank and "
+                              "an axis in range";
+    return success();
+  }
+  if (getMode() != "nd")
+    return emitOpError() << "mode '" << getMode()
+                         << "' is not one of elements, nd";
+  int64_t k = idx.getRank() - 1 + rank - upd.getRank();
+  if (idx.getRank() < 1 || k < 0 || k > rank ||
+      (!idx.isDynamicDim(idx.getRank() - 1) &&
+       idx.getDimSize(idx.getRank() - 1) != k))
+    return emitOpError() << "needs index tuples of length K with updates of "
+                            "rank (indices rank - 1 + data rank - K)";
+  return success();
+}
+
+KILN_INFER(GatherNDOp) {
+  GatherNDOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape data = shapeOf(adaptor.getData()), idx = shapeOf(adaptor.getIndices());
+  int64_t b = adaptor.getBatchDims(), k = adaptor.getTupleLength();
+  if (idx.empty() || (!ShapedType::isDynamic(idx.back()) && idx.back() != k))
+    return fail(loc, "gather_nd index tuples must have length " + Twine(k));
+  if (b < 0 || b + k > (int64_t)data.size() || b >= (int64_t)idx.size())
+    return fail(loc, "gather_nd index tuples of length " + Twine(k) +
+                         " after " + Twine(b) + " batch dims do not fit " +
+                         str(data));
+  Shape out(idx.begin(), idx.end() - 1);
+  out.append(data.begin() + b + k, data.end());
+  results.push_back(resultOf(out, adaptor.getData()));
+  return success();
+}
+KILN_COMPATIBLE(GatherNDOp)
+
 LogicalResult kiln::inferResultTypes(Operation *op,
                                      SmallVectorImpl<Type> &types) {
   if (auto copy = dyn_cast<CopyOp>(op)) {

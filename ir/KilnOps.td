@@ -382,6 +382,47 @@ def Kiln_GatherOp : Kiln_ComputeOp<"gather"> {
   }];
 }
 
+def Kiln_ScatterOp : Kiln_ComputeOp<"scatter"> {
+  let summary = "ONNX ScatterElements and ScatterND: `data` with `updates` written at `indices`";
+  let description = [{
+    mode "elements": update i (indices and updates have one shape, of
+    data's rank) goes to i with i[axis] = indices[i]. mode "nd": indices
+    [..., K] names K leading coordinates per update slice; updates have
+    shape indices.shape[:-1] + data.shape[K:]. Negative indices count from
+    the end. Updates land in index order, combined with what is there by
+    `reduction` (none, add, mul, max, min): with none the last one wins.
+    K follows from the ranks (updates rank = indices rank - 1 + data rank -
+    K), so the last dim of indices may be dynamic.
+  }];
+  let arguments = (ins Kiln_Tensor:$data, Kiln_Tensor:$indices,
+                       Kiln_Tensor:$updates, StrAttr:$mode, I64Attr:$axis,
+                       StrAttr:$reduction);
+  let results = (outs Kiln_Tensor:$result);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $data `,` $indices `,` $updates attr-dict `:` type($data) `,`
+    type($indices) `,` type($updates) `->` type($result)
+  }];
+}
+
+def Kiln_GatherNDOp : Kiln_ComputeOp<"gather_nd"> {
+  let summary = "ONNX GatherND: slices of `data` at the coordinates `indices` names";
+  let description = [{
+    indices [b..., m..., K]: the first `batch_dims` dims match data's; each
+    index tuple names K (`tuple_length`, which a dynamic last dim of indices
+    must hold at run time) coordinates after them. Result shape:
+    indices.shape[:-1] + data.shape[batch_dims + K:]. Negative indices
+    count from the end; indices out of range are clamped.
+  }];
+  let arguments = (ins Kiln_Tensor:$data, Kiln_Tensor:$indices,
+                       I64Attr:$batch_dims, I64Attr:$tuple_length);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices attr-dict `:` type($data) `,` type($indices) `->`
+    type($result)
+  }];
+}
+
 def Kiln_ShapeOp : Kiln_ComputeOp<"shape"> {
   let summary = "dims [start, end) of the input as a 1-D i64 tensor (ONNX Shape)";
   let description = [{

@@ -45,6 +45,7 @@ constexpr Family kFamilies[] = {
     {lowering::isMovementFamily, lowering::lowerMovement},
     {lowering::isDataShapeFamily, lowering::lowerDataShape},
     {lowering::isResizeFamily, lowering::lowerResize},
+    {lowering::isIndexedFamily, lowering::lowerIndexed},
 };
 
 // Unsigned and sub-byte integer types (and constants of them) to their

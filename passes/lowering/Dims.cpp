@@ -174,6 +174,14 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
         return dim(operands[0], i - idxRank + 1);
       })
       .Case([&](GatherElementsOp) { return dim(operands[1], i); })
+      .Case([&](ScatterOp) { return dim(operands[0], i); })
+      .Case([&](GatherNDOp g) -> Value {
+        int64_t tuples = rankOf(operands[1]) - 1;
+        if (i < tuples)
+          return dim(operands[1], i);
+        return dim(operands[0],
+                   g.getBatchDims() + g.getTupleLength() + i - tuples);
+      })
       .Case([&](ConcatOp c) -> Value {
         if (i != static_cast<int64_t>(c.getAxis()))
           return broadcastDim(b, loc, operands, outRank, i);
@@ -212,7 +220,7 @@ LogicalResult lowering::checkDynamicSupport(Operation *op) {
               return "dynamic channels";
             return "";
           })
-          .Case<GatherOp, GatherElementsOp, ResizeOp>(
+          .Case<GatherOp, GatherElementsOp, ResizeOp, ScatterOp, GatherNDOp>(
               [](Operation *) -> std::string { return ""; })
           .Case([&](ConcatOp) -> std::string { return ""; })
           .Default([&](Operation *) -> std::string {

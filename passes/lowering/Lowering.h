@@ -128,6 +128,17 @@ mlir::FailureOr<mlir::Value> lowerDataShape(mlir::OpBuilder &b,
 bool isResizeFamily(mlir::Operation *op);
 mlir::FailureOr<mlir::Value>
 lowerResize(mlir::OpBuilder &b, mlir::Operation *op, mlir::ValueRange operands);
+/// An ONNX index value (i32/i64, negative counts from the end) as an index
+/// clamped into [0, size): reads stay in bounds whatever the data holds.
+mlir::Value wrappedIndex(mlir::OpBuilder &b, mlir::Location l,
+                         mlir::Value value, mlir::Value size);
+
+/// Indexed family: scatter, gather_nd (index tuples read in the body).
+bool isIndexedFamily(mlir::Operation *op);
+mlir::FailureOr<mlir::Value> lowerIndexed(mlir::OpBuilder &b,
+                                          mlir::Operation *op,
+                                          mlir::ValueRange operands);
+
 /// Movement family: transpose, gather.
 bool isMovementFamily(mlir::Operation *op);
 mlir::FailureOr<mlir::Value> lowerMovement(mlir::OpBuilder &b,

@@ -14,10 +14,8 @@
 using namespace mlir;
 using namespace kiln;
 
-namespace {
-// An ONNX index value (i32/i64, negative counts from the end) as an index
-// clamped into [0, size): reads stay in bounds whatever the data holds.
-Value wrappedIndex(OpBuilder &b, Location l, Value value, Value size) {
+Value lowering::wrappedIndex(OpBuilder &b, Location l, Value value,
+                             Value size) {
   auto index = [&](int64_t v) -> Value {
     return b.create<arith::ConstantIndexOp>(l, v);
   };
@@ -30,7 +28,6 @@ Value wrappedIndex(OpBuilder &b, Location l, Value value, Value size) {
   return b.create<arith::MaxSIOp>(l, index(0),
                                   b.create<arith::MinSIOp>(l, i, last));
 }
-} // namespace
 
 Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
                           ArrayRef<int64_t> begin, ArrayRef<int64_t> end,
@@ -140,7 +137,7 @@ Value lowerGather(OpBuilder &b, GatherOp op, Value data, Value indices) {
               b.getMultiDimIdentityMap(rank)},
           SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
           [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value i = wrappedIndex(nb, l, a[0], size);
+            Value i = lowering::wrappedIndex(nb, l, a[0], size);
             SmallVector<Value> at;
             for (int64_t d = 0; d < axis; ++d)
               at.push_back(nb.create<linalg::IndexOp>(l, d));
@@ -260,7 +257,7 @@ Value lowerGatherElements(OpBuilder &b, GatherElementsOp op, Value data,
                                  b.getMultiDimIdentityMap(rank)},
           SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
           [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value i = wrappedIndex(nb, l, a[0], size);
+            Value i = lowering::wrappedIndex(nb, l, a[0], size);
             SmallVector<Value> at;
             for (int64_t d = 0; d < rank; ++d)
               at.push_back(d == axis ? i

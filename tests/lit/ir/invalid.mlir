@@ -153,3 +153,28 @@ func.func @slice_outside(%x: tensor<4xf32, #kiln.device<cpu>>) {
   %0 = kiln.slice %x {starts = array<i64: 2>, sizes = array<i64: 3>, steps = array<i64: 1>} : tensor<4xf32, #kiln.device<cpu>> -> tensor<3xf32, #kiln.device<cpu>>
   return
 }
+
+// -----
+
+func.func @scatter_reduction(%d: tensor<4xf32, #kiln.device<cpu>>, %i: tensor<2xi64, #kiln.device<cpu>>, %u: tensor<2xf32, #kiln.device<cpu>>) {
+  // expected-error @+1 {{reduction 'sub' is not one of none, add, mul, max, min}}
+  %0 = kiln.scatter %d, %i, %u {mode = "elements", axis = 0 : i64, reduction = "sub"} : tensor<4xf32, #kiln.device<cpu>>, tensor<2xi64, #kiln.device<cpu>>, tensor<2xf32, #kiln.device<cpu>> -> tensor<4xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @scatter_nd_ranks(%d: tensor<4x2xf32, #kiln.device<cpu>>, %i: tensor<3x1xi64, #kiln.device<cpu>>, %u: tensor<3xf32, #kiln.device<cpu>>) {
+  // expected-error @+1 {{needs index tuples of length K with updates of rank (indices rank - 1 + data rank - K)}}
+  %0 = kiln.scatter %d, %i, %u {mode = "nd", axis = 0 : i64, reduction = "none"} : tensor<4x2xf32, #kiln.device<cpu>>, tensor<3x1xi64, #kiln.device<cpu>>, tensor<3xf32, #kiln.device<cpu>> -> tensor<4x2xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @gather_nd_tuple(%d: tensor<4x2xf32, #kiln.device<cpu>>, %i: tensor<3x3xi64, #kiln.device<cpu>>) {
+  // expected-error @+2 {{gather_nd index tuples of length 3 after 0 batch dims do not fit [4,2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.gather_nd %d, %i {batch_dims = 0 : i64, tuple_length = 3 : i64} : tensor<4x2xf32, #kiln.device<cpu>>, tensor<3x3xi64, #kiln.device<cpu>> -> tensor<3xf32, #kiln.device<cpu>>
+  return
+}
