@@ -107,6 +107,16 @@ FailureOr<Value> reshapeToDims(NodeContext &c, Value input,
   return reshapeTo(c, input, spec);
 }
 
+FailureOr<Value> unsqueezeAt(NodeContext &c, Value x, int64_t axis) {
+  SmallVector<int64_t> spread(typeOf(x).getShape());
+  spread.insert(spread.begin() + axis, 1);
+  if (llvm::count_if(spread, ShapedType::isDynamic) <= 1)
+    return reshapeToDims(c, x, spread);
+  return c.create(
+      ReshapeToOp::getOperationName(), {x, int64Constant(c, {1}, {axis})},
+      {c.builder.getNamedAttr("mode", c.builder.getStringAttr("unsqueeze"))});
+}
+
 // shifted = x - max(x), and sum(exp(shifted)), over `axes`.
 FailureOr<Shifted> shiftedExpSum(NodeContext &c, Value x,
                                  ArrayRef<int64_t> axes) {

@@ -1698,6 +1698,7 @@ const llvm::StringMap<Converter> &table() {
       {"ScatterND", convertScatterND},
       {"TensorScatter", convertTensorScatter},
       {"GatherND", convertGatherND},
+      {"TopK", convertTopK},
       {"Dropout", dropout},
       {"Expand", expand},
       {"Concat", concat},

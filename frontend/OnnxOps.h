@@ -144,6 +144,9 @@ mlir::FailureOr<mlir::Value> reshapeTo(NodeContext &c, mlir::Value input,
 /// A reshape to `dims`, at most one of them symbolic.
 mlir::FailureOr<mlir::Value> reshapeToDims(NodeContext &c, mlir::Value input,
                                            llvm::ArrayRef<int64_t> dims);
+/// `x` with a size-1 dim inserted at `axis` (any number of symbolic dims).
+mlir::FailureOr<mlir::Value> unsqueezeAt(NodeContext &c, mlir::Value x,
+                                         int64_t axis);
 /// An int64 constant of `shape` holding `values` on the node's device
 /// (`name` names the blob when it is large).
 mlir::Value int64Constant(NodeContext &c, llvm::ArrayRef<int64_t> shape,
@@ -215,6 +218,7 @@ mlir::FailureOr<Values> convertTrilu(NodeContext &c);
 mlir::FailureOr<Values> convertHardmax(NodeContext &c);
 mlir::FailureOr<Values> convertCumSum(NodeContext &c);
 mlir::FailureOr<Values> convertCumProd(NodeContext &c);
+mlir::FailureOr<Values> convertTopK(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
 // ops/Layout.cpp

@@ -1,4 +1,4 @@
-//===- Selection.cpp - ArgMax, ArgMin, Trilu ------------------------------===//
+//===- Selection.cpp - ArgMax, ArgMin, Trilu, CumSum, TopK ----------------===//
 //
 // Ops that pick elements by their position, built from comparisons against
 // iotas (constants, or kiln.range along a symbolic dim):
@@ -17,6 +17,14 @@
 //      is a run-time input in ONNX; a constant one picks one axis, otherwise
 //      every axis is computed and the result chosen with where on the axis
 //      value.
+//  - TopK(x, k, axis, largest, sorted): along the axis, the rank of x[i] is
+//      the count of j that beat it (greater, or smaller when !largest; ties
+//      go to the lower index, as ONNX says), an n x n comparison. Output
+//      position p takes the i whose rank is p (sum over i of where(rank ==
+//      p, i, 0)), then the values are a GatherElements of x at those
+//      indices. The result is always sorted (sorted = 0 allows any order).
+//      k may be a run-time input (the result dim is then dynamic). O(n^2)
+//      per line: fine for the usual small k over small n, slow over a vocab.
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,16 +134,7 @@ static FailureOr<Values> cumulative(NodeContext &c, StringRef kind) {
   auto along = [&](int64_t axis) -> FailureOr<Value> {
     // x as [.., 1 (i), n (k), ..] against the mask [.., n (i), n (k), ..],
     // from iotas i and k.
-    SmallVector<int64_t> spread(type.getShape());
-    spread.insert(spread.begin() + axis, 1);
-    int64_t dynamic = llvm::count_if(spread, ShapedType::isDynamic);
-    FailureOr<Value> xk =
-        dynamic <= 1
-            ? reshapeToDims(c, x, spread)
-            : c.create(ReshapeToOp::getOperationName(),
-                       {x, int64Constant(c, {1}, {axis})},
-                       {c.builder.getNamedAttr(
-                           "mode", c.builder.getStringAttr("unsqueeze"))});
+    FailureOr<Value> xk = unsqueezeAt(c, x, axis);
     auto i = iotaAlong(c, x, axis, rank + 1, axis);
     auto k = iotaAlong(c, x, axis, rank + 1, axis + 1);
     if (failed(xk) || failed(i) || failed(k))
@@ -243,6 +242,101 @@ FailureOr<Values> convertCumSum(NodeContext &c) { return cumulative(c, "sum"); }
 
 FailureOr<Values> convertCumProd(NodeContext &c) {
   return cumulative(c, "prod");
+}
+
+FailureOr<Values> convertTopK(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value x = c.inputs[0], kValue = c.inputs[1];
+  int64_t rank = typeOf(x).getRank();
+  if (rank == 0)
+    return c.error("TopK needs a tensor of rank >= 1");
+  auto axis = normalizeAxis(c, c.getInt("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  int64_t a = *axis;
+  auto kType = typeOf(kValue);
+  if (kType.getRank() > 1 || !kType.getElementType().isInteger(64) ||
+      (kType.hasStaticShape() && kType.getNumElements() != 1))
+    return c.error("TopK's k must be one int64");
+  bool largest = c.getInt("largest", 1) != 0;
+  // beats[.., i, j, ..] = x[j] beats x[i].
+  auto xi = unsqueezeAt(c, x, a + 1);
+  auto xj = unsqueezeAt(c, x, a);
+  auto ii = iotaAlong(c, x, a, rank + 1, a);
+  auto jj = iotaAlong(c, x, a, rank + 1, a + 1);
+  if (failed(xi) || failed(xj) || failed(ii) || failed(jj))
+    return failure();
+  auto better =
+      binaryOp(c,
+               largest ? GreaterOp::getOperationName()
+                       : LessOp::getOperationName(),
+               *xj, *xi);
+  auto same = binaryOp(c, EqualOp::getOperationName(), *xj, *xi);
+  auto before = binaryOp(c, LessOp::getOperationName(), *jj, *ii);
+  if (failed(better) || failed(same) || failed(before))
+    return failure();
+  auto tie = binaryOp(c, AndOp::getOperationName(), *same, *before);
+  if (failed(tie))
+    return failure();
+  auto beats = binaryOp(c, OrOp::getOperationName(), *better, *tie);
+  if (failed(beats))
+    return failure();
+  auto counted = castTo(c, *beats, c.builder.getI64Type());
+  if (failed(counted))
+    return failure();
+  auto ranks = reduce(c, "sum", {a + 1}, false, (*counted)[0]);
+  if (failed(ranks))
+    return failure();
+  // positions [.., 1, k, ..] against ranks [.., n, 1, ..].
+  Value positions;
+  SmallVector<int64_t> shape(rank + 1, 1);
+  if (auto fixed = constantValues<int64_t>(kValue)) {
+    if (fixed->front() < 0)
+      return c.error("TopK's k is negative");
+    std::vector<int64_t> values;
+    for (int64_t p = 0; p < fixed->front(); ++p)
+      values.push_back(p);
+    shape[a + 1] = fixed->front();
+    positions = int64Constant(c, shape, values, "iota");
+  } else {
+    Value k = kValue;
+    if (typeOf(k).getRank() != 0) {
+      auto scalar = reshapeTo(c, k, {});
+      if (failed(scalar))
+        return failure();
+      k = *scalar;
+    }
+    auto range =
+        c.create(RangeOp::getOperationName(),
+                 {int64Constant(c, {}, {0}), k, int64Constant(c, {}, {1})});
+    if (failed(range))
+      return failure();
+    shape[a + 1] = ShapedType::kDynamic;
+    auto spread = reshapeToDims(c, *range, shape);
+    if (failed(spread))
+      return failure();
+    positions = *spread;
+  }
+  auto ranked = unsqueezeAt(c, *ranks, a + 1);
+  if (failed(ranked))
+    return failure();
+  auto hit = binaryOp(c, EqualOp::getOperationName(), *ranked, positions);
+  if (failed(hit))
+    return failure();
+  auto picked = c.create(WhereOp::getOperationName(),
+                         ValueRange{*hit, *ii, int64Constant(c, {}, {0})});
+  if (failed(picked))
+    return failure();
+  auto indices = reduce(c, "sum", {a}, false, *picked);
+  if (failed(indices))
+    return failure();
+  auto values = c.create(
+      GatherElementsOp::getOperationName(), {x, *indices},
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(a))});
+  if (failed(values))
+    return failure();
+  return Values{*values, *indices};
 }
 
 } // namespace kiln::onnx_import
