@@ -219,6 +219,9 @@ mlir::FailureOr<Values> convertHardmax(NodeContext &c);
 mlir::FailureOr<Values> convertCumSum(NodeContext &c);
 mlir::FailureOr<Values> convertCumProd(NodeContext &c);
 mlir::FailureOr<Values> convertTopK(NodeContext &c);
+
+mlir::FailureOr<Values> convertOneHot(NodeContext &c);
+mlir::FailureOr<Values> convertWindow(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
 // ops/Layout.cpp

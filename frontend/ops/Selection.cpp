@@ -267,11 +267,9 @@ FailureOr<Values> convertTopK(NodeContext &c) {
   auto jj = iotaAlong(c, x, a, rank + 1, a + 1);
   if (failed(xi) || failed(xj) || failed(ii) || failed(jj))
     return failure();
-  auto better =
-      binaryOp(c,
-               largest ? GreaterOp::getOperationName()
-                       : LessOp::getOperationName(),
-               *xj, *xi);
+  auto better = binaryOp(
+      c, largest ? GreaterOp::getOperationName() : LessOp::getOperationName(),
+      *xj, *xi);
   auto same = binaryOp(c, EqualOp::getOperationName(), *xj, *xi);
   auto before = binaryOp(c, LessOp::getOperationName(), *jj, *ii);
   if (failed(better) || failed(same) || failed(before))
