@@ -668,69 +668,6 @@ FailureOr<Values> logSoftmax(NodeContext &c) {
   return single(binaryOp(c, SubOp::getOperationName(), parts->shifted, *log));
 }
 
-// (x - mean) / sqrt(var + epsilon) * scale + bias over dims axis..rank-1.
-FailureOr<Values> layerNorm(NodeContext &c) {
-  if (failed(arity(c, 2, 3)))
-    return failure();
-  if (c.getInt("stash_type", 1) != 1)
-    return c.error("LayerNormalization stash_type other than 1 is not "
-                   "supported");
-  Value x = c.inputs[0];
-  int64_t rank = typeOf(x).getRank();
-  auto axis = normalizeAxis(c, c.getInt("axis", -1), rank);
-  if (failed(axis))
-    return failure();
-  std::vector<int64_t> axes;
-  for (int64_t i = *axis; i < rank; ++i)
-    axes.push_back(i);
-  std::string sub = SubOp::getOperationName().str(),
-              mul = MulOp::getOperationName().str(),
-              add = AddOp::getOperationName().str(),
-              div = DivOp::getOperationName().str();
-  auto mean = reduce(c, "mean", axes, true, x);
-  if (failed(mean))
-    return failure();
-  auto centered = binaryOp(c, sub, x, *mean);
-  if (failed(centered))
-    return failure();
-  auto squared = binaryOp(c, mul, *centered, *centered);
-  if (failed(squared))
-    return failure();
-  auto var = reduce(c, "mean", axes, true, *squared);
-  if (failed(var))
-    return failure();
-  auto shifted =
-      binaryOp(c, add, *var, scalarLike(c, x, c.getFloat("epsilon", 1e-5f)));
-  if (failed(shifted))
-    return failure();
-  auto std = c.create(SqrtOp::getOperationName(), *shifted);
-  if (failed(std))
-    return failure();
-  auto normed = binaryOp(c, div, *centered, *std);
-  if (failed(normed))
-    return failure();
-  auto scaled = binaryOp(c, mul, *normed, c.inputs[1]);
-  if (failed(scaled))
-    return failure();
-  Values results{*scaled};
-  if (c.inputs.size() == 3 && c.inputs[2]) {
-    auto biased = binaryOp(c, add, *scaled, c.inputs[2]);
-    if (failed(biased))
-      return failure();
-    results[0] = *biased;
-  }
-  // The optional Mean and InvStdDev outputs (reduced dims kept as 1).
-  if (c.node.output_size() > 1)
-    results.push_back(*mean);
-  if (c.node.output_size() > 2) {
-    auto inv = binaryOp(c, div, scalarLike(c, x, 1.0), *std);
-    if (failed(inv))
-      return failure();
-    results.push_back(*inv);
-  }
-  return results;
-}
-
 // LpNormalization: x / (sum |x|^p over axis)^(1/p), p 1 or 2.
 FailureOr<Values> lpNormalization(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
@@ -1625,7 +1562,12 @@ const llvm::StringMap<Converter> &table() {
       {"RotaryEmbedding", convertRotaryEmbedding},
       {"NegativeLogLikelihoodLoss", convertNegativeLogLikelihoodLoss},
       {"SoftmaxCrossEntropyLoss", convertSoftmaxCrossEntropyLoss},
-      {"LayerNormalization", layerNorm},
+      {"LayerNormalization", convertLayerNormalization},
+      {"BatchNormalization", convertBatchNormalization},
+      {"InstanceNormalization", convertInstanceNormalization},
+      {"GroupNormalization", convertGroupNormalization},
+      {"MeanVarianceNormalization", convertMeanVarianceNormalization},
+      {"LRN", convertLRN},
       {"Shape", shape},
       {"Cast", castNode},
       {"Log", unary<LogOp>},

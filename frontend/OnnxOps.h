@@ -221,6 +221,13 @@ mlir::FailureOr<Values> convertCumProd(NodeContext &c);
 mlir::FailureOr<Values> convertTopK(NodeContext &c);
 
 mlir::FailureOr<Values> convertOneHot(NodeContext &c);
+
+mlir::FailureOr<Values> convertLayerNormalization(NodeContext &c);
+mlir::FailureOr<Values> convertBatchNormalization(NodeContext &c);
+mlir::FailureOr<Values> convertInstanceNormalization(NodeContext &c);
+mlir::FailureOr<Values> convertGroupNormalization(NodeContext &c);
+mlir::FailureOr<Values> convertMeanVarianceNormalization(NodeContext &c);
+mlir::FailureOr<Values> convertLRN(NodeContext &c);
 mlir::FailureOr<Values> convertWindow(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
