@@ -117,6 +117,29 @@ FailureOr<Value> unsqueezeAt(NodeContext &c, Value x, int64_t axis) {
       {c.builder.getNamedAttr("mode", c.builder.getStringAttr("unsqueeze"))});
 }
 
+FailureOr<Value> shapeOfValue(NodeContext &c, Value x) {
+  Builder &b = c.builder;
+  return c.create(
+      ShapeOp::getOperationName(), x,
+      {b.getNamedAttr("start", b.getI64IntegerAttr(0)),
+       b.getNamedAttr("end", b.getI64IntegerAttr(typeOf(x).getRank()))});
+}
+
+FailureOr<Value> expandLike(NodeContext &c, Value v, Value like) {
+  auto type = typeOf(like);
+  if (typeOf(v).getShape() == type.getShape())
+    return v;
+  if (type.hasStaticShape())
+    return c.create(
+        ExpandOp::getOperationName(), v,
+        {c.builder.getNamedAttr(
+            "shape", c.builder.getDenseI64ArrayAttr(type.getShape()))});
+  auto shape = shapeOfValue(c, like);
+  if (failed(shape))
+    return failure();
+  return c.create(ExpandToOp::getOperationName(), {v, *shape});
+}
+
 // shifted = x - max(x), and sum(exp(shifted)), over `axes`.
 FailureOr<Shifted> shiftedExpSum(NodeContext &c, Value x,
                                  ArrayRef<int64_t> axes) {

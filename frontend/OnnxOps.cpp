@@ -103,6 +103,24 @@ FailureOr<Values> gelu(NodeContext &c) {
                               c.builder.getBoolAttr(approximate == "tanh"))}));
 }
 
+// SwiGLU(a, b, alpha = 1): a * sigmoid(alpha * a) * b.
+FailureOr<Values> swiglu(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value a = c.inputs[0];
+  auto scaled = binaryOp(c, MulOp::getOperationName(), a,
+                         scalarLike(c, a, c.getFloat("alpha", 1.0f)));
+  if (failed(scaled))
+    return failure();
+  auto gate = c.create(SigmoidOp::getOperationName(), *scaled);
+  if (failed(gate))
+    return failure();
+  auto swish = binaryOp(c, MulOp::getOperationName(), a, *gate);
+  if (failed(swish))
+    return failure();
+  return single(binaryOp(c, MulOp::getOperationName(), *swish, c.inputs[1]));
+}
+
 // The node's inputs without the omitted optional ones (trailing here).
 SmallVector<Value> presentInputs(NodeContext &c) {
   SmallVector<Value> values;
@@ -1224,9 +1242,21 @@ FailureOr<Values> pow(NodeContext &c) {
     return failure();
   Value base = c.inputs[0], exponent = c.inputs[1];
   Type type = typeOf(base).getElementType();
+  if (isa<IntegerType>(type)) {
+    // An integer base: the power in f64 (exact while it fits in 53 bits),
+    // converted back to the base's type, as numpy's power then astype.
+    Type f64 = c.builder.getF64Type();
+    auto b = castTo(c, base, f64);
+    auto e = castTo(c, exponent, f64);
+    if (failed(b) || failed(e))
+      return failure();
+    auto power = binaryOp(c, PowOp::getOperationName(), (*b)[0], (*e)[0]);
+    if (failed(power))
+      return failure();
+    return castTo(c, *power, type);
+  }
   if (!isa<FloatType>(type))
-    return c.error("Pow needs a floating-point base, got " +
-                   std::string(type.isInteger(64) ? "int64" : "an integer"));
+    return c.error("Pow needs a numeric base");
   if (typeOf(exponent).getElementType() != type) {
     auto cast = c.create(CastOp::getOperationName(), exponent,
                          {c.builder.getNamedAttr("to", TypeAttr::get(type))});
@@ -1641,6 +1671,11 @@ const llvm::StringMap<Converter> &table() {
       {"TensorScatter", convertTensorScatter},
       {"GatherND", convertGatherND},
       {"TopK", convertTopK},
+      {"SwiGLU", swiglu},
+      {"Tile", convertTile},
+      {"Compress", convertCompress},
+      {"CenterCropPad", convertCenterCropPad},
+      {"ReverseSequence", convertReverseSequence},
       {"OneHot", convertOneHot},
       {"HannWindow", convertWindow},
       {"HammingWindow", convertWindow},

@@ -147,6 +147,11 @@ mlir::FailureOr<mlir::Value> reshapeToDims(NodeContext &c, mlir::Value input,
 /// `x` with a size-1 dim inserted at `axis` (any number of symbolic dims).
 mlir::FailureOr<mlir::Value> unsqueezeAt(NodeContext &c, mlir::Value x,
                                          int64_t axis);
+/// The shape of `x` as a 1-D int64 tensor (read at run time when dynamic).
+mlir::FailureOr<mlir::Value> shapeOfValue(NodeContext &c, mlir::Value x);
+/// `v` broadcast to the shape of `like` (at run time when that is dynamic).
+mlir::FailureOr<mlir::Value> expandLike(NodeContext &c, mlir::Value v,
+                                        mlir::Value like);
 /// An int64 constant of `shape` holding `values` on the node's device
 /// (`name` names the blob when it is large).
 mlir::Value int64Constant(NodeContext &c, llvm::ArrayRef<int64_t> shape,
@@ -235,6 +240,10 @@ mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
 mlir::FailureOr<Values> convertDepthToSpace(NodeContext &c);
 mlir::FailureOr<Values> convertSpaceToDepth(NodeContext &c);
 mlir::FailureOr<Values> convertEyeLike(NodeContext &c);
+mlir::FailureOr<Values> convertTile(NodeContext &c);
+mlir::FailureOr<Values> convertCompress(NodeContext &c);
+mlir::FailureOr<Values> convertCenterCropPad(NodeContext &c);
+mlir::FailureOr<Values> convertReverseSequence(NodeContext &c);
 // ops/Einsum.cpp
 mlir::FailureOr<Values> convertEinsum(NodeContext &c);
 

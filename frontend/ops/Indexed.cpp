@@ -116,28 +116,10 @@ FailureOr<Values> convertTensorScatter(NodeContext &c) {
       return failure();
   }
   // The scatter's indices have the update's shape.
-  Value full = *index;
-  auto &b = c.builder;
-  if (typeOf(update).hasStaticShape()) {
-    auto expanded = c.create(
-        ExpandOp::getOperationName(), *index,
-        {b.getNamedAttr("shape",
-                        b.getDenseI64ArrayAttr(typeOf(update).getShape()))});
-    if (failed(expanded))
-      return failure();
-    full = *expanded;
-  } else {
-    auto shape = c.create(ShapeOp::getOperationName(), update,
-                          {b.getNamedAttr("start", b.getI64IntegerAttr(0)),
-                           b.getNamedAttr("end", b.getI64IntegerAttr(rank))});
-    if (failed(shape))
-      return failure();
-    auto expanded = c.create(ExpandToOp::getOperationName(), {*index, *shape});
-    if (failed(expanded))
-      return failure();
-    full = *expanded;
-  }
-  return single(scatterOp(c, cache, full, update, "elements", *axis, "none"));
+  auto full = expandLike(c, *index, update);
+  if (failed(full))
+    return failure();
+  return single(scatterOp(c, cache, *full, update, "elements", *axis, "none"));
 }
 
 // The tuple length K is the indices' last dim; when it is symbolic, the

@@ -1,4 +1,5 @@
-//===- Layout.cpp - DepthToSpace, SpaceToDepth, EyeLike -------------------===//
+//===- Layout.cpp - DepthToSpace, SpaceToDepth, EyeLike, Tile, Compress,
+//                 CenterCropPad, ReverseSequence ------------------------===//
 //
 //  - DepthToSpace(x [N, C, H, W], blocksize b): DCR mode reshapes to
 //    [N, b, b, C/b^2, H, W], CRD mode to [N, C/b^2, b, b, H, W]; a transpose
@@ -9,6 +10,17 @@
 //    [N, C*b^2, H/b, W/b]. ONNX's SpaceToDepth has no mode attribute; kiln
 //    also takes mode = "CRD" (a node test uses it), DepthToSpace's inverse.
 //  - EyeLike(x [R, C], k, dtype): cast(col - row == k) from two iotas.
+//  - Tile(x, repeats): x as [1, d0, 1, d1, ...] broadcast to
+//    [r0, d0, r1, d1, ...] and reshaped to [r0 d0, r1 d1, ...]; static when
+//    x and repeats are, else with shapes computed at run time.
+//  - Compress(x, condition, axis): with cs the inclusive running count of
+//    true conditions, output p (of count(condition), known at run time)
+//    takes index #{j : cs[j] <= p} along the axis (x flattened without
+//    one): two comparisons of O(L^2) and O(count L), then a Gather.
+//  - CenterCropPad(x, shape, axes): a Pad by (shape - dims) / 2 (truncated:
+//    negative crops) before and the rest after, on the axes.
+//  - ReverseSequence(x, sequence_lens, batch_axis, time_axis): a
+//    GatherElements along the time axis at t < len[b] ? len[b] - 1 - t : t.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,6 +124,236 @@ FailureOr<Values> convertEyeLike(NodeContext &c) {
   if (failed(on))
     return failure();
   return castTo(c, *on, type);
+}
+
+namespace {
+FailureOr<Value> reshapeBy(NodeContext &c, Value x, Value spec,
+                           StringRef mode) {
+  return c.create(
+      ReshapeToOp::getOperationName(), {x, spec},
+      {c.builder.getNamedAttr("mode", c.builder.getStringAttr(mode))});
+}
+
+FailureOr<Value> concatOf(NodeContext &c, ValueRange parts, int64_t axis) {
+  return c.create(
+      ConcatOp::getOperationName(), parts,
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(axis))});
+}
+
+FailureOr<Value> asInt64(NodeContext &c, Value v) {
+  auto cast = castTo(c, v, c.builder.getI64Type());
+  if (failed(cast))
+    return failure();
+  return (*cast)[0];
+}
+} // namespace
+
+FailureOr<Values> convertTile(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value x = c.inputs[0];
+  auto type = typeOf(x);
+  int64_t rank = type.getRank();
+  auto repeatsType = typeOf(c.inputs[1]);
+  if (repeatsType.getRank() != 1 ||
+      (!repeatsType.isDynamicDim(0) && repeatsType.getDimSize(0) != rank))
+    return c.error("Tile needs one repeat per dim of its input");
+  if (rank == 0)
+    return Values{x};
+  auto fixed = constantValues<int64_t>(c.inputs[1]);
+  if (fixed && type.hasStaticShape()) {
+    std::vector<int64_t> spread, wide, out;
+    for (int64_t i = 0; i < rank; ++i) {
+      int64_t d = type.getDimSize(i), r = (*fixed)[i];
+      if (r < 0)
+        return c.error("Tile repeats must not be negative");
+      spread.insert(spread.end(), {1, d});
+      wide.insert(wide.end(), {r, d});
+      out.push_back(r * d);
+    }
+    auto s = reshapeTo(c, x, spread);
+    if (failed(s))
+      return failure();
+    auto e = c.create(ExpandOp::getOperationName(), *s,
+                      {c.builder.getNamedAttr(
+                          "shape", c.builder.getDenseI64ArrayAttr(wide))});
+    if (failed(e))
+      return failure();
+    return single(reshapeTo(c, *e, out));
+  }
+  auto repeats = asInt64(c, c.inputs[1]);
+  auto shape = shapeOfValue(c, x);
+  if (failed(repeats) || failed(shape))
+    return failure();
+  // [r0, d0, r1, d1, ...] from two columns.
+  auto rc = unsqueezeAt(c, *repeats, 1), dc = unsqueezeAt(c, *shape, 1);
+  if (failed(rc) || failed(dc))
+    return failure();
+  auto pairs = concatOf(c, {*rc, *dc}, 1);
+  if (failed(pairs))
+    return failure();
+  auto wide = reshapeTo(c, *pairs, {2 * rank});
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < rank; ++i)
+    axes.push_back(2 * i);
+  auto spread = reshapeBy(c, x, int64Constant(c, {rank}, axes), "unsqueeze");
+  if (failed(wide) || failed(spread))
+    return failure();
+  auto expanded = c.create(ExpandToOp::getOperationName(), {*spread, *wide});
+  auto out = binaryOp(c, MulOp::getOperationName(), *repeats, *shape);
+  if (failed(expanded) || failed(out))
+    return failure();
+  return single(reshapeBy(c, *expanded, *out, "reshape"));
+}
+
+FailureOr<Values> convertCompress(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value x = c.inputs[0], condition = c.inputs[1];
+  if (typeOf(condition).getRank() != 1)
+    return c.error("Compress needs a 1-D condition");
+  int64_t axis = 0;
+  if (c.attr("axis")) {
+    auto a = normalizeAxis(c, c.getInt("axis", 0), typeOf(x).getRank());
+    if (failed(a))
+      return failure();
+    axis = *a;
+  } else {
+    auto flat = typeOf(x).hasStaticShape()
+                    ? reshapeTo(c, x, {-1})
+                    : reshapeBy(c, x, int64Constant(c, {1}, {-1}), "reshape");
+    if (failed(flat))
+      return failure();
+    x = *flat;
+  }
+  auto flags = asInt64(c, condition);
+  if (failed(flags))
+    return failure();
+  // cs[j] = sum over m <= j of flags[m]: [L (j), L (m)].
+  auto row = unsqueezeAt(c, *flags, 0);
+  auto jj = iotaAlong(c, condition, 0, 2, 0);
+  auto mm = iotaAlong(c, condition, 0, 2, 1);
+  if (failed(row) || failed(jj) || failed(mm))
+    return failure();
+  auto upTo = binaryOp(c, LessEqualOp::getOperationName(), *mm, *jj);
+  if (failed(upTo))
+    return failure();
+  auto kept = c.create(WhereOp::getOperationName(),
+                       ValueRange{*upTo, *row, int64Constant(c, {}, {0})});
+  if (failed(kept))
+    return failure();
+  auto cs = reduce(c, "sum", {1}, false, *kept);
+  auto count = reduce(c, "sum", {0}, false, *flags);
+  if (failed(cs) || failed(count))
+    return failure();
+  auto positions =
+      c.create(RangeOp::getOperationName(),
+               {int64Constant(c, {}, {0}), *count, int64Constant(c, {}, {1})});
+  if (failed(positions))
+    return failure();
+  // index[p] = #{j : cs[j] <= p}: [P, 1] against [1, L].
+  auto pc = unsqueezeAt(c, *positions, 1), csr = unsqueezeAt(c, *cs, 0);
+  if (failed(pc) || failed(csr))
+    return failure();
+  auto before = binaryOp(c, LessEqualOp::getOperationName(), *csr, *pc);
+  if (failed(before))
+    return failure();
+  auto counted = asInt64(c, *before);
+  if (failed(counted))
+    return failure();
+  auto index = reduce(c, "sum", {1}, false, *counted);
+  if (failed(index))
+    return failure();
+  return single(c.create(
+      GatherOp::getOperationName(), {x, *index},
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(axis))}));
+}
+
+FailureOr<Values> convertCenterCropPad(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value x = c.inputs[0];
+  int64_t rank = typeOf(x).getRank();
+  std::vector<int64_t> axes;
+  for (int64_t a : ints(c, "axes", {})) {
+    auto axis = normalizeAxis(c, a, rank);
+    if (failed(axis))
+      return failure();
+    axes.push_back(*axis);
+  }
+  if (!c.attr("axes"))
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  int64_t n = axes.size();
+  auto target = asInt64(c, c.inputs[1]);
+  auto shape = shapeOfValue(c, x);
+  if (failed(target) || failed(shape))
+    return failure();
+  auto dims = c.create(
+      GatherOp::getOperationName(), {*shape, int64Constant(c, {n}, axes)},
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
+  if (failed(dims))
+    return failure();
+  auto diff = binaryOp(c, SubOp::getOperationName(), *target, *dims);
+  if (failed(diff))
+    return failure();
+  auto begin =
+      binaryOp(c, DivOp::getOperationName(), *diff, int64Constant(c, {}, {2}));
+  if (failed(begin))
+    return failure();
+  auto end = binaryOp(c, SubOp::getOperationName(), *diff, *begin);
+  if (failed(end))
+    return failure();
+  auto pads = concatOf(c, {*begin, *end}, 0);
+  if (failed(pads))
+    return failure();
+  return single(c.create(
+      PadOp::getOperationName(), {x, *pads, int64Constant(c, {n}, axes)},
+      {c.builder.getNamedAttr("mode", c.builder.getStringAttr("constant")),
+       c.builder.getNamedAttr("operandSegmentSizes",
+                              c.builder.getDenseI32ArrayAttr({1, 1, 0, 1}))}));
+}
+
+FailureOr<Values> convertReverseSequence(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value x = c.inputs[0];
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 2)
+    return c.error("ReverseSequence needs an input of rank >= 2");
+  auto batch = normalizeAxis(c, c.getInt("batch_axis", 1), rank);
+  auto time = normalizeAxis(c, c.getInt("time_axis", 0), rank);
+  if (failed(batch) || failed(time))
+    return failure();
+  if (*batch == *time)
+    return c.error("ReverseSequence's batch and time axes must differ");
+  auto lengths = asInt64(c, c.inputs[1]);
+  if (failed(lengths) || typeOf(*lengths).getRank() != 1)
+    return c.error("ReverseSequence needs 1-D sequence_lens");
+  SmallVector<int64_t> dims(rank, 1);
+  dims[*batch] = typeOf(*lengths).getDimSize(0);
+  auto len = reshapeToDims(c, *lengths, dims);
+  auto t = iotaAlong(c, x, *time, rank, *time);
+  if (failed(len) || failed(t))
+    return failure();
+  auto inside = binaryOp(c, LessOp::getOperationName(), *t, *len);
+  auto last =
+      binaryOp(c, SubOp::getOperationName(), *len, int64Constant(c, {}, {1}));
+  if (failed(inside) || failed(last))
+    return failure();
+  auto reversed = binaryOp(c, SubOp::getOperationName(), *last, *t);
+  if (failed(reversed))
+    return failure();
+  auto index =
+      c.create(WhereOp::getOperationName(), ValueRange{*inside, *reversed, *t});
+  if (failed(index))
+    return failure();
+  auto full = expandLike(c, *index, x);
+  if (failed(full))
+    return failure();
+  return single(c.create(
+      GatherElementsOp::getOperationName(), {x, *full},
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(*time))}));
 }
 
 } // namespace kiln::onnx_import
