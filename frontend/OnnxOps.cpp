@@ -417,11 +417,33 @@ constexpr char kSum[] = "sum", kMean[] = "mean", kMax[] = "max", kMin[] = "min",
 
 // A shape or axes input whose values are known only at run time (not a
 // constant, nor a shape computation folded at import), or null.
-Value runtimeSpec(NodeContext &c, size_t i) {
+// A 1-D shape or axes input of symbolic length (a graph input under
+// symbolic dims) as one of `length` entries, when the model's declared
+// ranks give it: the ops taking it need its length to know their result's
+// rank. The reshape checks the length at run time.
+Value withLength(NodeContext &c, Value v, std::optional<int64_t> length) {
+  auto type = typeOf(v);
+  if (!length || *length < 0 || type.getRank() != 1 || !type.isDynamicDim(0))
+    return v;
+  auto fixed = reshapeToDims(c, v, {*length});
+  return succeeded(fixed) ? *fixed : v;
+}
+
+// Input `i` when it is a spec known only at run time, made `length` long
+// (see withLength); null when it is a constant or a symbolic shape.
+Value runtimeSpec(NodeContext &c, size_t i,
+                  std::optional<int64_t> length = std::nullopt) {
   if (c.inputs.size() <= i || !c.inputs[i] ||
       constantValues<int64_t>(c.inputs[i]) || symbolicInts(c, c.inputs[i]))
     return nullptr;
-  return c.inputs[i];
+  return withLength(c, c.inputs[i], length);
+}
+
+// The declared rank of output 0 plus `delta`, if declared.
+std::optional<int64_t> declaredPlus(NodeContext &c, int64_t delta) {
+  if (auto rank = c.declaredRank(0))
+    return *rank + delta;
+  return std::nullopt;
 }
 
 // kiln.reshape_to `input` by `spec` in `mode` (reshape/unsqueeze/squeeze).
@@ -469,7 +491,8 @@ FailureOr<Values> reshape(NodeContext &c) {
     if (c.getInt("allowzero", 0))
       return c.error("Reshape allowzero=1 with a shape computed at run time "
                      "is not supported");
-    return reshapeByData(c, c.inputs[1], "reshape");
+    return reshapeByData(c, withLength(c, c.inputs[1], declaredPlus(c, 0)),
+                         "reshape");
   }
   if (c.getInt("allowzero", 0) && llvm::is_contained(*spec, 0))
     return c.error("Reshape allowzero=1 with a zero dim is not supported");
@@ -580,13 +603,14 @@ FailureOr<std::vector<int64_t>> axesOf(NodeContext &c) {
 FailureOr<Values> unsqueeze(NodeContext &c) {
   if (failed(arity(c, 1, 2)))
     return failure();
-  if (Value spec = runtimeSpec(c, 1))
+  int64_t rank = typeOf(c.inputs[0]).getRank();
+  if (Value spec = runtimeSpec(c, 1, declaredPlus(c, -rank)))
     return reshapeByData(c, spec, "unsqueeze");
   auto axes = axesOf(c);
   if (failed(axes))
     return failure();
   auto in = typeOf(c.inputs[0]).getShape();
-  int64_t rank = in.size() + axes->size();
+  rank = in.size() + axes->size();
   std::vector<bool> inserted(rank, false);
   for (int64_t axis : *axes) {
     auto a = normalizeAxis(c, axis, rank);
@@ -609,8 +633,12 @@ FailureOr<Values> unsqueeze(NodeContext &c) {
 FailureOr<Values> squeeze(NodeContext &c) {
   if (failed(arity(c, 1, 2)))
     return failure();
-  if (Value spec = runtimeSpec(c, 1))
+  if (auto rank = c.declaredRank(0)) {
+    if (Value spec = runtimeSpec(c, 1, typeOf(c.inputs[0]).getRank() - *rank))
+      return reshapeByData(c, spec, "squeeze");
+  } else if (Value spec = runtimeSpec(c, 1)) {
     return reshapeByData(c, spec, "squeeze");
+  }
   auto axes = axesOf(c);
   if (failed(axes))
     return failure();
@@ -796,7 +824,7 @@ FailureOr<Values> dropout(NodeContext &c) {
 FailureOr<Values> expand(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
     return failure();
-  if (Value spec = runtimeSpec(c, 1))
+  if (Value spec = runtimeSpec(c, 1, declaredPlus(c, 0)))
     return single(
         c.create(ExpandToOp::getOperationName(), {c.inputs[0], spec}));
   auto shape = constantValues<int64_t>(c.inputs[1]);
@@ -1462,6 +1490,8 @@ FailureOr<Values> pad(NodeContext &c) {
       value = c.inputs[2];
     if (c.inputs.size() > 3)
       axes = c.inputs[3];
+    if (!axes) // a begin and an end pad per dim
+      pads = withLength(c, pads, 2 * typeOf(input).getRank());
   } else {
     std::vector<int64_t> list = ints(c, "pads", {});
     pads = int64Constant(c, {(int64_t)list.size()}, list, "pads");
@@ -1502,7 +1532,8 @@ FailureOr<Values> constantOfShape(NodeContext &c) {
     value = dense.getValues<Attribute>()[0];
   }
   if (!dims) // a shape known at run time
-    return single(c.create(ConstantOfShapeOp::getOperationName(), c.inputs[0],
+    return single(c.create(ConstantOfShapeOp::getOperationName(),
+                           withLength(c, c.inputs[0], declaredPlus(c, 0)),
                            {b.getNamedAttr("value", value)}));
   for (int64_t d : *dims)
     if (d < 0)
