@@ -217,7 +217,9 @@ FailureOr<std::vector<int64_t>> windowPads(NodeContext &c,
   return pads;
 }
 
-FailureOr<Values> conv(NodeContext &c) {
+} // namespace
+
+FailureOr<Values> kiln::onnx_import::convertConv(NodeContext &c) {
   if (failed(arity(c, 2, 3)))
     return failure();
   auto wType = cast<RankedTensorType>(c.inputs[1].getType());
@@ -241,6 +243,8 @@ FailureOr<Values> conv(NodeContext &c) {
        b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
        b.getNamedAttr("group", b.getI64IntegerAttr(c.getInt("group", 1)))}));
 }
+
+namespace {
 
 // The window of a pooling node: kernel_shape (required), strides,
 // dilations, and explicit pads (from pads or auto_pad), as kiln pool
@@ -1588,7 +1592,7 @@ const llvm::StringMap<Converter> &table() {
       {"Gemm", gemm},
       {"Identity", identity},
       {"Constant", constant},
-      {"Conv", conv},
+      {"Conv", convertConv},
       {"MaxPool", maxPool},
       {"GlobalAveragePool", globalPool<kGlobalMean>},
       {"GlobalMaxPool", globalPool<kGlobalMax>},
@@ -1702,6 +1706,10 @@ const llvm::StringMap<Converter> &table() {
       {"TensorScatter", convertTensorScatter},
       {"GatherND", convertGatherND},
       {"TopK", convertTopK},
+      {"MatMulInteger", convertMatMulInteger},
+      {"ConvInteger", convertConvInteger},
+      {"QLinearMatMul", convertQLinear},
+      {"QLinearConv", convertQLinear},
       {"SwiGLU", swiglu},
       {"Tile", convertTile},
       {"Compress", convertCompress},

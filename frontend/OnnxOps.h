@@ -257,6 +257,12 @@ mlir::FailureOr<Values> convertResize(NodeContext &c);
 mlir::FailureOr<Values> convertQuantizeLinear(NodeContext &c);
 mlir::FailureOr<Values> convertDequantizeLinear(NodeContext &c);
 mlir::FailureOr<Values> convertDynamicQuantizeLinear(NodeContext &c);
+mlir::FailureOr<Values> convertMatMulInteger(NodeContext &c);
+mlir::FailureOr<Values> convertConvInteger(NodeContext &c);
+mlir::FailureOr<Values> convertQLinear(NodeContext &c);
+
+/// Conv (in OnnxOps.cpp), for ops that build on it.
+mlir::FailureOr<Values> convertConv(NodeContext &c);
 // ops/Losses.cpp
 mlir::FailureOr<Values> convertNegativeLogLikelihoodLoss(NodeContext &c);
 mlir::FailureOr<Values> convertSoftmaxCrossEntropyLoss(NodeContext &c);

@@ -11,6 +11,15 @@
 //                              saturate = 0 (no zero point)
 //   DynamicQuantizeLinear:     QuantizeLinear to uint8 with scale and zero
 //                              point from x's range (including 0)
+//   MatMulInteger, ConvInteger: int32 (a - a_zero_point) @ (b - b_zero_point)
+//                              (a per-row a_zero_point, a per-column or per
+//                              output channel b one); the matmul in int32,
+//                              the conv in f64 (exact for these products)
+//   QLinearMatMul, QLinearConv: that integer result (plus the int32 bias) in
+//                              f64 times a_scale * b_scale / y_scale (in the
+//                              scales' type, per output channel for a vector
+//                              w_scale), plus y_zero_point, rounded half to
+//                              even and clipped to y's type
 //
 // y's type is the zero point's, else output_dtype, else uint8. A scale (and
 // zero point) is a scalar, one value per slice along `axis` (a vector), or
@@ -304,6 +313,169 @@ FailureOr<Values> convertQuantizeLinear(NodeContext &c) {
 }
 FailureOr<Values> convertDequantizeLinear(NodeContext &c) {
   return dequantizeLinear(c);
+}
+
+namespace {
+// `v` minus its zero point `zp` (absent: v), both widened to `to`; `rowAxis`
+// >= 0 puts a vector zero point along that axis of v (per row or output
+// channel), else it broadcasts along the last axis.
+FailureOr<Value> lessZeroPoint(NodeContext &c, Value v, Value zp, Type to,
+                               int64_t rowAxis) {
+  auto wide = castTo(c, v, to);
+  if (failed(wide))
+    return failure();
+  if (!zp)
+    return (*wide)[0];
+  auto z = castTo(c, zp, to);
+  if (failed(z))
+    return failure();
+  Value point = (*z)[0];
+  auto type = typeOf(point);
+  if (rowAxis >= 0 && type.getRank() == 1 && type.getNumElements() != 1) {
+    SmallVector<int64_t> dims(typeOf(v).getRank() - rowAxis, 1);
+    dims[0] = type.getDimSize(0);
+    auto shaped = reshapeToDims(c, point, dims);
+    if (failed(shaped))
+      return failure();
+    point = *shaped;
+  }
+  return binaryOp(c, SubOp::getOperationName(), (*wide)[0], point);
+}
+
+// The integer product of the two operands (inputs aIndex, bIndex with zero
+// points at aZp, bZp; -1: none) as int32 (matmul) or f64 (conv).
+FailureOr<Value> integerProduct(NodeContext &c, bool isConv, int aIndex,
+                                int aZp, int bIndex, int bZp) {
+  auto input = [&](int i) -> Value {
+    return i >= 0 && i < (int)c.inputs.size() ? c.inputs[i] : Value();
+  };
+  Type wide =
+      isConv ? Type(c.builder.getF64Type()) : Type(c.builder.getI32Type());
+  Value a = input(aIndex), b = input(bIndex);
+  int64_t aRank = typeOf(a).getRank();
+  auto left = lessZeroPoint(c, a, input(aZp), wide, isConv ? -1 : aRank - 2);
+  auto right = lessZeroPoint(c, b, input(bZp), wide, isConv ? 0 : -1);
+  if (failed(left) || failed(right))
+    return failure();
+  if (!isConv)
+    return binaryOp(c, MatMulOp::getOperationName(), *left, *right);
+  NodeContext inner = c;
+  inner.inputs = {*left, *right};
+  auto y = convertConv(inner);
+  if (failed(y))
+    return failure();
+  return (*y)[0];
+}
+
+// round_even(x * scale + zero_point) clipped to y's type, from x in f64.
+FailureOr<Values> requantize(NodeContext &c, Value x, Value scale, Value zp,
+                             Type yType) {
+  Type f64 = c.builder.getF64Type();
+  auto s = castTo(c, scale, f64);
+  if (failed(s))
+    return failure();
+  auto y = binaryOp(c, MulOp::getOperationName(), x, (*s)[0]);
+  if (failed(y))
+    return failure();
+  if (zp) {
+    auto z = castTo(c, zp, f64);
+    if (failed(z))
+      return failure();
+    y = binaryOp(c, AddOp::getOperationName(), *y, (*z)[0]);
+    if (failed(y))
+      return failure();
+  }
+  auto rounded = c.create(RoundOp::getOperationName(), *y);
+  if (failed(rounded))
+    return failure();
+  unsigned bits = yType.getIntOrFloatBitWidth();
+  bool isUnsigned = yType.isUnsignedInteger();
+  double lo = isUnsigned ? 0 : -std::ldexp(1.0, bits - 1),
+         hi = isUnsigned ? std::ldexp(1.0, bits) - 1
+                         : std::ldexp(1.0, bits - 1) - 1;
+  auto low = binaryOp(c, MaxOp::getOperationName(), *rounded,
+                      scalarLike(c, *rounded, lo));
+  if (failed(low))
+    return failure();
+  auto clipped =
+      binaryOp(c, MinOp::getOperationName(), *low, scalarLike(c, *low, hi));
+  if (failed(clipped))
+    return failure();
+  return castTo(c, *clipped, yType);
+}
+} // namespace
+
+FailureOr<Values> convertMatMulInteger(NodeContext &c) {
+  if (failed(arity(c, 2, 4)))
+    return failure();
+  return single(integerProduct(c, false, 0, 2, 1, 3));
+}
+
+FailureOr<Values> convertConvInteger(NodeContext &c) {
+  if (failed(arity(c, 2, 4)))
+    return failure();
+  auto y = integerProduct(c, true, 0, 2, 1, 3);
+  if (failed(y))
+    return failure();
+  return castTo(c, *y, c.builder.getI32Type());
+}
+
+// QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp);
+// QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B).
+FailureOr<Values> convertQLinear(NodeContext &c) {
+  bool isConv = c.node.op_type() == "QLinearConv";
+  if (failed(arity(c, 8, isConv ? 9 : 8)))
+    return failure();
+  auto product = integerProduct(c, isConv, 0, 2, 3, 5);
+  if (failed(product))
+    return failure();
+  Type f64 = c.builder.getF64Type();
+  auto x = castTo(c, *product, f64);
+  if (failed(x))
+    return failure();
+  Value acc = (*x)[0];
+  int64_t rank = typeOf(acc).getRank();
+  if (isConv && c.inputs.size() > 8 && c.inputs[8]) {
+    auto bias = castTo(c, c.inputs[8], f64);
+    if (failed(bias))
+      return failure();
+    auto shaped = reshapeToDims(c, (*bias)[0], [&] {
+      SmallVector<int64_t> dims(rank - 1, 1);
+      dims[0] = typeOf(c.inputs[8]).getDimSize(0);
+      return dims;
+    }());
+    if (failed(shaped))
+      return failure();
+    auto sum = binaryOp(c, AddOp::getOperationName(), acc, *shaped);
+    if (failed(sum))
+      return failure();
+    acc = *sum;
+  }
+  // a_scale * b_scale / y_scale in the scales' type; a vector w_scale is
+  // per output channel.
+  Value bScale = c.inputs[4];
+  if (isConv && typeOf(bScale).getRank() == 1 &&
+      typeOf(bScale).getNumElements() != 1) {
+    SmallVector<int64_t> dims(rank - 1, 1);
+    dims[0] = typeOf(bScale).getDimSize(0);
+    auto shaped = reshapeToDims(c, bScale, dims);
+    if (failed(shaped))
+      return failure();
+    bScale = *shaped;
+  }
+  auto both = binaryOp(c, MulOp::getOperationName(), c.inputs[1], bScale);
+  if (failed(both))
+    return failure();
+  auto scale = binaryOp(c, DivOp::getOperationName(), *both, c.inputs[6]);
+  if (failed(scale))
+    return failure();
+  Value yZp = c.inputs[7];
+  Type yType =
+      yZp ? typeOf(yZp).getElementType() : typeOf(c.inputs[0]).getElementType();
+  if (!isa<IntegerType>(yType) || yType.getIntOrFloatBitWidth() > 32)
+    return c.error("'" + c.node.op_type() +
+                   "' needs an 8-bit or 16-bit integer result type");
+  return requantize(c, acc, *scale, yZp, yType);
 }
 
 } // namespace kiln::onnx_import
