@@ -1706,6 +1706,7 @@ const llvm::StringMap<Converter> &table() {
       {"TensorScatter", convertTensorScatter},
       {"GatherND", convertGatherND},
       {"TopK", convertTopK},
+      {"GridSample", convertGridSample},
       {"MatMulInteger", convertMatMulInteger},
       {"ConvInteger", convertConvInteger},
       {"QLinearMatMul", convertQLinear},

@@ -253,6 +253,7 @@ mlir::FailureOr<Values> convertTensorScatter(NodeContext &c);
 mlir::FailureOr<Values> convertGatherND(NodeContext &c);
 // ops/Resize.cpp
 mlir::FailureOr<Values> convertResize(NodeContext &c);
+mlir::FailureOr<Values> convertGridSample(NodeContext &c);
 // ops/Quantize.cpp
 mlir::FailureOr<Values> convertQuantizeLinear(NodeContext &c);
 mlir::FailureOr<Values> convertDequantizeLinear(NodeContext &c);

@@ -810,6 +810,35 @@ KILN_INFER(GatherNDOp) {
 }
 KILN_COMPATIBLE(GatherNDOp)
 
+KILN_INFER(GridSampleOp) {
+  GridSampleOp::Adaptor adaptor(operands, attributes, properties, regions);
+  Shape in = shapeOf(adaptor.getInput()), grid = shapeOf(adaptor.getGrid());
+  if (in.size() < 3 || grid.size() != in.size() ||
+      (!ShapedType::isDynamic(grid.back()) &&
+       grid.back() != (int64_t)in.size() - 2))
+    return fail(loc, "grid_sample needs an input [N, C, D...] and a grid "
+                     "[N, O..., k] of its rank, k its spatial rank; got " +
+                         str(in) + " and " + str(grid));
+  Shape out{in[0], in[1]};
+  out.append(grid.begin() + 1, grid.end() - 1);
+  results.push_back(resultOf(out, adaptor.getInput()));
+  return success();
+}
+KILN_COMPATIBLE(GridSampleOp)
+
+LogicalResult GridSampleOp::verify() {
+  if (!llvm::is_contained({"nearest", "linear", "cubic"}, getMode()))
+    return emitOpError() << "mode '" << getMode()
+                         << "' is not one of nearest, linear, cubic";
+  if (!llvm::is_contained({"zeros", "border", "reflection"}, getPaddingMode()))
+    return emitOpError() << "padding_mode '" << getPaddingMode()
+                         << "' is not one of zeros, border, reflection";
+  if (!isa<FloatType>(getInput().getType().getElementType()) ||
+      !isa<FloatType>(getGrid().getType().getElementType()))
+    return emitOpError() << "needs a floating-point input and grid";
+  return success();
+}
+
 LogicalResult kiln::inferResultTypes(Operation *op,
                                      SmallVectorImpl<Type> &types) {
   if (auto copy = dyn_cast<CopyOp>(op)) {

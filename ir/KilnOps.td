@@ -549,6 +549,24 @@ def Kiln_ResizeOp : Kiln_ComputeOp<"resize"> {
   }];
 }
 
+def Kiln_GridSampleOp : Kiln_ComputeOp<"grid_sample"> {
+  let summary = "ONNX GridSample: the input sampled at the grid's coordinates";
+  let description = [{
+    input [N, C, D1..Dk], grid [N, O1..Ok, k] holding normalized coordinates
+    in [-1, 1], innermost axis first (x, y, ...); result [N, C, O1..Ok].
+    `mode` nearest, linear or cubic; `padding_mode` zeros, border or
+    reflection; `align_corners` as ONNX's.
+  }];
+  let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$grid, StrAttr:$mode,
+                       StrAttr:$padding_mode, BoolAttr:$align_corners);
+  let results = (outs Kiln_Tensor:$result);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $input `,` $grid attr-dict `:` type($input) `,` type($grid) `->`
+    type($result)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//

@@ -46,6 +46,7 @@ constexpr Family kFamilies[] = {
     {lowering::isDataShapeFamily, lowering::lowerDataShape},
     {lowering::isResizeFamily, lowering::lowerResize},
     {lowering::isIndexedFamily, lowering::lowerIndexed},
+    {lowering::isGridSampleFamily, lowering::lowerGridSample},
 };
 
 // Unsigned and sub-byte integer types (and constants of them) to their

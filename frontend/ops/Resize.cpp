@@ -1,5 +1,4 @@
-//===- Resize.cpp - Resize, Upsample
-//---------------------------------------===//
+//===- Resize.cpp - Resize, Upsample, GridSample --------------------------===//
 //
 // Both become one kiln.resize (passes/lowering/Resize.cpp interpolates).
 // Scales, sizes and roi may be known only at run time, as the ONNX node
@@ -8,6 +7,9 @@
 // are dropped. Upsample (opset 9, scales as an input) and Resize-10 map
 // output i to i / scale ("asymmetric") with nearest picking the floor, as
 // onnxruntime does for them.
+//
+// GridSample becomes one kiln.grid_sample (passes/lowering/GridSample.cpp);
+// opset 16's modes bilinear and bicubic are opset 20's linear and cubic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -208,6 +210,30 @@ FailureOr<Values> convertResize(NodeContext &c) {
        b.getNamedAttr("antialias", b.getBoolAttr(antialias)),
        b.getNamedAttr("aspect_policy", b.getStringAttr(policy)),
        b.getNamedAttr("shape", b.getDenseI64ArrayAttr(shape))}));
+}
+
+// GridSample: kiln.grid_sample; opset 16's bilinear/bicubic are linear/cubic.
+FailureOr<Values> convertGridSample(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  std::string mode = c.getString("mode", c.opset < 20 ? "bilinear" : "linear");
+  if (mode == "bilinear")
+    mode = "linear";
+  else if (mode == "bicubic")
+    mode = "cubic";
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return c.error("GridSample mode '" + mode + "' is not supported");
+  std::string padding = c.getString("padding_mode", "zeros");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    return c.error("GridSample padding_mode '" + padding +
+                   "' is not supported");
+  auto &b = c.builder;
+  return single(c.create(
+      GridSampleOp::getOperationName(), c.inputs,
+      {b.getNamedAttr("mode", b.getStringAttr(mode)),
+       b.getNamedAttr("padding_mode", b.getStringAttr(padding)),
+       b.getNamedAttr("align_corners",
+                      b.getBoolAttr(c.getInt("align_corners", 0) != 0))}));
 }
 
 } // namespace kiln::onnx_import

@@ -175,6 +175,9 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
       })
       .Case([&](GatherElementsOp) { return dim(operands[1], i); })
       .Case([&](ScatterOp) { return dim(operands[0], i); })
+      .Case([&](GridSampleOp) {
+        return i < 2 ? dim(operands[0], i) : dim(operands[1], i - 1);
+      })
       .Case([&](GatherNDOp g) -> Value {
         int64_t tuples = rankOf(operands[1]) - 1;
         if (i < tuples)
@@ -220,8 +223,8 @@ LogicalResult lowering::checkDynamicSupport(Operation *op) {
               return "dynamic channels";
             return "";
           })
-          .Case<GatherOp, GatherElementsOp, ResizeOp, ScatterOp, GatherNDOp>(
-              [](Operation *) -> std::string { return ""; })
+          .Case<GatherOp, GatherElementsOp, ResizeOp, ScatterOp, GatherNDOp,
+                GridSampleOp>([](Operation *) -> std::string { return ""; })
           .Case([&](ConcatOp) -> std::string { return ""; })
           .Default([&](Operation *) -> std::string {
             return isElementwiseFamily(op) || isDataShapeFamily(op)

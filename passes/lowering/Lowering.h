@@ -16,6 +16,8 @@
 
 #include "ir/KilnDialect.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
+
 namespace kiln::lowering {
 
 using ScalarBody = llvm::function_ref<mlir::Value(
@@ -138,6 +140,69 @@ bool isIndexedFamily(mlir::Operation *op);
 mlir::FailureOr<mlir::Value> lowerIndexed(mlir::OpBuilder &b,
                                           mlir::Operation *op,
                                           mlir::ValueRange operands);
+
+/// f64 and index arithmetic in a scalar body (coordinate maps, weights).
+struct F64 {
+  mlir::OpBuilder &b;
+  mlir::Location l;
+  mlir::Type f64() { return b.getF64Type(); }
+  mlir::Value c(double v) {
+    return b.create<mlir::arith::ConstantOp>(l, b.getF64FloatAttr(v));
+  }
+  mlir::Value add(mlir::Value x, mlir::Value y) {
+    return b.create<mlir::arith::AddFOp>(l, x, y);
+  }
+  mlir::Value sub(mlir::Value x, mlir::Value y) {
+    return b.create<mlir::arith::SubFOp>(l, x, y);
+  }
+  mlir::Value mul(mlir::Value x, mlir::Value y) {
+    return b.create<mlir::arith::MulFOp>(l, x, y);
+  }
+  mlir::Value div(mlir::Value x, mlir::Value y) {
+    return b.create<mlir::arith::DivFOp>(l, x, y);
+  }
+  mlir::Value floor(mlir::Value x) {
+    return b.create<mlir::math::FloorOp>(l, x);
+  }
+  mlir::Value abs(mlir::Value x) { return b.create<mlir::math::AbsFOp>(l, x); }
+  mlir::Value cmp(mlir::arith::CmpFPredicate p, mlir::Value x, mlir::Value y) {
+    return b.create<mlir::arith::CmpFOp>(l, p, x, y);
+  }
+  mlir::Value select(mlir::Value cond, mlir::Value x, mlir::Value y) {
+    return b.create<mlir::arith::SelectOp>(l, cond, x, y);
+  }
+  mlir::Value min(mlir::Value x, mlir::Value y) {
+    return b.create<mlir::arith::MinimumFOp>(l, x, y);
+  }
+  mlir::Value max(mlir::Value x, mlir::Value y) {
+    return b.create<mlir::arith::MaximumFOp>(l, x, y);
+  }
+  // An index value as f64, and back (truncating).
+  mlir::Value fromIndex(mlir::Value i) {
+    return b.create<mlir::arith::SIToFPOp>(
+        l, f64(), b.create<mlir::arith::IndexCastOp>(l, b.getI64Type(), i));
+  }
+  mlir::Value toIndex(mlir::Value x) {
+    return b.create<mlir::arith::IndexCastOp>(
+        l, b.getIndexType(),
+        b.create<mlir::arith::FPToSIOp>(l, b.getI64Type(), x));
+  }
+  // Element `i` of a 1-D float or integer tensor, as f64.
+  mlir::Value element(mlir::Value t, int64_t i) {
+    mlir::Value e = b.create<mlir::tensor::ExtractOp>(
+        l, t, mlir::ValueRange{b.create<mlir::arith::ConstantIndexOp>(l, i)});
+    if (mlir::isa<mlir::FloatType>(e.getType()))
+      return e.getType().isF64() ? e
+                                 : b.create<mlir::arith::ExtFOp>(l, f64(), e);
+    return b.create<mlir::arith::SIToFPOp>(l, f64(), e);
+  }
+};
+
+/// Interpolation family: grid_sample (taps with computed weights).
+bool isGridSampleFamily(mlir::Operation *op);
+mlir::FailureOr<mlir::Value> lowerGridSample(mlir::OpBuilder &b,
+                                             mlir::Operation *op,
+                                             mlir::ValueRange operands);
 
 /// Movement family: transpose, gather.
 bool isMovementFamily(mlir::Operation *op);

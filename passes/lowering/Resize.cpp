@@ -33,47 +33,7 @@ bool lowering::isResizeFamily(Operation *op) { return isa<ResizeOp>(op); }
 
 namespace {
 using Iter = utils::IteratorType;
-
-// f64 and index arithmetic, for the coordinate maps.
-struct F64 {
-  OpBuilder &b;
-  Location l;
-  Type f64() { return b.getF64Type(); }
-  Value c(double v) {
-    return b.create<arith::ConstantOp>(l, b.getF64FloatAttr(v));
-  }
-  Value add(Value x, Value y) { return b.create<arith::AddFOp>(l, x, y); }
-  Value sub(Value x, Value y) { return b.create<arith::SubFOp>(l, x, y); }
-  Value mul(Value x, Value y) { return b.create<arith::MulFOp>(l, x, y); }
-  Value div(Value x, Value y) { return b.create<arith::DivFOp>(l, x, y); }
-  Value floor(Value x) { return b.create<math::FloorOp>(l, x); }
-  Value abs(Value x) { return b.create<math::AbsFOp>(l, x); }
-  Value cmp(arith::CmpFPredicate p, Value x, Value y) {
-    return b.create<arith::CmpFOp>(l, p, x, y);
-  }
-  Value select(Value cond, Value x, Value y) {
-    return b.create<arith::SelectOp>(l, cond, x, y);
-  }
-  Value min(Value x, Value y) { return b.create<arith::MinimumFOp>(l, x, y); }
-  Value max(Value x, Value y) { return b.create<arith::MaximumFOp>(l, x, y); }
-  // An index value as f64, and back (truncating).
-  Value fromIndex(Value i) {
-    return b.create<arith::SIToFPOp>(
-        l, f64(), b.create<arith::IndexCastOp>(l, b.getI64Type(), i));
-  }
-  Value toIndex(Value x) {
-    return b.create<arith::IndexCastOp>(
-        l, b.getIndexType(), b.create<arith::FPToSIOp>(l, b.getI64Type(), x));
-  }
-  // Element `i` of a 1-D float or integer tensor, as f64.
-  Value element(Value t, int64_t i) {
-    Value e = b.create<tensor::ExtractOp>(
-        l, t, ValueRange{b.create<arith::ConstantIndexOp>(l, i)});
-    if (isa<FloatType>(e.getType()))
-      return e.getType().isF64() ? e : b.create<arith::ExtFOp>(l, f64(), e);
-    return b.create<arith::SIToFPOp>(l, f64(), e);
-  }
-};
+using lowering::F64;
 
 // What one pass along an axis needs, computed before its loops.
 struct Axis {

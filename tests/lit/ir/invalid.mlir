@@ -178,3 +178,11 @@ func.func @gather_nd_tuple(%d: tensor<4x2xf32, #kiln.device<cpu>>, %i: tensor<3x
   %0 = kiln.gather_nd %d, %i {batch_dims = 0 : i64, tuple_length = 3 : i64} : tensor<4x2xf32, #kiln.device<cpu>>, tensor<3x3xi64, #kiln.device<cpu>> -> tensor<3xf32, #kiln.device<cpu>>
   return
 }
+
+// -----
+
+func.func @grid_sample_mode(%x: tensor<1x1x4x4xf32, #kiln.device<cpu>>, %g: tensor<1x2x2x2xf32, #kiln.device<cpu>>) {
+  // expected-error @+1 {{mode 'area' is not one of nearest, linear, cubic}}
+  %0 = kiln.grid_sample %x, %g {mode = "area", padding_mode = "zeros", align_corners = false} : tensor<1x1x4x4xf32, #kiln.device<cpu>>, tensor<1x2x2x2xf32, #kiln.device<cpu>> -> tensor<1x1x2x2xf32, #kiln.device<cpu>>
+  return
+}
