@@ -244,6 +244,12 @@ mlir::FailureOr<Values> convertTile(NodeContext &c);
 mlir::FailureOr<Values> convertCompress(NodeContext &c);
 mlir::FailureOr<Values> convertCenterCropPad(NodeContext &c);
 mlir::FailureOr<Values> convertReverseSequence(NodeContext &c);
+/// `x` with the first lengths[b] steps along `time` reversed in each batch
+/// entry b along `batch` (ReverseSequence).
+mlir::FailureOr<mlir::Value> reverseByLengths(NodeContext &c, mlir::Value x,
+                                              mlir::Value lengths,
+                                              int64_t batch, int64_t time);
+mlir::FailureOr<Values> convertRecurrent(NodeContext &c);
 // ops/Einsum.cpp
 mlir::FailureOr<Values> convertEinsum(NodeContext &c);
 

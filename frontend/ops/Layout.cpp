@@ -327,13 +327,19 @@ FailureOr<Values> convertReverseSequence(NodeContext &c) {
     return failure();
   if (*batch == *time)
     return c.error("ReverseSequence's batch and time axes must differ");
-  auto lengths = asInt64(c, c.inputs[1]);
-  if (failed(lengths) || typeOf(*lengths).getRank() != 1)
-    return c.error("ReverseSequence needs 1-D sequence_lens");
+  return single(reverseByLengths(c, x, c.inputs[1], *batch, *time));
+}
+
+FailureOr<Value> reverseByLengths(NodeContext &c, Value x, Value lengths,
+                                  int64_t batch, int64_t time) {
+  int64_t rank = typeOf(x).getRank();
+  auto wide = asInt64(c, lengths);
+  if (failed(wide) || typeOf(*wide).getRank() != 1)
+    return c.error("'" + c.node.op_type() + "' needs 1-D sequence lengths");
   SmallVector<int64_t> dims(rank, 1);
-  dims[*batch] = typeOf(*lengths).getDimSize(0);
-  auto len = reshapeToDims(c, *lengths, dims);
-  auto t = iotaAlong(c, x, *time, rank, *time);
+  dims[batch] = typeOf(*wide).getDimSize(0);
+  auto len = reshapeToDims(c, *wide, dims);
+  auto t = iotaAlong(c, x, time, rank, time);
   if (failed(len) || failed(t))
     return failure();
   auto inside = binaryOp(c, LessOp::getOperationName(), *t, *len);
@@ -351,9 +357,9 @@ FailureOr<Values> convertReverseSequence(NodeContext &c) {
   auto full = expandLike(c, *index, x);
   if (failed(full))
     return failure();
-  return single(c.create(
+  return c.create(
       GatherElementsOp::getOperationName(), {x, *full},
-      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(*time))}));
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(time))});
 }
 
 } // namespace kiln::onnx_import
