@@ -1706,6 +1706,8 @@ const llvm::StringMap<Converter> &table() {
       {"TensorScatter", convertTensorScatter},
       {"GatherND", convertGatherND},
       {"TopK", convertTopK},
+      {"DFT", convertDFT},
+      {"STFT", convertSTFT},
       {"RNN", convertRecurrent},
       {"GRU", convertRecurrent},
       {"LSTM", convertRecurrent},

@@ -250,6 +250,8 @@ mlir::FailureOr<mlir::Value> reverseByLengths(NodeContext &c, mlir::Value x,
                                               mlir::Value lengths,
                                               int64_t batch, int64_t time);
 mlir::FailureOr<Values> convertRecurrent(NodeContext &c);
+mlir::FailureOr<Values> convertDFT(NodeContext &c);
+mlir::FailureOr<Values> convertSTFT(NodeContext &c);
 // ops/Einsum.cpp
 mlir::FailureOr<Values> convertEinsum(NodeContext &c);
 
