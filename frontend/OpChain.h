@@ -120,6 +120,22 @@ public:
     auto result = reshapeToDims(c, v, dims);
     return mlir::failed(result) ? fail() : *result;
   }
+  /// kiln.reshape_to `v` by the ONNX Reshape `spec` (0 copies, -1 infers),
+  /// read at run time.
+  mlir::Value reshapeBy(mlir::Value v, mlir::Value spec) {
+    return op<ReshapeToOp>(
+        {v, spec},
+        {c.builder.getNamedAttr("mode", c.builder.getStringAttr("reshape"))});
+  }
+  /// Dim `axis` (negative counts from the end) of `v` as a rank-0 int64.
+  mlir::Value dim(mlir::Value v, int64_t axis) {
+    if (!ok || !v)
+      return fail();
+    if (axis < 0)
+      axis += typeOf(v).getRank();
+    auto result = dimValue(c, v, axis);
+    return mlir::failed(result) ? fail() : *result;
+  }
   mlir::Value transpose(mlir::Value v, llvm::ArrayRef<int64_t> perm) {
     return op<TransposeOp>(
         {v},

@@ -96,10 +96,6 @@ FailureOr<Values> convertAttention(NodeContext &c) {
   Value q = c.inputs[0], k = c.inputs[1], v = c.inputs[2];
   Value mask = inputOr(c, 3), pastKey = inputOr(c, 4),
         pastValue = inputOr(c, 5), nonpad = inputOr(c, 6);
-  for (Value x : {q, k, v, mask, pastKey, pastValue, nonpad})
-    if (x && !typeOf(x).hasStaticShape())
-      return c.error("Attention needs static input shapes; bind symbolic dims "
-                     "with --input-shape");
   int64_t rank = typeOf(q).getRank();
   if (rank != 3 && rank != 4)
     return c.error("Attention needs 3-D or 4-D Q, K and V, got Q of rank " +
@@ -146,6 +142,7 @@ FailureOr<Values> convertAttention(NodeContext &c) {
 
   OpChain g(c);
   auto shapeOf = [](Value x) { return typeOf(x).getShape(); };
+  auto dynamic = [](int64_t d) { return ShapedType::isDynamic(d); };
   int64_t batch = shapeOf(q)[0];
 
   // Q/K/V as [B, heads, S, D].
@@ -160,14 +157,16 @@ FailureOr<Values> convertAttention(NodeContext &c) {
       return c.error("Attention q_num_heads and kv_num_heads must be positive");
     auto split = [&](Value x, int64_t heads, StringRef name) -> Value {
       auto shape = shapeOf(x);
-      if (shape[2] % heads != 0) {
+      if (!dynamic(shape[2]) && shape[2] % heads != 0) {
         (void)c.error("Attention " + name + " hidden size " + Twine(shape[2]) +
                       " is not a multiple of its head count " + Twine(heads));
         return {};
       }
-      return g.transpose(
-          g.reshape(x, {shape[0], shape[1], heads, shape[2] / heads}),
-          {0, 2, 1, 3});
+      Value heads4 =
+          llvm::count_if(shape, dynamic) <= 1 && !dynamic(shape[2])
+              ? g.reshape(x, {shape[0], shape[1], heads, shape[2] / heads})
+              : g.reshapeBy(x, g.i64Constant({4}, {0, 0, heads, -1}, "split"));
+      return g.transpose(heads4, {0, 2, 1, 3});
     };
     q = split(q, qHeads, "Q");
     k = q ? split(k, kvHeads, "K") : Value();
@@ -175,30 +174,42 @@ FailureOr<Values> convertAttention(NodeContext &c) {
     if (!v || g.failed())
       return failure();
   } else {
+    // Head counts from the dims, else from the attributes (dynamic: -1).
     qHeads = shapeOf(q)[1];
     kvHeads = shapeOf(k)[1];
-    if (shapeOf(v)[1] != kvHeads)
+    if (dynamic(qHeads) && c.attr("q_num_heads"))
+      qHeads = c.getInt("q_num_heads", 0);
+    if (dynamic(kvHeads) && c.attr("kv_num_heads"))
+      kvHeads = c.getInt("kv_num_heads", 0);
+    if (!dynamic(shapeOf(v)[1]) && !dynamic(kvHeads) &&
+        shapeOf(v)[1] != kvHeads)
       return c.error("Attention K and V have different head counts");
-    if ((c.attr("q_num_heads") && c.getInt("q_num_heads", 0) != qHeads) ||
-        (c.attr("kv_num_heads") && c.getInt("kv_num_heads", 0) != kvHeads))
+    if ((c.attr("q_num_heads") && !dynamic(shapeOf(q)[1]) &&
+         c.getInt("q_num_heads", 0) != qHeads) ||
+        (c.attr("kv_num_heads") && !dynamic(shapeOf(k)[1]) &&
+         c.getInt("kv_num_heads", 0) != kvHeads))
       return c.error("Attention q_num_heads or kv_num_heads does not match "
                      "the head dims of 4-D Q, K and V");
   }
   int64_t headSize = shapeOf(q)[3];
-  if (shapeOf(k)[3] != headSize)
+  if (!dynamic(headSize) && !dynamic(shapeOf(k)[3]) &&
+      shapeOf(k)[3] != headSize)
     return c.error("Attention Q and K have different head sizes (" +
                    Twine(headSize) + ", " + Twine(shapeOf(k)[3]) + ")");
-  if (qHeads % kvHeads != 0)
+  bool headsKnown = !dynamic(qHeads) && !dynamic(kvHeads);
+  if (headsKnown && qHeads % kvHeads != 0)
     return c.error("Attention q_num_heads " + Twine(qHeads) +
                    " is not a multiple of kv_num_heads " + Twine(kvHeads));
-  int64_t groups = qHeads / kvHeads;
+  // 0: the group count is known only at run time.
+  int64_t groups = headsKnown ? qHeads / kvHeads : 0;
 
   // The KV cache.
-  int64_t pastLength = 0;
+  // The past length as a rank-0 int64 (a constant when static).
+  Value pastLength = g.i64Constant({}, {0}, "past");
   if (pastKey) {
     if (typeOf(pastKey).getRank() != 4 || typeOf(pastValue).getRank() != 4)
       return c.error("Attention past_key and past_value must be 4-D");
-    pastLength = shapeOf(pastKey)[2];
+    pastLength = g.dim(pastKey, 2);
     k = g.concat({pastKey, k}, 2);
     v = g.concat({pastValue, v}, 2);
     if (g.failed())
@@ -208,22 +219,46 @@ FailureOr<Values> convertAttention(NodeContext &c) {
   int64_t qLength = shapeOf(q)[2], kvLength = shapeOf(k)[2];
 
   // Scores, with grouped heads folded into the query axis.
-  double scale = c.attr("scale") ? c.getFloat("scale", 0.0f)
-                                 : 1.0 / std::sqrt((double)headSize);
-  if (scale < 0)
-    return c.error("Attention scale must not be negative");
-  Value sqrtScale = g.scalar(t1, std::sqrt(scale));
-  auto grouped = [&](Value x) { // [B, q_heads, S, N] -> [B, kv, r * S, N]
-    if (groups == 1 || !x)
-      return x;
-    auto s = shapeOf(x);
-    return g.reshape(x, {s[0], kvHeads, groups * s[2], s[3]});
+  Value sqrtScale;
+  if (c.attr("scale") || !dynamic(headSize)) {
+    double scale = c.attr("scale") ? c.getFloat("scale", 0.0f)
+                                   : 1.0 / std::sqrt((double)headSize);
+    if (scale < 0)
+      return c.error("Attention scale must not be negative");
+    sqrtScale = g.scalar(t1, std::sqrt(scale));
+  } else { // head_size^(-1/4), from the dim at run time
+    Type f64 = c.builder.getF64Type();
+    sqrtScale = g.cast(
+        g.op<PowOp>({g.cast(g.dim(q, 3), f64), g.scalar(f64, -0.25)}), t1);
+  }
+  // A reshape with at most one dynamic dim is a view; else the shape is
+  // computed at run time from the dims of `x` ([B, ?, ?, N]) and the two
+  // middle dims given.
+  auto regroup = [&](Value x, Value heads, Value length) {
+    Value spec = g.concat({g.reshape(g.dim(x, 0), {1}), g.reshape(heads, {1}),
+                           g.reshape(length, {1}), g.reshape(g.dim(x, 3), {1})},
+                          0);
+    return g.reshapeBy(x, spec);
   };
-  auto ungrouped = [&](Value x) { // [B, kv, r * S, N] -> [B, q_heads, S, N]
+  // [B, q_heads, S, N] -> [B, kv, r * S, N]
+  auto grouped = [&](Value x) {
     if (groups == 1 || !x)
       return x;
     auto s = shapeOf(x);
-    return g.reshape(x, {s[0], qHeads, qLength, s[3]});
+    if (groups > 1 && llvm::count_if(s, dynamic) <= 1)
+      return g.reshape(
+          x, {s[0], kvHeads, dynamic(s[2]) ? s[2] : groups * s[2], s[3]});
+    return regroup(x, g.dim(k, 1),
+                   g.mul(g.div(g.dim(x, 1), g.dim(k, 1)), g.dim(x, 2)));
+  };
+  // [B, kv, r * S, N] -> [B, q_heads, S, N]
+  auto ungrouped = [&](Value x) {
+    if (groups == 1 || !x)
+      return x;
+    auto s = shapeOf(x);
+    if (groups > 1 && llvm::count_if(s, dynamic) <= 1 && !dynamic(qLength))
+      return g.reshape(x, {s[0], qHeads, qLength, s[3]});
+    return regroup(x, g.dim(q, 1), g.dim(q, 2));
   };
   Value scaledQ = g.mul(q, sqrtScale);
   Value scaledKT = g.mul(g.transpose(k, {0, 1, 3, 2}), sqrtScale);
@@ -251,26 +286,56 @@ FailureOr<Values> convertAttention(NodeContext &c) {
     else
       return c.error("Attention attn_mask must be bool or floating-point");
     int64_t keys = maskType.getShape().back();
-    if (keys > kvLength)
+    if (!dynamic(keys) && !dynamic(kvLength) && keys > kvLength)
       return c.error("Attention attn_mask has " + Twine(keys) +
                      " keys, more than the total sequence length " +
                      Twine(kvLength));
-    if (keys < kvLength) {
+    if (!dynamic(keys) && !dynamic(kvLength) && keys < kvLength &&
+        maskType.hasStaticShape()) {
       SmallVector<int64_t> padShape(maskType.getShape());
       padShape.back() = kvLength - keys;
       maskBias = g.concat({maskBias, g.splat(padShape, t1, -kInf)},
                           maskType.getRank() - 1);
+    } else if (dynamic(keys) || dynamic(kvLength)) {
+      // Padded with -inf up to the key count, at run time (maybe by 0).
+      Value missing = g.reshape(g.sub(g.dim(k, 2), g.dim(mask, -1)), {1});
+      Value pads = g.concat({g.i64Constant({1}, {0}, "pad"), missing}, 0);
+      maskBias = g.op<PadOp>(
+          {maskBias, pads, negInf,
+           g.i64Constant({1}, {maskType.getRank() - 1}, "axis")},
+          {c.builder.getNamedAttr("mode", c.builder.getStringAttr("constant")),
+           c.builder.getNamedAttr(
+               "operandSegmentSizes",
+               c.builder.getDenseI32ArrayAttr({1, 1, 1, 1}))});
     }
   }
 
   // The structural masks (is_causal, window, nonpad_kv_seqlen) as `allowed`.
   bool window = left >= 0 || right >= 0;
   Value allowed;
-  if (!nonpad && (causal || window)) {
+  if (!nonpad && (causal || window) &&
+      (dynamic(qLength) || dynamic(kvLength) ||
+       !pastLength.getDefiningOp<ConstantOp>())) {
+    // diff = past + i - j from iotas over the queries and keys.
+    auto qi = iotaAlong(c, q, 2, 2, 0), kj = iotaAlong(c, k, 2, 2, 1);
+    if (failed(qi) || failed(kj))
+      return failure();
+    Value diff = g.sub(g.add(*qi, pastLength), *kj);
+    Type i64 = c.builder.getI64Type();
+    Value ok =
+        causal ? g.op<GreaterEqualOp>({diff, g.scalar(i64, 0)}) : Value();
+    auto both = [&](Value a, Value b) { return a ? g.op<AndOp>({a, b}) : b; };
+    if (left >= 0)
+      ok = both(ok, g.op<LessEqualOp>({diff, g.scalar(i64, left)}));
+    if (right >= 0)
+      ok = both(ok, g.op<GreaterEqualOp>({diff, g.scalar(i64, -right)}));
+    allowed = ok;
+  } else if (!nonpad && (causal || window)) {
+    int64_t past = *constantValues<int64_t>(pastLength)->begin();
     std::vector<char> bits(qLength * kvLength);
     for (int64_t i = 0; i < qLength; ++i)
       for (int64_t j = 0; j < kvLength; ++j) {
-        int64_t diff = pastLength + i - j; // query position - key position
+        int64_t diff = past + i - j; // query position - key position
         bits[i * kvLength + j] = (!causal || diff >= 0) &&
                                  (left < 0 || diff <= left) &&
                                  (right < 0 || -diff <= right);
@@ -279,23 +344,24 @@ FailureOr<Values> convertAttention(NodeContext &c) {
         g.constant({qLength, kvLength}, c.builder.getI1Type(), bits, "allowed");
   } else if (nonpad) {
     auto type = typeOf(nonpad);
-    if (type.getRank() != 1 || type.getDimSize(0) != batch ||
+    if (type.getRank() != 1 ||
+        (!dynamic(batch) && !type.isDynamicDim(0) &&
+         type.getDimSize(0) != batch) ||
         !type.getElementType().isInteger(64))
       return c.error("Attention nonpad_kv_seqlen must be int64 of shape (" +
                      Twine(batch) + "), got " + shapeString(type.getShape()));
-    Type i64 = c.builder.getI64Type();
-    Value valid = g.reshape(nonpad, {batch, 1, 1, 1});
-    std::vector<int64_t> keyIndex(kvLength), keyMinusQuery;
-    for (int64_t j = 0; j < kvLength; ++j)
-      keyIndex[j] = j;
+    Value valid = g.reshape(
+        nonpad, {dynamic(batch) ? type.getDimSize(0) : batch, 1, 1, 1});
+    auto qi = iotaAlong(c, q, 2, 2, 0), kj = iotaAlong(c, k, 2, 2, 1);
+    auto keys = iotaAlong(c, k, 2, 1, 0);
+    if (failed(qi) || failed(kj) || failed(keys))
+      return failure();
     allowed = g.op<LessOp>( // padding: key j < nonpad_kv_seqlen[b]
-        {g.i64Constant({kvLength}, keyIndex, "keys"), valid});
+        {*keys, valid});
     if (causal || window) {
-      for (int64_t i = 0; i < qLength; ++i)
-        for (int64_t j = 0; j < kvLength; ++j)
-          keyMinusQuery.push_back(j - i);
-      Value d = g.i64Constant({qLength, kvLength}, keyMinusQuery, "offsets");
-      Value offset = g.sub(valid, g.scalar(i64, qLength));
+      Type i64 = c.builder.getI64Type();
+      Value d = g.sub(*kj, *qi); // key - query
+      Value offset = g.sub(valid, g.dim(q, 2));
       // With diff = offset + i - j: causal diff >= 0, left diff <= left,
       // right -diff <= right.
       if (causal)
@@ -339,8 +405,10 @@ FailureOr<Values> convertAttention(NodeContext &c) {
   Value y = ungrouped(g.wideMatmul(grouped(probs), v));
   if (rank == 3 && !g.failed()) {
     int64_t valueSize = shapeOf(y)[3];
-    y = g.reshape(g.transpose(y, {0, 2, 1, 3}),
-                  {shapeOf(y)[0], qLength, qHeads * valueSize});
+    Value t = g.transpose(y, {0, 2, 1, 3});
+    y = dynamic(valueSize) || dynamic(qLength) || dynamic(shapeOf(y)[0])
+            ? g.reshapeBy(t, g.i64Constant({3}, {0, 0, -1}, "merge"))
+            : g.reshape(t, {shapeOf(y)[0], qLength, qHeads * valueSize});
   }
 
   Values out(std::max(1, c.node.output_size()));
