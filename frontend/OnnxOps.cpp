@@ -1706,6 +1706,7 @@ const llvm::StringMap<Converter> &table() {
       {"TensorScatter", convertTensorScatter},
       {"GatherND", convertGatherND},
       {"TopK", convertTopK},
+      {"AffineGrid", convertAffineGrid},
       {"DFT", convertDFT},
       {"STFT", convertSTFT},
       {"RNN", convertRecurrent},

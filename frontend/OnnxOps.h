@@ -234,6 +234,7 @@ mlir::FailureOr<Values> convertGroupNormalization(NodeContext &c);
 mlir::FailureOr<Values> convertMeanVarianceNormalization(NodeContext &c);
 mlir::FailureOr<Values> convertLRN(NodeContext &c);
 mlir::FailureOr<Values> convertWindow(NodeContext &c);
+mlir::FailureOr<Values> convertAffineGrid(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
 // ops/Layout.cpp

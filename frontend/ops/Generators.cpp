@@ -1,4 +1,4 @@
-//===- Generators.cpp - OneHot, Hann/Hamming/BlackmanWindow ---------------===//
+//===- Generators.cpp - OneHot, Hann/Hamming/BlackmanWindow, AffineGrid ---===//
 //
 // Ops whose result is made from an iota whose length is an input (read at
 // run time unless it is a constant):
@@ -11,6 +11,11 @@
 //      hann      sin(pi n / N)^2
 //      hamming   25/46 - (21/46) cos(2 pi n / N)
 //      blackman  0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)
+//  - AffineGrid(theta [N, k, k + 1], size [N, C, D..]): grid[n, d.., r] =
+//    sum over c < k of theta[n, r, c] * coordinate_c + theta[n, r, k], where
+//    coordinate c runs along spatial dim k - 1 - c (x along the last):
+//    -1 + 2 i / (n - 1) with align_corners, else (2 i + 1) / n - 1; all by
+//    broadcasting, the sizes read at run time unless constant.
 //
 //===----------------------------------------------------------------------===//
 
@@ -199,6 +204,97 @@ FailureOr<Values> convertWindow(NodeContext &c) {
   if (failed(window))
     return failure();
   return castTo(c, *window, type);
+}
+
+FailureOr<Values> convertAffineGrid(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value theta = c.inputs[0], size = c.inputs[1];
+  auto type = typeOf(theta);
+  Type element = type.getElementType();
+  // k from theta, else from the result's declared rank (k + 2).
+  int64_t k = type.getRank() == 3 ? type.getDimSize(1) : ShapedType::kDynamic;
+  if (ShapedType::isDynamic(k) && c.declaredRank(0))
+    k = *c.declaredRank(0) - 2;
+  if (type.getRank() != 3 || ShapedType::isDynamic(k) ||
+      !isa<FloatType>(element))
+    return c.error("AffineGrid needs a floating-point theta [N, k, k + 1] "
+                   "with k known at compile time");
+  if (k != 2 && k != 3)
+    return c.error("AffineGrid supports 2-D and 3-D grids, got k = " +
+                   Twine(k));
+  bool align = c.getInt("align_corners", 0) != 0;
+  int64_t rank = k + 2; // [N, spatial..., k]
+  auto &b = c.builder;
+  auto axis0 = b.getNamedAttr("axis", b.getI64IntegerAttr(0));
+  auto constant = [&](double v) { return scalarLike(c, theta, v); };
+  // theta[:, r, column] as [N, 1.., k] broadcasting along the grid.
+  auto column = [&](int64_t col) -> FailureOr<Value> {
+    auto picked = c.create(
+        GatherOp::getOperationName(), {theta, int64Constant(c, {}, {col})},
+        {b.getNamedAttr("axis", b.getI64IntegerAttr(2))}); // [N, k]
+    if (failed(picked))
+      return failure();
+    SmallVector<int64_t> dims(rank, 1);
+    dims[0] = type.getDimSize(0);
+    dims[rank - 1] = k;
+    return reshapeToDims(c, *picked, dims);
+  };
+  auto grid = column(k); // the translation
+  if (failed(grid))
+    return failure();
+  for (int64_t col = 0; col < k; ++col) {
+    int64_t spatial = k - 1 - col; // 0 is the outermost spatial dim
+    auto n = c.create(GatherOp::getOperationName(),
+                      {size, int64Constant(c, {}, {2 + spatial})}, {axis0});
+    if (failed(n))
+      return failure();
+    auto iota = iotaOf(c, *n);
+    if (failed(iota))
+      return failure();
+    auto i = castTo(c, *iota, element);
+    auto length = castTo(c, *n, element);
+    if (failed(i) || failed(length))
+      return failure();
+    // align: -1 + 2 i / (n - 1); else (2 i + 1) / n - 1
+    auto twice = binaryOp(c, MulOp::getOperationName(), (*i)[0], constant(2));
+    if (failed(twice))
+      return failure();
+    FailureOr<Value> coordinate = failure();
+    if (align) {
+      auto less =
+          binaryOp(c, SubOp::getOperationName(), (*length)[0], constant(1));
+      if (failed(less))
+        return failure();
+      auto ratio = binaryOp(c, DivOp::getOperationName(), *twice, *less);
+      if (failed(ratio))
+        return failure();
+      coordinate = binaryOp(c, SubOp::getOperationName(), *ratio, constant(1));
+    } else {
+      auto odd = binaryOp(c, AddOp::getOperationName(), *twice, constant(1));
+      if (failed(odd))
+        return failure();
+      auto ratio = binaryOp(c, DivOp::getOperationName(), *odd, (*length)[0]);
+      if (failed(ratio))
+        return failure();
+      coordinate = binaryOp(c, SubOp::getOperationName(), *ratio, constant(1));
+    }
+    if (failed(coordinate))
+      return failure();
+    SmallVector<int64_t> dims(rank, 1);
+    dims[1 + spatial] = typeOf(*coordinate).getDimSize(0);
+    auto placed = reshapeToDims(c, *coordinate, dims);
+    auto weight = column(col);
+    if (failed(placed) || failed(weight))
+      return failure();
+    auto term = binaryOp(c, MulOp::getOperationName(), *weight, *placed);
+    if (failed(term))
+      return failure();
+    grid = binaryOp(c, AddOp::getOperationName(), *grid, *term);
+    if (failed(grid))
+      return failure();
+  }
+  return Values{*grid};
 }
 
 } // namespace kiln::onnx_import
