@@ -1706,6 +1706,8 @@ const llvm::StringMap<Converter> &table() {
       {"TensorScatter", convertTensorScatter},
       {"GatherND", convertGatherND},
       {"TopK", convertTopK},
+      {"Det", convertDet},
+      {"MaxUnpool", convertMaxUnpool},
       {"AffineGrid", convertAffineGrid},
       {"DFT", convertDFT},
       {"STFT", convertSTFT},

@@ -253,6 +253,7 @@ mlir::FailureOr<mlir::Value> reverseByLengths(NodeContext &c, mlir::Value x,
 mlir::FailureOr<Values> convertRecurrent(NodeContext &c);
 mlir::FailureOr<Values> convertDFT(NodeContext &c);
 mlir::FailureOr<Values> convertSTFT(NodeContext &c);
+mlir::FailureOr<Values> convertDet(NodeContext &c);
 // ops/Einsum.cpp
 mlir::FailureOr<Values> convertEinsum(NodeContext &c);
 
@@ -260,6 +261,7 @@ mlir::FailureOr<Values> convertScatterElements(NodeContext &c);
 mlir::FailureOr<Values> convertScatterND(NodeContext &c);
 mlir::FailureOr<Values> convertTensorScatter(NodeContext &c);
 mlir::FailureOr<Values> convertGatherND(NodeContext &c);
+mlir::FailureOr<Values> convertMaxUnpool(NodeContext &c);
 // ops/Resize.cpp
 mlir::FailureOr<Values> convertResize(NodeContext &c);
 mlir::FailureOr<Values> convertGridSample(NodeContext &c);

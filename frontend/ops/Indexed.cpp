@@ -1,5 +1,4 @@
-//===- Indexed.cpp - ScatterElements, Scatter, ScatterND, TensorScatter,
-//                   GatherND -----------------------------------------===//
+//===- Indexed.cpp - scatters, GatherND, MaxUnpool ------------------------===//
 //
 //  - ScatterElements and its deprecated twin Scatter (opset 9-10) become
 //    kiln.scatter mode "elements"; ScatterND mode "nd"; both keep ONNX's
@@ -10,6 +9,10 @@
 //    a kiln.scatter "elements" whose indices are write_indices[b] + s for
 //    update position s along the axis.
 //  - GatherND becomes kiln.gather_nd.
+//  - MaxUnpool(x, indices, output_shape): x's values scattered (mode nd,
+//    K = 1) at their flat indices into zeros of the pooling input's
+//    inferred shape ((in - 1) * stride - pads + kernel), then padded with
+//    zeros at the end up to output_shape when given (read at run time).
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,6 +154,75 @@ FailureOr<Values> convertGatherND(NodeContext &c) {
       c.create(GatherNDOp::getOperationName(), c.inputs,
                {b.getNamedAttr("batch_dims", b.getI64IntegerAttr(batch)),
                 b.getNamedAttr("tuple_length", b.getI64IntegerAttr(k))}));
+}
+
+FailureOr<Values> convertMaxUnpool(NodeContext &c) {
+  if (failed(arity(c, 2, 3)))
+    return failure();
+  Value x = c.inputs[0], indices = c.inputs[1];
+  auto type = typeOf(x);
+  int64_t rank = type.getRank(), spatial = rank - 2;
+  if (rank < 3 || !type.hasStaticShape() ||
+      typeOf(indices).getShape() != type.getShape())
+    return c.error("MaxUnpool needs an input of static shape and indices of "
+                   "the same shape");
+  std::vector<int64_t> kernel = ints(c, "kernel_shape", {});
+  std::vector<int64_t> strides =
+      ints(c, "strides", std::vector<int64_t>(spatial, 1));
+  std::vector<int64_t> pads =
+      ints(c, "pads", std::vector<int64_t>(2 * spatial, 0));
+  if ((int64_t)kernel.size() != spatial || (int64_t)strides.size() != spatial ||
+      (int64_t)pads.size() != 2 * spatial)
+    return c.error("MaxUnpool needs kernel_shape, strides and pads for each "
+                   "spatial dim");
+  SmallVector<int64_t> inferred{type.getDimSize(0), type.getDimSize(1)};
+  int64_t total = inferred[0] * inferred[1];
+  for (int64_t d = 0; d < spatial; ++d) {
+    inferred.push_back((type.getDimSize(2 + d) - 1) * strides[d] -
+                       (pads[d] + pads[spatial + d]) + kernel[d]);
+    total *= inferred.back();
+  }
+  if (total < 0)
+    return c.error("MaxUnpool's inferred output shape is negative");
+  Type element = type.getElementType();
+  auto zerosType = RankedTensorType::get({total}, element);
+  Attribute zero = isa<FloatType>(element)
+                       ? Attribute(c.builder.getFloatAttr(element, 0))
+                       : Attribute(c.builder.getIntegerAttr(element, 0));
+  Value zeros = c.builder.create<ConstantOp>(
+      c.loc, RankedTensorType::get({total}, element, c.device),
+      DenseElementsAttr::get(zerosType, zero));
+  int64_t count = type.getNumElements();
+  auto flatIndices = reshapeTo(c, indices, {count, 1});
+  auto flatValues = reshapeTo(c, x, {count});
+  if (failed(flatIndices) || failed(flatValues))
+    return failure();
+  auto scattered =
+      scatterOp(c, zeros, *flatIndices, *flatValues, "nd", 0, "none");
+  if (failed(scattered))
+    return failure();
+  auto y = reshapeTo(c, *scattered, inferred);
+  if (failed(y) || c.inputs.size() < 3 || !c.inputs[2])
+    return single(y);
+  // Zeros after, up to output_shape.
+  auto wanted = castTo(c, c.inputs[2], c.builder.getI64Type());
+  if (failed(wanted))
+    return failure();
+  auto extra = binaryOp(c, SubOp::getOperationName(), (*wanted)[0],
+                        int64Constant(c, {rank}, inferred));
+  if (failed(extra))
+    return failure();
+  auto padSpec = c.create(
+      ConcatOp::getOperationName(),
+      {int64Constant(c, {rank}, std::vector<int64_t>(rank, 0)), *extra},
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
+  if (failed(padSpec))
+    return failure();
+  return single(c.create(
+      PadOp::getOperationName(), {*y, *padSpec},
+      {c.builder.getNamedAttr("mode", c.builder.getStringAttr("constant")),
+       c.builder.getNamedAttr("operandSegmentSizes",
+                              c.builder.getDenseI32ArrayAttr({1, 1, 0, 0}))}));
 }
 
 } // namespace kiln::onnx_import

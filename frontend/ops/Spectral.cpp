@@ -1,4 +1,4 @@
-//===- Spectral.cpp - DFT, STFT -------------------------------------------===//
+//===- Spectral.cpp - DFT, STFT, Det --------------------------------------===//
 //
 // The DFT along an axis of length L is two small matmuls with constant
 // cosine and sine matrices (O(L n) per line; no FFT), in f64 as numpy.fft
@@ -19,10 +19,15 @@
 // times the window, then the forward DFT of length n along the frame axis:
 // [B, frames, bins, 2].
 //
+// Det(x [..., n, n]): Leibniz's sum over the n! permutations of signed
+// products of n elements (each a [..., 1, 1] slice), for n <= 5; the last
+// two dims are then summed away.
+//
 //===----------------------------------------------------------------------===//
 
 #include "frontend/OpChain.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -248,6 +253,48 @@ FailureOr<Values> convertSTFT(NodeContext &c) {
   if (g.failed())
     return failure();
   return Values{y};
+}
+
+FailureOr<Values> convertDet(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  Value x = c.inputs[0];
+  auto type = typeOf(x);
+  int64_t rank = type.getRank();
+  if (rank < 2 || type.isDynamicDim(rank - 1) || type.isDynamicDim(rank - 2) ||
+      type.getDimSize(rank - 1) != type.getDimSize(rank - 2) ||
+      !isa<FloatType>(type.getElementType()))
+    return c.error("Det needs floating-point square matrices of static size");
+  int64_t n = type.getDimSize(rank - 1);
+  if (n > 5)
+    return c.error("Det of " + Twine(n) + "x" + Twine(n) +
+                   " matrices is not supported (at most 5x5)");
+  OpChain g(c);
+  std::vector<std::vector<Value>> at(n, std::vector<Value>(n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      at[i][j] = g.slice(g.slice(x, rank - 2, i, 1), rank - 1, j, 1);
+  std::vector<int64_t> perm(n);
+  for (int64_t i = 0; i < n; ++i)
+    perm[i] = i;
+  Value sum;
+  do {
+    int64_t inversions = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i + 1; j < n; ++j)
+        inversions += perm[i] > perm[j];
+    Value term = at[0][perm[0]];
+    for (int64_t i = 1; i < n; ++i)
+      term = g.mul(term, at[i][perm[i]]);
+    if (!sum)
+      sum = inversions % 2 ? g.sub(g.scalar(type.getElementType(), 0), term)
+                           : term;
+    else
+      sum = inversions % 2 ? g.sub(sum, term) : g.add(sum, term);
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  if (g.failed())
+    return failure();
+  return single(reduce(c, "sum", {rank - 2, rank - 1}, false, sum));
 }
 
 } // namespace kiln::onnx_import
