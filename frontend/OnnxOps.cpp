@@ -1706,6 +1706,8 @@ const llvm::StringMap<Converter> &table() {
       {"TensorScatter", convertTensorScatter},
       {"GatherND", convertGatherND},
       {"TopK", convertTopK},
+      {"NonZero", convertNonZero},
+      {"Unique", convertUnique},
       {"Det", convertDet},
       {"MaxUnpool", convertMaxUnpool},
       {"AffineGrid", convertAffineGrid},

@@ -224,6 +224,7 @@ mlir::FailureOr<Values> convertHardmax(NodeContext &c);
 mlir::FailureOr<Values> convertCumSum(NodeContext &c);
 mlir::FailureOr<Values> convertCumProd(NodeContext &c);
 mlir::FailureOr<Values> convertTopK(NodeContext &c);
+mlir::FailureOr<Values> convertUnique(NodeContext &c);
 
 mlir::FailureOr<Values> convertOneHot(NodeContext &c);
 
@@ -243,6 +244,7 @@ mlir::FailureOr<Values> convertSpaceToDepth(NodeContext &c);
 mlir::FailureOr<Values> convertEyeLike(NodeContext &c);
 mlir::FailureOr<Values> convertTile(NodeContext &c);
 mlir::FailureOr<Values> convertCompress(NodeContext &c);
+mlir::FailureOr<Values> convertNonZero(NodeContext &c);
 mlir::FailureOr<Values> convertCenterCropPad(NodeContext &c);
 mlir::FailureOr<Values> convertReverseSequence(NodeContext &c);
 /// `x` with the first lengths[b] steps along `time` reversed in each batch

@@ -19,6 +19,8 @@
 //    one): two comparisons of O(L^2) and O(count L), then a Gather.
 //  - CenterCropPad(x, shape, axes): a Pad by (shape - dims) / 2 (truncated:
 //    negative crops) before and the rest after, on the axes.
+//  - NonZero(x): Compress's indices of the nonzero elements of x flattened,
+//    split into coordinates.
 //  - ReverseSequence(x, sequence_lens, batch_axis, time_axis): a
 //    GatherElements along the time axis at t < len[b] ? len[b] - 1 - t : t.
 //
@@ -206,26 +208,10 @@ FailureOr<Values> convertTile(NodeContext &c) {
   return single(reshapeBy(c, *expanded, *out, "reshape"));
 }
 
-FailureOr<Values> convertCompress(NodeContext &c) {
-  if (failed(arity(c, 2, 2)))
-    return failure();
-  Value x = c.inputs[0], condition = c.inputs[1];
-  if (typeOf(condition).getRank() != 1)
-    return c.error("Compress needs a 1-D condition");
-  int64_t axis = 0;
-  if (c.attr("axis")) {
-    auto a = normalizeAxis(c, c.getInt("axis", 0), typeOf(x).getRank());
-    if (failed(a))
-      return failure();
-    axis = *a;
-  } else {
-    auto flat = typeOf(x).hasStaticShape()
-                    ? reshapeTo(c, x, {-1})
-                    : reshapeBy(c, x, int64Constant(c, {1}, {-1}), "reshape");
-    if (failed(flat))
-      return failure();
-    x = *flat;
-  }
+namespace {
+// The indices of the true entries of a 1-D bool `condition`, in order, as a
+// 1-D int64 of a length known at run time (see Compress above).
+FailureOr<Value> trueIndices(NodeContext &c, Value condition) {
   auto flags = asInt64(c, condition);
   if (failed(flags))
     return failure();
@@ -262,6 +248,33 @@ FailureOr<Values> convertCompress(NodeContext &c) {
   if (failed(counted))
     return failure();
   auto index = reduce(c, "sum", {1}, false, *counted);
+  if (failed(index))
+    return failure();
+  return index;
+}
+} // namespace
+
+FailureOr<Values> convertCompress(NodeContext &c) {
+  if (failed(arity(c, 2, 2)))
+    return failure();
+  Value x = c.inputs[0], condition = c.inputs[1];
+  if (typeOf(condition).getRank() != 1)
+    return c.error("Compress needs a 1-D condition");
+  int64_t axis = 0;
+  if (c.attr("axis")) {
+    auto a = normalizeAxis(c, c.getInt("axis", 0), typeOf(x).getRank());
+    if (failed(a))
+      return failure();
+    axis = *a;
+  } else {
+    auto flat = typeOf(x).hasStaticShape()
+                    ? reshapeTo(c, x, {-1})
+                    : reshapeBy(c, x, int64Constant(c, {1}, {-1}), "reshape");
+    if (failed(flat))
+      return failure();
+    x = *flat;
+  }
+  auto index = trueIndices(c, condition);
   if (failed(index))
     return failure();
   return single(c.create(
@@ -360,6 +373,52 @@ FailureOr<Value> reverseByLengths(NodeContext &c, Value x, Value lengths,
   return c.create(
       GatherElementsOp::getOperationName(), {x, *full},
       {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(time))});
+}
+
+// NonZero(x): the flat indices of the nonzero elements (trueIndices), each
+// split into its coordinates ((f / stride) % dim per dim): [rank, count].
+FailureOr<Values> convertNonZero(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  Value x = c.inputs[0];
+  auto type = typeOf(x);
+  int64_t rank = type.getRank();
+  if (!type.hasStaticShape())
+    return c.error("NonZero needs an input of static shape");
+  auto flat = reshapeTo(c, x, {type.getNumElements()});
+  if (failed(flat))
+    return failure();
+  auto nonzero =
+      binaryOp(c, EqualOp::getOperationName(), *flat, scalarLike(c, *flat, 0));
+  if (failed(nonzero))
+    return failure();
+  auto isSet = c.create(NotOp::getOperationName(), *nonzero);
+  if (failed(isSet))
+    return failure();
+  auto index = trueIndices(c, *isSet);
+  if (failed(index))
+    return failure();
+  auto row = unsqueezeAt(c, *index, 0); // [1, count]
+  if (failed(row))
+    return failure();
+  SmallVector<Value> coordinates;
+  int64_t stride = type.getNumElements();
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t size = type.getDimSize(d);
+    stride = size ? stride / size : 0;
+    auto q = binaryOp(c, DivOp::getOperationName(), *row,
+                      int64Constant(c, {}, {std::max<int64_t>(stride, 1)}));
+    if (failed(q))
+      return failure();
+    auto m = c.create(ModOp::getOperationName(),
+                      {*q, int64Constant(c, {}, {std::max<int64_t>(size, 1)})});
+    if (failed(m))
+      return failure();
+    coordinates.push_back(*m);
+  }
+  if (rank == 0)
+    return c.error("NonZero of a scalar is not supported");
+  return single(concatOf(c, coordinates, 0));
 }
 
 } // namespace kiln::onnx_import

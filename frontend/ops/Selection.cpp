@@ -1,4 +1,4 @@
-//===- Selection.cpp - ArgMax, ArgMin, Trilu, CumSum, TopK ----------------===//
+//===- Selection.cpp - ArgMax, ArgMin, Trilu, CumSum, TopK, Unique --------===//
 //
 // Ops that pick elements by their position, built from comparisons against
 // iotas (constants, or kiln.range along a symbolic dim):
@@ -25,10 +25,16 @@
 //      indices. The result is always sorted (sorted = 0 allows any order).
 //      k may be a run-time input (the result dim is then dynamic). O(n^2)
 //      per line: fine for the usual small k over small n, slow over a vocab.
+//  - Unique(x) without axis, over x flattened ([n]): from the n x n
+//      equality matrix, first[i] = no equal element before i, and key[i] =
+//      the number of distinct values below x[i] (sorted) or first seen
+//      before x[i]'s first occurrence (sorted = 0). Output p (of the run-time
+//      count of firsts) takes the first i with key p: indices; Y gathers x
+//      there; inverse_indices = key; counts[p] = #{i : key[i] = p}.
 //
 //===----------------------------------------------------------------------===//
 
-#include "frontend/OnnxOps.h"
+#include "frontend/OpChain.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -85,6 +91,14 @@ FailureOr<Values> argReduce(NodeContext &c, StringRef kind) {
   if (failed(found))
     return failure();
   return Values{found->index};
+}
+
+// min over j of where(mask[i, j], j, n): the first j where mask holds.
+Value reduceMin(NodeContext &c, OpChain &g, Value mask, Value j, int64_t n) {
+  Value none = ShapedType::isDynamic(n) ? g.dim(mask, 1)
+                                        : g.i64Constant({}, {n}, "none");
+  auto least = reduce(c, "min", {1}, true, g.where(mask, j, none));
+  return failed(least) ? Value() : *least;
 }
 
 } // namespace
@@ -335,6 +349,70 @@ FailureOr<Values> convertTopK(NodeContext &c) {
   if (failed(values))
     return failure();
   return Values{*values, *indices};
+}
+
+FailureOr<Values> convertUnique(NodeContext &c) {
+  if (failed(arity(c, 1, 1)))
+    return failure();
+  if (c.attr("axis"))
+    return c.error("Unique along an axis is not supported yet");
+  Value x = c.inputs[0];
+  OpChain g(c);
+  Type i64 = c.builder.getI64Type();
+  Value flat = typeOf(x).getRank() == 1 ? x
+               : typeOf(x).hasStaticShape()
+                   ? g.reshape(x, {typeOf(x).getNumElements()})
+                   : g.reshapeBy(x, g.i64Constant({1}, {-1}, "flat"));
+  if (g.failed())
+    return failure();
+  auto xi = unsqueezeAt(c, flat, 1), xj = unsqueezeAt(c, flat, 0);
+  auto ii = iotaAlong(c, flat, 0, 2, 0), jj = iotaAlong(c, flat, 0, 2, 1);
+  if (failed(xi) || failed(xj) || failed(ii) || failed(jj))
+    return failure();
+  auto count = [&](Value v, int64_t axis) { // sum of a bool over `axis`
+    auto sum = reduce(c, "sum", {axis}, false, g.cast(v, i64));
+    return failed(sum) ? Value() : *sum;
+  };
+  Value same = g.op<EqualOp>({*xi, *xj});                // [i, j]
+  Value before = g.op<LessOp>({*jj, *ii});               // j < i
+  Value seen = count(g.op<AndOp>({same, before}), 1);    // [n]
+  Value first = g.op<EqualOp>({seen, g.scalar(i64, 0)}); // [n]
+  Value firstRow = g.reshape(first, {1, typeOf(flat).getDimSize(0)});
+  if (!firstRow) // a dynamic length: unsqueeze at run time
+    return failure();
+  Value key;
+  if (c.getInt("sorted", 1)) {
+    key = count(g.op<AndOp>({g.op<LessOp>({*xj, *xi}), firstRow}), 1);
+  } else {
+    // The first occurrence of x[i]'s value, then firsts before it.
+    Value firstAt = reduceMin(c, g, same, *jj, typeOf(flat).getDimSize(0));
+    Value earlier = g.op<LessOp>({*jj, firstAt});
+    key = count(g.op<AndOp>({earlier, firstRow}), 1);
+  }
+  Value total = count(first, 0);
+  Value positions = g.op<RangeOp>(
+      {g.i64Constant({}, {0}, "zero"), total, g.i64Constant({}, {1}, "one")});
+  if (g.failed() || !key || !total)
+    return failure();
+  auto keyColumn = unsqueezeAt(c, key, 1);         // [n, 1]
+  auto firstColumn = unsqueezeAt(c, first, 1);     // [n, 1]
+  auto positionRow = unsqueezeAt(c, positions, 0); // [1, U]
+  if (failed(keyColumn) || failed(firstColumn) || failed(positionRow))
+    return failure();
+  Value hit = g.op<EqualOp>({*keyColumn, *positionRow}); // [n, U]
+  Value pick = g.where(g.op<AndOp>({hit, *firstColumn}), *ii, g.scalar(i64, 0));
+  auto indices = reduce(c, "sum", {0}, false, pick);
+  if (failed(indices))
+    return failure();
+  Value y = g.op<GatherOp>(
+      {flat, *indices},
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
+  Value counts = count(hit, 0);
+  if (g.failed() || !counts)
+    return failure();
+  Values out{y, *indices, key, counts};
+  out.resize(std::max(1, c.node.output_size()));
+  return out;
 }
 
 } // namespace kiln::onnx_import
