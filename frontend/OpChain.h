@@ -127,6 +127,17 @@ public:
         {v, spec},
         {c.builder.getNamedAttr("mode", c.builder.getStringAttr("reshape"))});
   }
+  /// kiln.slice_by of `axis` from `start` to `end` (rank-0 int64s read at
+  /// run time) every `step`.
+  mlir::Value sliceBy(mlir::Value v, int64_t axis, mlir::Value start,
+                      mlir::Value end, int64_t step = 1) {
+    mlir::Builder &b = c.builder;
+    return op<SliceByOp>(
+        {v, reshape(start, {1}), reshape(end, {1}),
+         i64Constant({1}, {axis}, "axis"), i64Constant({1}, {step}, "step")},
+        {b.getNamedAttr("operandSegmentSizes",
+                        b.getDenseI32ArrayAttr({1, 1, 1, 1, 1}))});
+  }
   /// Dim `axis` (negative counts from the end) of `v` as a rank-0 int64.
   mlir::Value dim(mlir::Value v, int64_t axis) {
     if (!ok || !v)

@@ -1,6 +1,7 @@
 //===- Attention.cpp - Attention, RMSNormalization, RotaryEmbedding -------===//
 //
-// Decompositions into kiln graph ops (shapes are static at conversion).
+// Decompositions into kiln graph ops. Symbolic dims are handled by shape
+// computations at run time (reshape_to, slice_by, dims read as data).
 //
 // Attention (opsets 23-25), after onnx/reference/ops/op_attention.py and the
 // op's function body:
@@ -464,10 +465,6 @@ FailureOr<Values> convertRotaryEmbedding(NodeContext &c) {
     return failure();
   Value x = c.inputs[0], cosCache = c.inputs[1], sinCache = c.inputs[2],
         positions = inputOr(c, 3);
-  for (Value v : {x, cosCache, sinCache, positions})
-    if (v && !typeOf(v).hasStaticShape())
-      return c.error("RotaryEmbedding needs static input shapes; bind "
-                     "symbolic dims with --input-shape");
   auto inType = typeOf(x);
   Type element = inType.getElementType();
   if (!isa<FloatType>(element) ||
@@ -475,28 +472,29 @@ FailureOr<Values> convertRotaryEmbedding(NodeContext &c) {
       typeOf(sinCache).getElementType() != element)
     return c.error("RotaryEmbedding needs floating-point input, cos_cache and "
                    "sin_cache of one type");
-  if (typeOf(cosCache).getShape() != typeOf(sinCache).getShape())
-    return c.error("RotaryEmbedding cos_cache and sin_cache differ in shape");
+  if (typeOf(cosCache).getRank() != typeOf(sinCache).getRank())
+    return c.error("RotaryEmbedding cos_cache and sin_cache differ in rank");
   int64_t rank = inType.getRank();
   auto in = inType.getShape();
+  auto dynamic = [](int64_t d) { return ShapedType::isDynamic(d); };
   OpChain g(c);
   // Work in [B, H, S, D] (4-D input) or [B, S, H, D] (3-D input).
   Value work = x;
-  int64_t batch = in[0], length, headSize;
+  int64_t headSize;
   if (rank == 4) {
-    length = in[2];
     headSize = in[3];
   } else if (rank == 3) {
     int64_t heads = c.getInt("num_heads", 0);
     if (heads <= 0)
       return c.error("RotaryEmbedding with 3-D input needs a positive "
                      "num_heads attribute");
-    if (in[2] % heads != 0)
+    if (!dynamic(in[2]) && in[2] % heads != 0)
       return c.error("RotaryEmbedding hidden size " + Twine(in[2]) +
                      " is not a multiple of num_heads " + Twine(heads));
-    length = in[1];
-    headSize = in[2] / heads;
-    work = g.reshape(x, {batch, length, heads, headSize});
+    headSize = dynamic(in[2]) ? in[2] : in[2] / heads;
+    work = llvm::count_if(in, dynamic) <= 1 && !dynamic(in[2])
+               ? g.reshape(x, {in[0], in[1], heads, headSize})
+               : g.reshapeBy(x, g.i64Constant({4}, {0, 0, heads, -1}, "split"));
   } else {
     return c.error("RotaryEmbedding needs a 3-D or 4-D input, got rank " +
                    Twine(rank));
@@ -504,11 +502,13 @@ FailureOr<Values> convertRotaryEmbedding(NodeContext &c) {
   int64_t rotaryDim = c.getInt("rotary_embedding_dim", 0);
   if (rotaryDim == 0)
     rotaryDim = headSize;
-  if (rotaryDim < 0 || rotaryDim > headSize || rotaryDim % 2 != 0)
+  if (!dynamic(rotaryDim) &&
+      (rotaryDim < 0 || (!dynamic(headSize) && rotaryDim > headSize) ||
+       rotaryDim % 2 != 0))
     return c.error("RotaryEmbedding rotary_embedding_dim " + Twine(rotaryDim) +
                    " must be even and at most the head size " +
                    Twine(headSize));
-  int64_t half = rotaryDim / 2;
+  int64_t half = dynamic(rotaryDim) ? rotaryDim : rotaryDim / 2;
 
   // cos/sin as [B, S, half], then broadcastable to the working layout.
   Value cos = cosCache, sin = sinCache;
@@ -523,44 +523,74 @@ FailureOr<Values> convertRotaryEmbedding(NodeContext &c) {
       return failure();
   }
   auto cs = typeOf(cos).getShape();
-  if (cs.size() != 3 || cs[2] != half)
+  if (cs.size() != 3 || (!dynamic(cs[2]) && !dynamic(half) && cs[2] != half))
     return c.error("RotaryEmbedding cos/sin values have shape " +
                    shapeString(cs) + ", expected (batch, sequence, " +
                    Twine(half) + ")");
-  SmallVector<int64_t> broadcast =
-      rank == 4 ? SmallVector<int64_t>{cs[0], 1, cs[1], half}
-                : SmallVector<int64_t>{cs[0], cs[1], 1, half};
-  cos = g.reshape(cos, broadcast);
-  sin = g.reshape(sin, broadcast);
+  auto spread = [&](Value v) -> Value {
+    auto r = unsqueezeAt(c, v, rank == 4 ? 1 : 2);
+    return failed(r) ? Value() : *r;
+  };
+  cos = spread(cos);
+  sin = spread(sin);
+  if (!cos || !sin)
+    return failure();
 
   bool interleaved = c.getInt("interleaved", 0) != 0;
-  Value rotate = rotaryDim == headSize ? work : g.sliceLast(work, 0, rotaryDim);
-  Value x1 = interleaved ? g.sliceLast(rotate, 0, half, 2)
-                         : g.sliceLast(rotate, 0, half);
-  Value x2 = interleaved ? g.sliceLast(rotate, 1, half, 2)
-                         : g.sliceLast(rotate, half, half);
-  Value real = g.sub(g.mul(cos, x1), g.mul(sin, x2));
-  Value imag = g.add(g.mul(sin, x1), g.mul(cos, x2));
+  Value rotated, rest, real, imag;
+  if (!dynamic(half) && !dynamic(headSize)) {
+    Value rotate =
+        rotaryDim == headSize ? work : g.sliceLast(work, 0, rotaryDim);
+    Value x1 = interleaved ? g.sliceLast(rotate, 0, half, 2)
+                           : g.sliceLast(rotate, 0, half);
+    Value x2 = interleaved ? g.sliceLast(rotate, 1, half, 2)
+                           : g.sliceLast(rotate, half, half);
+    real = g.sub(g.mul(cos, x1), g.mul(sin, x2));
+    imag = g.add(g.mul(sin, x1), g.mul(cos, x2));
+    if (rotaryDim < headSize)
+      rest = g.sliceLast(work, rotaryDim, headSize - rotaryDim);
+  } else {
+    // Bounds from the caches' last dim (half) at run time.
+    Value h =
+        dynamic(half) ? g.dim(cos, -1) : g.i64Constant({}, {half}, "half");
+    Value full = g.add(h, h), zero = g.i64Constant({}, {0}, "zero"),
+          one = g.i64Constant({}, {1}, "one");
+    Value x1 = interleaved ? g.sliceBy(work, 3, zero, full, 2)
+                           : g.sliceBy(work, 3, zero, h);
+    Value x2 = interleaved ? g.sliceBy(work, 3, one, full, 2)
+                           : g.sliceBy(work, 3, h, full);
+    real = g.sub(g.mul(cos, x1), g.mul(sin, x2));
+    imag = g.add(g.mul(sin, x1), g.mul(cos, x2));
+    rest = g.sliceBy(work, 3, full, g.dim(work, 3));
+  }
   if (g.failed())
     return failure();
-  Value rotated;
   if (interleaved) {
-    SmallVector<int64_t> pairShape(typeOf(real).getShape());
-    pairShape.push_back(1);
+    auto r = unsqueezeAt(c, real, 4), i = unsqueezeAt(c, imag, 4);
+    if (failed(r) || failed(i))
+      return failure();
+    Value pairs = g.concat({*r, *i}, 4);
     SmallVector<int64_t> flatShape(typeOf(real).getShape());
-    flatShape.back() = rotaryDim;
-    rotated = g.reshape(
-        g.concat({g.reshape(real, pairShape), g.reshape(imag, pairShape)}, 4),
-        flatShape);
+    flatShape.back() =
+        dynamic(flatShape.back()) ? flatShape.back() : 2 * flatShape.back();
+    rotated =
+        llvm::count_if(flatShape, dynamic) <= 1
+            ? g.reshape(pairs, flatShape)
+            : g.reshapeBy(pairs, g.i64Constant({4}, {0, 0, 0, -1}, "merge"));
   } else {
     rotated = g.concat({real, imag}, 3);
   }
-  Value out = rotated;
-  if (rotaryDim < headSize)
-    out = g.concat(
-        {rotated, g.sliceLast(work, rotaryDim, headSize - rotaryDim)}, 3);
+  Value out = rest ? g.concat({rotated, rest}, 3) : rotated;
   if (rank == 3)
-    out = g.reshape(out, in);
+    out =
+        inType.hasStaticShape()
+            ? g.reshape(out, in)
+            : g.reshapeBy(
+                  out, g.op<ShapeOp>(
+                           {x}, {c.builder.getNamedAttr(
+                                     "start", c.builder.getI64IntegerAttr(0)),
+                                 c.builder.getNamedAttr(
+                                     "end", c.builder.getI64IntegerAttr(3))}));
   if (g.failed())
     return failure();
   return Values{out};
