@@ -814,9 +814,19 @@ FailureOr<Values> dropout(NodeContext &c) {
   Values out = {c.inputs[0]};
   if (c.node.output_size() > 1 && !c.node.output(1).empty()) {
     auto type = typeOf(c.inputs[0]);
-    if (!type.hasStaticShape())
-      return c.error("Dropout's mask needs static dims");
     auto i1 = c.builder.getI1Type();
+    if (!type.hasStaticShape()) { // all true, shaped at run time
+      auto shape = shapeOfValue(c, c.inputs[0]);
+      if (failed(shape))
+        return failure();
+      auto mask = c.create(
+          ConstantOfShapeOp::getOperationName(), *shape,
+          {c.builder.getNamedAttr("value", c.builder.getIntegerAttr(i1, 1))});
+      if (failed(mask))
+        return failure();
+      out.push_back(*mask);
+      return out;
+    }
     out.push_back(c.builder.create<ConstantOp>(
         c.loc, RankedTensorType::get(type.getShape(), i1, c.device),
         DenseElementsAttr::get(RankedTensorType::get(type.getShape(), i1),
