@@ -838,9 +838,40 @@ FailureOr<Values> dropout(NodeContext &c) {
 FailureOr<Values> expand(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
     return failure();
-  if (Value spec = runtimeSpec(c, 1, declaredPlus(c, 0)))
+  if (Value spec = runtimeSpec(c, 1)) {
+    // A shape of symbolic length may be shorter than the declared result
+    // rank (it broadcasts from the right): left-padded with 1s up to it.
+    auto rank = c.declaredRank(0);
+    auto type = typeOf(spec);
+    if (rank && type.getRank() == 1 && type.isDynamicDim(0)) {
+      auto length = dimValue(c, spec, 0);
+      if (failed(length))
+        return failure();
+      auto missing = binaryOp(c, SubOp::getOperationName(),
+                              int64Constant(c, {}, {*rank}), *length);
+      if (failed(missing))
+        return failure();
+      auto begin = reshapeTo(c, *missing, {1});
+      if (failed(begin))
+        return failure();
+      auto pads = c.create(
+          ConcatOp::getOperationName(), {*begin, int64Constant(c, {1}, {0})},
+          {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
+      if (failed(pads))
+        return failure();
+      auto padded = c.create(
+          PadOp::getOperationName(), {spec, *pads, int64Constant(c, {}, {1})},
+          {c.builder.getNamedAttr("mode", c.builder.getStringAttr("constant")),
+           c.builder.getNamedAttr(
+               "operandSegmentSizes",
+               c.builder.getDenseI32ArrayAttr({1, 1, 1, 0}))});
+      if (failed(padded))
+        return failure();
+      spec = withLength(c, *padded, *rank);
+    }
     return single(
         c.create(ExpandToOp::getOperationName(), {c.inputs[0], spec}));
+  }
   auto shape = constantValues<int64_t>(c.inputs[1]);
   if (const SymbolicInts *symbolic = symbolicInts(c, c.inputs[1])) {
     // A symbolic entry keeps the input's dynamic dim there (entry 1).
@@ -1285,8 +1316,9 @@ FailureOr<Values> pow(NodeContext &c) {
   Value base = c.inputs[0], exponent = c.inputs[1];
   Type type = typeOf(base).getElementType();
   if (isa<IntegerType>(type)) {
-    // An integer base: the power in f64 (exact while it fits in 53 bits),
-    // converted back to the base's type, as numpy's power then astype.
+    // An integer base: the power in f64, converted back to the base's type,
+    // as numpy's power then astype. Exact while the result fits in 53 bits;
+    // beyond that (where numpy's integer power wraps) it is not.
     Type f64 = c.builder.getF64Type();
     auto b = castTo(c, base, f64);
     auto e = castTo(c, exponent, f64);

@@ -779,6 +779,10 @@ LogicalResult ScatterOp::verify() {
         axis >= rank)
       return emitOpError() << "needs indices and updates of data's rank and "
                               "an axis in range";
+    for (int64_t d = 0; d < rank; ++d)
+      if (!idx.isDynamicDim(d) && !upd.isDynamicDim(d) &&
+          idx.getDimSize(d) != upd.getDimSize(d))
+        return emitOpError() << "needs indices and updates of one shape";
     return success();
   }
   if (getMode() != "nd")

@@ -297,7 +297,7 @@ FailureOr<Values> convertAttention(NodeContext &c) {
       padShape.back() = kvLength - keys;
       maskBias = g.concat({maskBias, g.splat(padShape, t1, -kInf)},
                           maskType.getRank() - 1);
-    } else if (dynamic(keys) || dynamic(kvLength)) {
+    } else if (dynamic(keys) || dynamic(kvLength) || keys < kvLength) {
       // Padded with -inf up to the key count, at run time (maybe by 0).
       Value missing = g.reshape(g.sub(g.dim(k, 2), g.dim(mask, -1)), {1});
       Value pads = g.concat({g.i64Constant({1}, {0}, "pad"), missing}, 0);

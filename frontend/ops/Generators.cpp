@@ -269,7 +269,15 @@ FailureOr<Values> convertAffineGrid(NodeContext &c) {
       auto ratio = binaryOp(c, DivOp::getOperationName(), *twice, *less);
       if (failed(ratio))
         return failure();
-      coordinate = binaryOp(c, SubOp::getOperationName(), *ratio, constant(1));
+      auto shifted =
+          binaryOp(c, SubOp::getOperationName(), *ratio, constant(1));
+      auto single =
+          binaryOp(c, EqualOp::getOperationName(), (*length)[0], constant(1));
+      if (failed(shifted) || failed(single))
+        return failure();
+      // One point sits at 0 (as torch puts it), not at 0 / 0.
+      coordinate = c.create(WhereOp::getOperationName(),
+                            ValueRange{*single, constant(0), *shifted});
     } else {
       auto odd = binaryOp(c, AddOp::getOperationName(), *twice, constant(1));
       if (failed(odd))

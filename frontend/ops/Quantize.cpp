@@ -463,13 +463,25 @@ FailureOr<Values> convertQLinear(NodeContext &c) {
       return failure();
     bScale = *shaped;
   }
-  auto both = binaryOp(c, MulOp::getOperationName(), c.inputs[1], bScale);
+  // QLinearMatMul: a vector a_scale, y_scale or y_zero_point is per row of
+  // a (and y): [M] as [M, 1].
+  auto perRow = [&](Value v) -> FailureOr<Value> {
+    if (isConv || !v || typeOf(v).getRank() != 1 ||
+        typeOf(v).getNumElements() == 1)
+      return v;
+    return reshapeToDims(c, v, {typeOf(v).getDimSize(0), 1});
+  };
+  auto aScale = perRow(c.inputs[1]), yScale = perRow(c.inputs[6]),
+       yZero = perRow(c.inputs[7]);
+  if (failed(aScale) || failed(yScale) || failed(yZero))
+    return failure();
+  auto both = binaryOp(c, MulOp::getOperationName(), *aScale, bScale);
   if (failed(both))
     return failure();
-  auto scale = binaryOp(c, DivOp::getOperationName(), *both, c.inputs[6]);
+  auto scale = binaryOp(c, DivOp::getOperationName(), *both, *yScale);
   if (failed(scale))
     return failure();
-  Value yZp = c.inputs[7];
+  Value yZp = *yZero;
   Type yType =
       yZp ? typeOf(yZp).getElementType() : typeOf(c.inputs[0]).getElementType();
   if (!isa<IntegerType>(yType) || yType.getIntOrFloatBitWidth() > 32)

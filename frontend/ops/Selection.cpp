@@ -259,6 +259,11 @@ FailureOr<Values> convertCumProd(NodeContext &c) {
 }
 
 FailureOr<Values> convertTopK(NodeContext &c) {
+  if (c.opset < 10) { // k is an attribute
+    if (failed(arity(c, 1, 1)))
+      return failure();
+    c.inputs.push_back(int64Constant(c, {1}, {c.getInt("k", 0)}));
+  }
   if (failed(arity(c, 2, 2)))
     return failure();
   Value x = c.inputs[0], kValue = c.inputs[1];

@@ -270,6 +270,13 @@ FailureOr<Values> convertDet(NodeContext &c) {
     return c.error("Det of " + Twine(n) + "x" + Twine(n) +
                    " matrices is not supported (at most 5x5)");
   OpChain g(c);
+  if (n == 0) { // the empty product: ones of the batch shape
+    auto sum = reduce(c, "sum", {rank - 2, rank - 1}, false, x);
+    if (failed(sum))
+      return failure();
+    return single(
+        binaryOp(c, AddOp::getOperationName(), *sum, scalarLike(c, *sum, 1)));
+  }
   std::vector<std::vector<Value>> at(n, std::vector<Value>(n));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j)

@@ -108,8 +108,18 @@ FailureOr<Value> lowering::lowerGridSample(OpBuilder &b, Operation *op,
                     b.create<tensor::EmptyOp>(loc, sumType.getShape(),
                                               b.getF64Type(), dynamic),
                     0);
+  // No taps at all when an input spatial dim is empty (the result is 0).
+  Value tapCount = b.create<arith::ConstantIndexOp>(loc, tuples);
+  for (Value size : sizes) {
+    Value empty =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, size,
+                                b.create<arith::ConstantIndexOp>(loc, 0));
+    tapCount = b.create<arith::SelectOp>(
+        loc, empty, b.create<arith::ConstantIndexOp>(loc, 0), tapCount);
+  }
   Value window = b.create<tensor::EmptyOp>(
-      loc, RankedTensorType::get({tuples}, b.getI8Type()), ValueRange{});
+      loc, RankedTensorType::get({ShapedType::kDynamic}, b.getI8Type()),
+      ValueRange{tapCount});
   MLIRContext *ctx = b.getContext();
   SmallVector<AffineExpr> outExprs;
   for (int64_t j = 0; j < rank; ++j)

@@ -75,9 +75,14 @@ Value scatter(OpBuilder &b, ScatterOp op, Value data, Value indices,
   // 1 when indices are a single tuple).
   SmallVector<Value> loops;
   if (elements) {
+    // Indices and updates have one shape (checked when static); each read
+    // is also clamped to its own tensor, so a mismatch at run time cannot
+    // read out of bounds.
     Value count = updDims[0];
     for (int64_t i = 1; i < rank; ++i)
       count = b.create<arith::MulIOp>(loc, count, updDims[i]);
+    for (int64_t i = 0; i < rank; ++i)
+      count = b.create<arith::MulIOp>(loc, count, idxDims[i]);
     Value empty = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, count,
                                           constIndex(b, loc, 0));
     loops.push_back(b.create<arith::SelectOp>(loc, empty, constIndex(b, loc, 0),
@@ -126,19 +131,21 @@ Value scatter(OpBuilder &b, ScatterOp op, Value data, Value indices,
             if (elements) {
               // Update (q with q[axis] = j), present where q is inside the
               // updates' shape.
+              SmallVector<Value> idxAt;
               for (int64_t d = 0; d < rank; ++d) {
-                if (d == axis) {
-                  updAt.push_back(index(rank));
-                  continue;
-                }
-                Value q = index(d);
+                Value q = d == axis ? index(rank) : index(d);
+                if (d != axis)
+                  match = both(
+                      match, nb.create<arith::CmpIOp>(
+                                 l, arith::CmpIPredicate::slt, q, updDims[d]));
                 match = both(match,
                              nb.create<arith::CmpIOp>(
-                                 l, arith::CmpIPredicate::slt, q, updDims[d]));
+                                 l, arith::CmpIPredicate::slt, q, idxDims[d]));
                 updAt.push_back(clampTo(nb, l, q, updDims[d]));
+                idxAt.push_back(clampTo(nb, l, q, idxDims[d]));
               }
               Value i = normalized(
-                  nb, l, nb.create<tensor::ExtractOp>(l, indices, updAt),
+                  nb, l, nb.create<tensor::ExtractOp>(l, indices, idxAt),
                   dataDims[axis]);
               match = both(match, eq(i, index(axis)));
             } else {
