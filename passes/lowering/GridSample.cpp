@@ -120,15 +120,7 @@ FailureOr<Value> lowering::lowerGridSample(OpBuilder &b, Operation *op,
   Value window = b.create<tensor::EmptyOp>(
       loc, RankedTensorType::get({ShapedType::kDynamic}, b.getI8Type()),
       ValueRange{tapCount});
-  MLIRContext *ctx = b.getContext();
-  SmallVector<AffineExpr> outExprs;
-  for (int64_t j = 0; j < rank; ++j)
-    outExprs.push_back(b.getAffineDimExpr(j));
-  SmallVector<Iter> iterators(rank, Iter::parallel);
-  iterators.push_back(Iter::reduction);
-  auto maps = SmallVector<AffineMap>{
-      AffineMap::get(rank + 1, 0, {b.getAffineDimExpr(rank)}, ctx),
-      AffineMap::get(rank + 1, 0, outExprs, ctx)};
+  auto [maps, iterators] = lowering::tapLoop(b, rank);
   Value sum =
       b.create<linalg::GenericOp>(
            loc, TypeRange{sumType}, ValueRange{window}, ValueRange{init}, maps,

@@ -198,6 +198,15 @@ struct F64 {
   }
 };
 
+/// The indexing maps and iterators of a generic over a result of rank
+/// `rank` with one reduction loop after it (the taps of an interpolation):
+/// the loop sized by a 1-D window operand, then the result.
+struct TapLoop {
+  llvm::SmallVector<mlir::AffineMap> maps;
+  llvm::SmallVector<mlir::utils::IteratorType> iterators;
+};
+TapLoop tapLoop(mlir::OpBuilder &b, int64_t rank);
+
 /// Interpolation family: grid_sample (taps with computed weights).
 bool isGridSampleFamily(mlir::Operation *op);
 mlir::FailureOr<mlir::Value> lowerGridSample(mlir::OpBuilder &b,

@@ -31,6 +31,19 @@ using namespace kiln;
 
 bool lowering::isResizeFamily(Operation *op) { return isa<ResizeOp>(op); }
 
+lowering::TapLoop lowering::tapLoop(OpBuilder &b, int64_t rank) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<AffineExpr> outExprs;
+  for (int64_t j = 0; j < rank; ++j)
+    outExprs.push_back(b.getAffineDimExpr(j));
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  return {{AffineMap::get(rank + 1, 0, {b.getAffineDimExpr(rank)}, ctx),
+           AffineMap::get(rank + 1, 0, outExprs, ctx)},
+          iterators};
+}
+
 namespace {
 using Iter = utils::IteratorType;
 using lowering::F64;
@@ -207,15 +220,8 @@ Value Lowerer::pass(const Axis &a, Value current, RankedTensorType outType) {
   Value window = b.create<tensor::EmptyOp>(
       l, RankedTensorType::get({ShapedType::kDynamic}, f64),
       ValueRange{a.taps});
+  auto [maps, iterators] = lowering::tapLoop(b, rank);
   MLIRContext *ctx = b.getContext();
-  SmallVector<AffineExpr> outExprs;
-  for (int64_t j = 0; j < rank; ++j)
-    outExprs.push_back(b.getAffineDimExpr(j));
-  SmallVector<Iter> iterators(rank, Iter::parallel);
-  iterators.push_back(Iter::reduction);
-  auto maps = SmallVector<AffineMap>{
-      AffineMap::get(rank + 1, 0, {b.getAffineDimExpr(rank)}, ctx),
-      AffineMap::get(rank + 1, 0, outExprs, ctx)};
   double extrapolation = op.getExtrapolationValue().convertToDouble();
   bool crop = op.getCoordinateMode() == "tf_crop_and_resize";
   Type inElement = curType.getElementType();
