@@ -107,14 +107,52 @@ FailureOr<Value> reshapeToDims(NodeContext &c, Value input,
   return reshapeTo(c, input, spec);
 }
 
+FailureOr<Value> reshapeBySpec(NodeContext &c, Value x, Value spec,
+                               StringRef mode) {
+  return c.create(
+      ReshapeToOp::getOperationName(), {x, spec},
+      {c.builder.getNamedAttr("mode", c.builder.getStringAttr(mode))});
+}
+
 FailureOr<Value> unsqueezeAt(NodeContext &c, Value x, int64_t axis) {
   SmallVector<int64_t> spread(typeOf(x).getShape());
   spread.insert(spread.begin() + axis, 1);
   if (llvm::count_if(spread, ShapedType::isDynamic) <= 1)
     return reshapeToDims(c, x, spread);
+  return reshapeBySpec(c, x, int64Constant(c, {1}, {axis}), "unsqueeze");
+}
+
+FailureOr<Value> padBy(NodeContext &c, Value x, Value pads, Value value,
+                       Value axes, StringRef mode) {
+  SmallVector<Value> operands = {x, pads};
+  if (value)
+    operands.push_back(value);
+  if (axes)
+    operands.push_back(axes);
+  Builder &b = c.builder;
+  return c.create(PadOp::getOperationName(), operands,
+                  {b.getNamedAttr("mode", b.getStringAttr(mode)),
+                   b.getNamedAttr("operandSegmentSizes",
+                                  b.getDenseI32ArrayAttr(
+                                      {1, 1, value ? 1 : 0, axes ? 1 : 0}))});
+}
+
+FailureOr<Value> concatOf(NodeContext &c, ValueRange parts, int64_t axis) {
   return c.create(
-      ReshapeToOp::getOperationName(), {x, int64Constant(c, {1}, {axis})},
-      {c.builder.getNamedAttr("mode", c.builder.getStringAttr("unsqueeze"))});
+      ConcatOp::getOperationName(), parts,
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(axis))});
+}
+
+FailureOr<std::vector<int64_t>>
+normalizedAxes(NodeContext &c, std::vector<int64_t> fallback, int64_t rank) {
+  std::vector<int64_t> axes;
+  for (int64_t a : ints(c, "axes", std::move(fallback))) {
+    auto axis = normalizeAxis(c, a, rank);
+    if (failed(axis))
+      return failure();
+    axes.push_back(*axis);
+  }
+  return axes;
 }
 
 FailureOr<Value> shapeOfValue(NodeContext &c, Value x) {

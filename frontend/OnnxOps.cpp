@@ -452,9 +452,7 @@ std::optional<int64_t> declaredPlus(NodeContext &c, int64_t delta) {
 
 // kiln.reshape_to `input` by `spec` in `mode` (reshape/unsqueeze/squeeze).
 FailureOr<Values> reshapeByData(NodeContext &c, Value spec, StringRef mode) {
-  return single(c.create(
-      ReshapeToOp::getOperationName(), {c.inputs[0], spec},
-      {c.builder.getNamedAttr("mode", c.builder.getStringAttr(mode))}));
+  return single(reshapeBySpec(c, c.inputs[0], spec, mode));
 }
 
 // The ONNX reshape spec of a shape input holding symbolic dims: a symbolic
@@ -854,17 +852,11 @@ FailureOr<Values> expand(NodeContext &c) {
       auto begin = reshapeTo(c, *missing, {1});
       if (failed(begin))
         return failure();
-      auto pads = c.create(
-          ConcatOp::getOperationName(), {*begin, int64Constant(c, {1}, {0})},
-          {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
+      auto pads = concatOf(c, {*begin, int64Constant(c, {1}, {0})}, 0);
       if (failed(pads))
         return failure();
-      auto padded = c.create(
-          PadOp::getOperationName(), {spec, *pads, int64Constant(c, {}, {1})},
-          {c.builder.getNamedAttr("mode", c.builder.getStringAttr("constant")),
-           c.builder.getNamedAttr(
-               "operandSegmentSizes",
-               c.builder.getDenseI32ArrayAttr({1, 1, 1, 0}))});
+      auto padded =
+          padBy(c, spec, *pads, int64Constant(c, {}, {1}), Value(), "constant");
       if (failed(padded))
         return failure();
       spec = withLength(c, *padded, *rank);
@@ -1546,17 +1538,7 @@ FailureOr<Values> pad(NodeContext &c) {
   }
   if (value && typeOf(value).getElementType() != typeOf(input).getElementType())
     return c.error("Pad value must have the input's element type");
-  SmallVector<Value> operands = {input, pads};
-  if (value)
-    operands.push_back(value);
-  if (axes)
-    operands.push_back(axes);
-  return single(c.create(
-      PadOp::getOperationName(), operands,
-      {c.builder.getNamedAttr("mode", c.builder.getStringAttr(mode)),
-       c.builder.getNamedAttr("operandSegmentSizes",
-                              c.builder.getDenseI32ArrayAttr(
-                                  {1, 1, value ? 1 : 0, axes ? 1 : 0}))}));
+  return single(padBy(c, input, pads, value, axes, mode));
 }
 
 FailureOr<Values> constantOfShape(NodeContext &c) {

@@ -144,6 +144,23 @@ mlir::FailureOr<mlir::Value> reshapeTo(NodeContext &c, mlir::Value input,
 /// A reshape to `dims`, at most one of them symbolic.
 mlir::FailureOr<mlir::Value> reshapeToDims(NodeContext &c, mlir::Value input,
                                            llvm::ArrayRef<int64_t> dims);
+/// kiln.reshape_to `x` by `spec` (read at run time) in `mode` (reshape,
+/// unsqueeze, squeeze, flatten).
+mlir::FailureOr<mlir::Value> reshapeBySpec(NodeContext &c, mlir::Value x,
+                                           mlir::Value spec,
+                                           llvm::StringRef mode);
+/// kiln.pad of `x` by `pads` in `mode`, with the optional `value` and `axes`
+/// (null when absent).
+mlir::FailureOr<mlir::Value> padBy(NodeContext &c, mlir::Value x,
+                                   mlir::Value pads, mlir::Value value,
+                                   mlir::Value axes, llvm::StringRef mode);
+/// kiln.concat of `parts` along `axis`.
+mlir::FailureOr<mlir::Value> concatOf(NodeContext &c, mlir::ValueRange parts,
+                                      int64_t axis);
+/// The node's `axes` attribute (or `fallback`), each made non-negative for
+/// `rank`.
+mlir::FailureOr<std::vector<int64_t>>
+normalizedAxes(NodeContext &c, std::vector<int64_t> fallback, int64_t rank);
 /// `x` with a size-1 dim inserted at `axis` (any number of symbolic dims).
 mlir::FailureOr<mlir::Value> unsqueezeAt(NodeContext &c, mlir::Value x,
                                          int64_t axis);

@@ -123,9 +123,16 @@ public:
   /// kiln.reshape_to `v` by the ONNX Reshape `spec` (0 copies, -1 infers),
   /// read at run time.
   mlir::Value reshapeBy(mlir::Value v, mlir::Value spec) {
-    return op<ReshapeToOp>(
-        {v, spec},
-        {c.builder.getNamedAttr("mode", c.builder.getStringAttr("reshape"))});
+    if (!ok || !v || !spec)
+      return fail();
+    return take(reshapeBySpec(c, v, spec, "reshape"));
+  }
+  /// kiln.pad (constant mode) of `v` by `pads` with `value` along `axes`.
+  mlir::Value padConstant(mlir::Value v, mlir::Value pads, mlir::Value value,
+                          mlir::Value axes) {
+    if (!ok || !v || !pads || !value || !axes)
+      return fail();
+    return take(padBy(c, v, pads, value, axes, "constant"));
   }
   /// kiln.slice_by of `axis` from `start` to `end` (rank-0 int64s read at
   /// run time) every `step`.
@@ -193,6 +200,9 @@ public:
   }
 
 private:
+  mlir::Value take(mlir::FailureOr<mlir::Value> result) {
+    return mlir::failed(result) ? fail() : *result;
+  }
   mlir::Value fail() {
     ok = false;
     return {};

@@ -301,13 +301,9 @@ FailureOr<Values> convertAttention(NodeContext &c) {
       // Padded with -inf up to the key count, at run time (maybe by 0).
       Value missing = g.reshape(g.sub(g.dim(k, 2), g.dim(mask, -1)), {1});
       Value pads = g.concat({g.i64Constant({1}, {0}, "pad"), missing}, 0);
-      maskBias = g.op<PadOp>(
-          {maskBias, pads, negInf,
-           g.i64Constant({1}, {maskType.getRank() - 1}, "axis")},
-          {c.builder.getNamedAttr("mode", c.builder.getStringAttr("constant")),
-           c.builder.getNamedAttr(
-               "operandSegmentSizes",
-               c.builder.getDenseI32ArrayAttr({1, 1, 1, 1}))});
+      maskBias =
+          g.padConstant(maskBias, pads, negInf,
+                        g.i64Constant({1}, {maskType.getRank() - 1}, "axis"));
     }
   }
 

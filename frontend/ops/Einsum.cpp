@@ -39,10 +39,8 @@ FailureOr<Value> unsqueezed(NodeContext &c, Value x, ArrayRef<int64_t> axes) {
     shape.insert(shape.begin() + a, 1);
   if (llvm::count_if(shape, ShapedType::isDynamic) <= 1)
     return reshapeToDims(c, x, shape);
-  return c.create(
-      ReshapeToOp::getOperationName(),
-      {x, int64Constant(c, {(int64_t)axes.size()}, axes)},
-      {c.builder.getNamedAttr("mode", c.builder.getStringAttr("unsqueeze"))});
+  return reshapeBySpec(c, x, int64Constant(c, {(int64_t)axes.size()}, axes),
+                       "unsqueeze");
 }
 
 FailureOr<Value> transposed(NodeContext &c, Value x, ArrayRef<int64_t> perm) {

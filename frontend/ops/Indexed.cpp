@@ -212,17 +212,11 @@ FailureOr<Values> convertMaxUnpool(NodeContext &c) {
                         int64Constant(c, {rank}, inferred));
   if (failed(extra))
     return failure();
-  auto padSpec = c.create(
-      ConcatOp::getOperationName(),
-      {int64Constant(c, {rank}, std::vector<int64_t>(rank, 0)), *extra},
-      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
+  auto padSpec = concatOf(
+      c, {int64Constant(c, {rank}, std::vector<int64_t>(rank, 0)), *extra}, 0);
   if (failed(padSpec))
     return failure();
-  return single(c.create(
-      PadOp::getOperationName(), {*y, *padSpec},
-      {c.builder.getNamedAttr("mode", c.builder.getStringAttr("constant")),
-       c.builder.getNamedAttr("operandSegmentSizes",
-                              c.builder.getDenseI32ArrayAttr({1, 1, 0, 0}))}));
+  return single(padBy(c, *y, *padSpec, Value(), Value(), "constant"));
 }
 
 } // namespace kiln::onnx_import

@@ -129,19 +129,6 @@ FailureOr<Values> convertEyeLike(NodeContext &c) {
 }
 
 namespace {
-FailureOr<Value> reshapeBy(NodeContext &c, Value x, Value spec,
-                           StringRef mode) {
-  return c.create(
-      ReshapeToOp::getOperationName(), {x, spec},
-      {c.builder.getNamedAttr("mode", c.builder.getStringAttr(mode))});
-}
-
-FailureOr<Value> concatOf(NodeContext &c, ValueRange parts, int64_t axis) {
-  return c.create(
-      ConcatOp::getOperationName(), parts,
-      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(axis))});
-}
-
 FailureOr<Value> asInt64(NodeContext &c, Value v) {
   auto cast = castTo(c, v, c.builder.getI64Type());
   if (failed(cast))
@@ -198,14 +185,15 @@ FailureOr<Values> convertTile(NodeContext &c) {
   std::vector<int64_t> axes;
   for (int64_t i = 0; i < rank; ++i)
     axes.push_back(2 * i);
-  auto spread = reshapeBy(c, x, int64Constant(c, {rank}, axes), "unsqueeze");
+  auto spread =
+      reshapeBySpec(c, x, int64Constant(c, {rank}, axes), "unsqueeze");
   if (failed(wide) || failed(spread))
     return failure();
   auto expanded = c.create(ExpandToOp::getOperationName(), {*spread, *wide});
   auto out = binaryOp(c, MulOp::getOperationName(), *repeats, *shape);
   if (failed(expanded) || failed(out))
     return failure();
-  return single(reshapeBy(c, *expanded, *out, "reshape"));
+  return single(reshapeBySpec(c, *expanded, *out, "reshape"));
 }
 
 namespace {
@@ -267,9 +255,10 @@ FailureOr<Values> convertCompress(NodeContext &c) {
       return failure();
     axis = *a;
   } else {
-    auto flat = typeOf(x).hasStaticShape()
-                    ? reshapeTo(c, x, {-1})
-                    : reshapeBy(c, x, int64Constant(c, {1}, {-1}), "reshape");
+    auto flat =
+        typeOf(x).hasStaticShape()
+            ? reshapeTo(c, x, {-1})
+            : reshapeBySpec(c, x, int64Constant(c, {1}, {-1}), "reshape");
     if (failed(flat))
       return failure();
     x = *flat;
@@ -287,16 +276,13 @@ FailureOr<Values> convertCenterCropPad(NodeContext &c) {
     return failure();
   Value x = c.inputs[0];
   int64_t rank = typeOf(x).getRank();
-  std::vector<int64_t> axes;
-  for (int64_t a : ints(c, "axes", {})) {
-    auto axis = normalizeAxis(c, a, rank);
-    if (failed(axis))
-      return failure();
-    axes.push_back(*axis);
-  }
-  if (!c.attr("axes"))
-    for (int64_t i = 0; i < rank; ++i)
-      axes.push_back(i);
+  std::vector<int64_t> all;
+  for (int64_t i = 0; i < rank; ++i)
+    all.push_back(i);
+  auto normalized = normalizedAxes(c, all, rank);
+  if (failed(normalized))
+    return failure();
+  std::vector<int64_t> axes = *normalized;
   int64_t n = axes.size();
   auto target = asInt64(c, c.inputs[1]);
   auto shape = shapeOfValue(c, x);
@@ -320,11 +306,8 @@ FailureOr<Values> convertCenterCropPad(NodeContext &c) {
   auto pads = concatOf(c, {*begin, *end}, 0);
   if (failed(pads))
     return failure();
-  return single(c.create(
-      PadOp::getOperationName(), {x, *pads, int64Constant(c, {n}, axes)},
-      {c.builder.getNamedAttr("mode", c.builder.getStringAttr("constant")),
-       c.builder.getNamedAttr("operandSegmentSizes",
-                              c.builder.getDenseI32ArrayAttr({1, 1, 0, 1}))}));
+  return single(
+      padBy(c, x, *pads, Value(), int64Constant(c, {n}, axes), "constant"));
 }
 
 FailureOr<Values> convertReverseSequence(NodeContext &c) {

@@ -231,13 +231,9 @@ FailureOr<Values> convertGroupNormalization(NodeContext &c) {
                                                     : channels / groups};
   grouped.append(type.getShape().begin() + 2, type.getShape().end());
   bool fixed = llvm::count_if(grouped, ShapedType::isDynamic) <= 1;
-  auto reshapeBy = [&](Value v, Value spec) {
-    return c.create(
-        ReshapeToOp::getOperationName(), {v, spec},
-        {c.builder.getNamedAttr("mode", c.builder.getStringAttr("reshape"))});
-  };
   auto xg = fixed ? reshapeToDims(c, x, grouped)
-                  : reshapeBy(x, int64Constant(c, {3}, {0, groups, -1}));
+                  : reshapeBySpec(c, x, int64Constant(c, {3}, {0, groups, -1}),
+                                  "reshape");
   if (failed(xg))
     return failure();
   auto m = moments(c, *xg, range(2, typeOf(*xg).getRank()));
@@ -259,7 +255,7 @@ FailureOr<Values> convertGroupNormalization(NodeContext &c) {
          c.builder.getNamedAttr("end", c.builder.getI64IntegerAttr(rank))});
     if (failed(shape))
       return failure();
-    back = reshapeBy(*normed, *shape);
+    back = reshapeBySpec(c, *normed, *shape, "reshape");
   }
   if (failed(back))
     return failure();
@@ -301,14 +297,10 @@ FailureOr<Values> convertMeanVarianceNormalization(NodeContext &c) {
     return failure();
   Value x = c.inputs[0];
   int64_t rank = typeOf(x).getRank();
-  std::vector<int64_t> axes;
-  for (int64_t a : ints(c, "axes", {0, 2, 3})) {
-    auto axis = normalizeAxis(c, a, rank);
-    if (failed(axis))
-      return failure();
-    axes.push_back(*axis);
-  }
-  auto m = moments(c, x, axes);
+  auto axes = normalizedAxes(c, {0, 2, 3}, rank);
+  if (failed(axes))
+    return failure();
+  auto m = moments(c, x, *axes);
   if (failed(m))
     return failure();
   auto std = c.create(SqrtOp::getOperationName(), m->var);

@@ -330,11 +330,8 @@ FailureOr<Value> lessZeroPoint(NodeContext &c, Value v, Value zp, Type to,
   if (failed(z))
     return failure();
   Value point = (*z)[0];
-  auto type = typeOf(point);
-  if (rowAxis >= 0 && type.getRank() == 1 && type.getNumElements() != 1) {
-    SmallVector<int64_t> dims(typeOf(v).getRank() - rowAxis, 1);
-    dims[0] = type.getDimSize(0);
-    auto shaped = reshapeToDims(c, point, dims);
+  if (rowAxis >= 0 && typeOf(point).getRank() == 1) {
+    auto shaped = alongAxis(c, point, typeOf(v).getShape(), rowAxis, 0);
     if (failed(shaped))
       return failure();
     point = *shaped;
@@ -435,15 +432,17 @@ FailureOr<Values> convertQLinear(NodeContext &c) {
     return failure();
   Value acc = (*x)[0];
   int64_t rank = typeOf(acc).getRank();
+  // A vector along `axis` of the result (per output channel or per row).
+  auto along = [&](Value v, int64_t axis) -> FailureOr<Value> {
+    if (!v || typeOf(v).getRank() != 1)
+      return v;
+    return alongAxis(c, v, typeOf(acc).getShape(), axis, 0);
+  };
   if (isConv && c.inputs.size() > 8 && c.inputs[8]) {
     auto bias = castTo(c, c.inputs[8], f64);
     if (failed(bias))
       return failure();
-    auto shaped = reshapeToDims(c, (*bias)[0], [&] {
-      SmallVector<int64_t> dims(rank - 1, 1);
-      dims[0] = typeOf(c.inputs[8]).getDimSize(0);
-      return dims;
-    }());
+    auto shaped = along((*bias)[0], 1);
     if (failed(shaped))
       return failure();
     auto sum = binaryOp(c, AddOp::getOperationName(), acc, *shaped);
@@ -453,29 +452,18 @@ FailureOr<Values> convertQLinear(NodeContext &c) {
   }
   // a_scale * b_scale / y_scale in the scales' type; a vector w_scale is
   // per output channel.
-  Value bScale = c.inputs[4];
-  if (isConv && typeOf(bScale).getRank() == 1 &&
-      typeOf(bScale).getNumElements() != 1) {
-    SmallVector<int64_t> dims(rank - 1, 1);
-    dims[0] = typeOf(bScale).getDimSize(0);
-    auto shaped = reshapeToDims(c, bScale, dims);
-    if (failed(shaped))
-      return failure();
-    bScale = *shaped;
-  }
+  FailureOr<Value> bScale =
+      isConv ? along(c.inputs[4], 1) : FailureOr<Value>(c.inputs[4]);
   // QLinearMatMul: a vector a_scale, y_scale or y_zero_point is per row of
-  // a (and y): [M] as [M, 1].
+  // a (and y).
   auto perRow = [&](Value v) -> FailureOr<Value> {
-    if (isConv || !v || typeOf(v).getRank() != 1 ||
-        typeOf(v).getNumElements() == 1)
-      return v;
-    return reshapeToDims(c, v, {typeOf(v).getDimSize(0), 1});
+    return isConv ? FailureOr<Value>(v) : along(v, rank - 2);
   };
   auto aScale = perRow(c.inputs[1]), yScale = perRow(c.inputs[6]),
        yZero = perRow(c.inputs[7]);
-  if (failed(aScale) || failed(yScale) || failed(yZero))
+  if (failed(bScale) || failed(aScale) || failed(yScale) || failed(yZero))
     return failure();
-  auto both = binaryOp(c, MulOp::getOperationName(), *aScale, bScale);
+  auto both = binaryOp(c, MulOp::getOperationName(), *aScale, *bScale);
   if (failed(both))
     return failure();
   auto scale = binaryOp(c, DivOp::getOperationName(), *both, *yScale);

@@ -189,7 +189,10 @@ FailureOr<Values> convertRecurrent(NodeContext &c) {
         {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
   };
   Value zeros = g.splat({batch, hidden}, t, 0);
-  Value active; // [batch, 1] per step, with sequence_lens
+  // sequence_lens as [batch, 1] int64, made once for every step.
+  Value lengthColumn =
+      lengths ? g.reshape(g.cast(lengths, c.builder.getI64Type()), {batch, 1})
+              : Value();
   SmallVector<Value> ys, hs, cs;
   for (int64_t d = 0; d < dirs; ++d) {
     bool backward = direction == "reverse" || d == 1;
@@ -278,9 +281,8 @@ FailureOr<Values> convertRecurrent(NodeContext &c) {
       Value out = next;
       if (lengths) {
         // active[b] = step < sequence_lens[b]
-        Value len =
-            g.reshape(g.cast(lengths, c.builder.getI64Type()), {batch, 1});
-        active = g.op<LessOp>({g.i64Constant({}, {s}, "step"), len});
+        Value active =
+            g.op<LessOp>({g.i64Constant({}, {s}, "step"), lengthColumn});
         next = g.where(active, next, h);
         if (lstm)
           nextCell = g.where(active, nextCell, cell);

@@ -82,13 +82,10 @@ FailureOr<Values> convertResize(NodeContext &c) {
 
   RankedTensorType xType = typeOf(x);
   int64_t rank = xType.getRank();
-  std::vector<int64_t> axes;
-  for (int64_t a : ints(c, "axes", {})) {
-    auto axis = normalizeAxis(c, a, rank);
-    if (failed(axis))
-      return failure();
-    axes.push_back(*axis);
-  }
+  auto given = normalizedAxes(c, {}, rank);
+  if (failed(given))
+    return failure();
+  std::vector<int64_t> axes = *given;
   if (axes.empty())
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);
