@@ -199,6 +199,13 @@ compileSharedObject(const std::string &prelude,
       "-w"};
   if (!options.targetCpu.empty())
     common.push_back("-march=" + options.targetCpu);
+#if defined(__x86_64__)
+  // float16 arithmetic through float, as on CPUs without AVX512-FP16 (and as
+  // numpy computes it): native half-precision arithmetic, which -march
+  // enables on CPUs that have it, rounds every step to 11 bits and gives
+  // results that differ by machine.
+  common.push_back("-mno-avx512fp16");
+#endif
 
   // Pack the sources into at most one unit per core, largest first onto the
   // smallest unit.
