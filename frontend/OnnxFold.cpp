@@ -320,9 +320,12 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
 
 const llvm::StringSet<> &foldable() {
   static const llvm::StringSet<> ops = {
-      "Identity", "Cast",   "Add",    "Sub",   "Mul",     "Div",
-      "Mod",      "Max",    "Min",    "Neg",   "Abs",     "Unsqueeze",
-      "Squeeze",  "Concat", "Gather", "Slice", "Reshape", "Range"};
+      "Identity", "Cast", "Add", "Sub", "Mul", "Div", "Mod", "Max", "Min",
+      "Neg", "Abs", "Unsqueeze", "Squeeze", "Concat", "Gather", "Slice",
+      "Reshape", "Range",
+      // Conditions (an If's, say) on shapes.
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
+      "Xor", "Not", "Where"};
   return ops;
 }
 

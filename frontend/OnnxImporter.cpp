@@ -156,6 +156,14 @@ FailureOr<std::vector<char>> readExternalData(const onnx::TensorProto &tensor,
   return std::vector<char>(data.begin(), data.end());
 }
 
+// The op type, prefixed by its domain outside the default one
+// ("ai.onnx.preview.training.Adam"), as the converter table names it.
+std::string qualifiedOpType(const onnx::NodeProto &node) {
+  if (node.domain().empty() || node.domain() == "ai.onnx")
+    return node.op_type();
+  return node.domain() + "." + node.op_type();
+}
+
 class Importer {
 public:
   Importer(MLIRContext &ctx, const std::string &source,
@@ -175,6 +183,16 @@ private:
     return makeNodeLoc(&ctx, name, node.op_type(), fileLoc());
   }
   FailureOr<Type> valueType(const onnx::ValueInfoProto &info);
+  void collectUnsupported(
+      const onnx::GraphProto &graph,
+      std::map<std::string, std::vector<std::string>> &unsupported);
+  void collectDeclaredRanks(const onnx::GraphProto &graph);
+  LogicalResult convertNodes(const onnx::GraphProto &graph,
+                             llvm::StringMap<Value> &scope);
+  FailureOr<SmallVector<Value>> inlineGraph(const onnx::GraphProto &graph,
+                                            ValueRange inputs,
+                                            const llvm::StringMap<Value> &outer,
+                                            Location loc);
 
   MLIRContext &ctx;
   std::string source;
@@ -182,8 +200,129 @@ private:
   OpBuilder builder;
   ImportOptions options;
   Attribute device;
+  int64_t opset = 0;
   llvm::StringMap<Value> values;
+  ShapeTable shapes;
+  llvm::StringMap<int64_t> declaredRanks;
 };
+
+// Every node of `graph` and of the graphs in its attributes (If branches,
+// Loop and Scan bodies) whose op kiln cannot convert, by op.
+void Importer::collectUnsupported(
+    const onnx::GraphProto &graph,
+    std::map<std::string, std::vector<std::string>> &unsupported) {
+  for (auto [index, node] : llvm::enumerate(graph.node())) {
+    std::string op = qualifiedOpType(node);
+    bool known = findConverter(op) || isOnlyFolded(op);
+    if (!known) {
+      emitError(nodeLoc(node, index)) << "unsupported ONNX op '" << op << "'";
+      unsupported[op].push_back(node.name());
+    }
+    for (const onnx::AttributeProto &a : node.attribute()) {
+      if (a.has_g())
+        collectUnsupported(a.g(), unsupported);
+      for (const onnx::GraphProto &g : a.graphs())
+        collectUnsupported(g, unsupported);
+    }
+  }
+}
+
+void Importer::collectDeclaredRanks(const onnx::GraphProto &graph) {
+  for (const auto *infos : {&graph.output(), &graph.value_info()})
+    for (const onnx::ValueInfoProto &info : *infos)
+      if (info.type().has_tensor_type() &&
+          info.type().tensor_type().has_shape())
+        declaredRanks[info.name()] =
+            info.type().tensor_type().shape().dim_size();
+  for (const onnx::NodeProto &node : graph.node())
+    for (const onnx::AttributeProto &a : node.attribute()) {
+      if (a.has_g())
+        collectDeclaredRanks(a.g());
+      for (const onnx::GraphProto &g : a.graphs())
+        collectDeclaredRanks(g);
+    }
+}
+
+// Converts the nodes of `graph` in order, reading and defining values in
+// `scope`.
+LogicalResult Importer::convertNodes(const onnx::GraphProto &graph,
+                                     llvm::StringMap<Value> &scope) {
+  for (auto [index, node] : llvm::enumerate(graph.node())) {
+    NodeContext c{node, builder, nodeLoc(node, index), device, modelDir, opset,
+                  {},   &shapes, &declaredRanks,       {}};
+    c.subgraph = [this, &scope, loc = c.loc](const onnx::GraphProto &g,
+                                             ValueRange inputs) {
+      return inlineGraph(g, inputs, scope, loc);
+    };
+    for (const std::string &name : node.input()) {
+      if (name.empty()) {
+        c.inputs.push_back(Value());
+        continue;
+      }
+      auto it = scope.find(name);
+      if (it == scope.end())
+        return emitError(c.loc) << "input '" << name
+                                << "' is not produced by any earlier node, "
+                                   "graph input or initializer";
+      c.inputs.push_back(it->second);
+    }
+    auto folded = tryFold(c);
+    Converter convert = findConverter(qualifiedOpType(node));
+    if (!folded && !convert)
+      return emitError(c.loc) << "'" << node.op_type()
+                              << "' is supported on constant inputs only";
+    auto results = folded ? *folded : convert(c);
+    if (mlir::failed(results))
+      return failure();
+    for (auto [name, value] : llvm::zip(node.output(), *results))
+      if (!name.empty())
+        scope[name] = value;
+  }
+  return success();
+}
+
+// The outputs of subgraph `graph` (an If branch, a Loop or Scan body) built
+// in place: its inputs bound to `inputs`, names it does not define read from
+// the enclosing `outer` scope.
+FailureOr<SmallVector<Value>>
+Importer::inlineGraph(const onnx::GraphProto &graph, ValueRange inputs,
+                      const llvm::StringMap<Value> &outer, Location loc) {
+  if (graph.input_size() != (int)inputs.size())
+    return emitError(loc) << "subgraph '" << graph.name() << "' takes "
+                          << graph.input_size() << " inputs, given "
+                          << inputs.size();
+  llvm::StringMap<Value> scope = outer;
+  for (const auto &init : graph.initializer()) {
+    Location at = NameLoc::get(StringAttr::get(&ctx, init.name()), fileLoc());
+    auto converted =
+        convertTensor(init, device, at, sanitize(init.name()), modelDir);
+    if (mlir::failed(converted))
+      return failure();
+    scope[init.name()] =
+        builder.create<ConstantOp>(at, converted->first, converted->second);
+  }
+  for (auto [info, value] : llvm::zip(graph.input(), inputs)) {
+    const auto &t = info.type().tensor_type();
+    if (info.type().has_tensor_type() && t.has_shape() &&
+        t.shape().dim_size() != typeOf(value).getRank())
+      return emitError(loc)
+             << "subgraph '" << graph.name() << "' input '" << info.name()
+             << "' has rank " << t.shape().dim_size() << ", given "
+             << typeOf(value);
+    scope[info.name()] = value;
+  }
+  if (mlir::failed(convertNodes(graph, scope)))
+    return failure();
+  SmallVector<Value> outputs;
+  for (const auto &output : graph.output()) {
+    auto it = scope.find(output.name());
+    if (it == scope.end())
+      return emitError(loc) << "subgraph '" << graph.name() << "' output '"
+                            << output.name() << "' is never produced";
+    outputs.push_back(it->second);
+  }
+  return outputs;
+}
 
 FailureOr<Type> Importer::valueType(const onnx::ValueInfoProto &info) {
   Location loc = NameLoc::get(StringAttr::get(&ctx, info.name()), fileLoc());
@@ -214,7 +353,6 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     emitError(fileLoc()) << error;
     return nullptr;
   }
-  int64_t opset = 0;
   for (const auto &o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx")
       opset = o.version();
@@ -300,20 +438,10 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     return nullptr;
   }
 
-  // Unsupported ops first, all of them, so the user sees the whole list.
+  // Unsupported ops first, all of them (subgraphs included), so the user
+  // sees the whole list.
   std::map<std::string, std::vector<std::string>> unsupported;
-  for (auto [index, node] : llvm::enumerate(graph.node())) {
-    bool known =
-        (node.domain().empty() || node.domain() == "ai.onnx") &&
-        (findConverter(node.op_type()) || isOnlyFolded(node.op_type()));
-    if (!known) {
-      std::string op = node.domain().empty()
-                           ? node.op_type()
-                           : node.domain() + "." + node.op_type();
-      emitError(nodeLoc(node, index)) << "unsupported ONNX op '" << op << "'";
-      unsupported[op].push_back(node.name());
-    }
-  }
+  collectUnsupported(graph, unsupported);
   if (!unsupported.empty()) {
     auto diag = emitError(fileLoc());
     diag << "model uses " << unsupported.size() << " unsupported op type(s):";
@@ -325,49 +453,9 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
   if (failed)
     return nullptr;
 
-  ShapeTable shapes;
-  llvm::StringMap<int64_t> declaredRanks;
-  for (const auto *infos : {&graph.output(), &graph.value_info()})
-    for (const onnx::ValueInfoProto &info : *infos)
-      if (info.type().has_tensor_type() &&
-          info.type().tensor_type().has_shape())
-        declaredRanks[info.name()] =
-            info.type().tensor_type().shape().dim_size();
-  for (auto [index, node] : llvm::enumerate(graph.node())) {
-    NodeContext c{node, builder, nodeLoc(node, index), device, modelDir, opset,
-                  {},   &shapes, &declaredRanks};
-    bool missing = false;
-    for (const std::string &name : node.input()) {
-      if (name.empty()) {
-        c.inputs.push_back(Value());
-        continue;
-      }
-      auto it = values.find(name);
-      if (it == values.end()) {
-        emitError(c.loc) << "input '" << name
-                         << "' is not produced by any earlier node, graph "
-                            "input or initializer";
-        missing = true;
-        break;
-      }
-      c.inputs.push_back(it->second);
-    }
-    if (missing)
-      return nullptr;
-    auto folded = tryFold(c);
-    Converter convert = findConverter(node.op_type());
-    if (!folded && !convert) {
-      emitError(c.loc) << "'" << node.op_type()
-                       << "' is supported on constant inputs only";
-      return nullptr;
-    }
-    auto results = folded ? *folded : convert(c);
-    if (mlir::failed(results))
-      return nullptr;
-    for (auto [name, value] : llvm::zip(node.output(), *results))
-      if (!name.empty())
-        values[name] = value;
-  }
+  collectDeclaredRanks(graph);
+  if (mlir::failed(convertNodes(graph, values)))
+    return nullptr;
 
   SmallVector<Value> outputs;
   for (const auto &output : graph.output()) {
