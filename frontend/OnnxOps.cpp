@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/OnnxOps.h"
+#include "frontend/OpChain.h"
 
 #include "llvm/ADT/StringMap.h"
 
@@ -135,12 +136,28 @@ FailureOr<Values> gemm(NodeContext &c) {
     return failure();
   Builder &b = c.builder;
   SmallVector<Value> operands = presentInputs(c);
+  bool transA = c.getInt("transA", 0) != 0, transB = c.getInt("transB", 0) != 0;
+  if (operands.size() == 3 && !typeOf(operands[2]).hasStaticShape()) {
+    // C broadcasts to [M, N]; with symbolic dims only the run time knows
+    // whether it is [1, N], [N], [M, 1] or [M, N], so it is expanded there.
+    OpChain g(c);
+    Value shape = g.concat({g.reshape(g.dim(operands[0], transA ? 1 : 0), {1}),
+                            g.reshape(g.dim(operands[1], transB ? 0 : 1), {1})},
+                           0);
+    if (g.failed())
+      return failure();
+    auto expanded =
+        c.create(ExpandToOp::getOperationName(), {operands[2], shape});
+    if (failed(expanded))
+      return failure();
+    operands[2] = *expanded;
+  }
   return single(c.create(
       GemmOp::getOperationName(), operands,
       {b.getNamedAttr("alpha", b.getF32FloatAttr(c.getFloat("alpha", 1.0f))),
        b.getNamedAttr("beta", b.getF32FloatAttr(c.getFloat("beta", 1.0f))),
-       b.getNamedAttr("trans_a", b.getBoolAttr(c.getInt("transA", 0) != 0)),
-       b.getNamedAttr("trans_b", b.getBoolAttr(c.getInt("transB", 0) != 0))}));
+       b.getNamedAttr("trans_a", b.getBoolAttr(transA)),
+       b.getNamedAttr("trans_b", b.getBoolAttr(transB))}));
 }
 
 FailureOr<Values> constant(NodeContext &c) {
@@ -185,12 +202,13 @@ int64_t spatialRank(NodeContext &c) {
 }
 
 // Explicit begin/end pads from `pads` or `auto_pad`.
-FailureOr<std::vector<int64_t>> windowPads(NodeContext &c,
-                                           ArrayRef<int64_t> kernel,
-                                           ArrayRef<int64_t> strides,
-                                           ArrayRef<int64_t> dilations) {
+FailureOr<std::vector<int64_t>>
+windowPads(NodeContext &c, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+           ArrayRef<int64_t> dilations, bool prepadded = false) {
   size_t r = kernel.size();
   std::string autoPad = c.getString("auto_pad", "NOTSET");
+  if (prepadded) // padded at run time (padSameAtRunTime)
+    return std::vector<int64_t>(2 * r, 0);
   if (autoPad == "NOTSET") {
     std::vector<int64_t> pads = ints(c, "pads", std::vector<int64_t>(2 * r, 0));
     if (pads.size() != 2 * r)
@@ -246,10 +264,59 @@ FailureOr<Values> kiln::onnx_import::convertConv(NodeContext &c) {
 
 namespace {
 
+// A pooling node's input `x` padded at run time with `value` for auto_pad
+// SAME over symbolic spatial dims, whose pads depend on the sizes; null when
+// the node needs no such padding (its window then takes the pads).
+FailureOr<Value> padSameAtRunTime(NodeContext &c, Value x, double value) {
+  std::string autoPad = c.getString("auto_pad", "NOTSET");
+  auto shape = typeOf(x).getShape();
+  int64_t r = (int64_t)shape.size() - 2;
+  if ((autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER") || r < 1 ||
+      llvm::none_of(shape.drop_front(2), ShapedType::isDynamic))
+    return Value();
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return c.error("auto_pad " + autoPad +
+                   " over symbolic spatial dims needs a floating-point input");
+  std::vector<int64_t> kernel = ints(c, "kernel_shape", {});
+  std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
+  std::vector<int64_t> dilations =
+      ints(c, "dilations", std::vector<int64_t>(r, 1));
+  if ((int64_t)kernel.size() != r || (int64_t)strides.size() != r ||
+      (int64_t)dilations.size() != r)
+    return c.error(c.node.op_type() +
+                   " needs kernel_shape, strides and "
+                   "dilations with " +
+                   Twine(r) + " values");
+  OpChain g(c);
+  auto i64 = [&](int64_t v) { return g.i64Constant({}, {v}, "same"); };
+  SmallVector<Value> begins = {g.i64Constant({2}, {0, 0}, "same")};
+  SmallVector<Value> ends = begins;
+  for (int64_t i = 0; i < r; ++i) {
+    // total = max(0, (ceil(in / s) - 1) s + (k - 1) d + 1 - in)
+    Value in = g.dim(x, i + 2), s = i64(strides[i]);
+    Value out = g.div(g.add(in, i64(strides[i] - 1)), s);
+    Value total =
+        g.op<MaxOp>({g.sub(g.add(g.mul(g.sub(out, i64(1)), s),
+                                 i64((kernel[i] - 1) * dilations[i] + 1)),
+                           in),
+                     i64(0)});
+    Value small = g.div(total, i64(2));
+    Value begin = autoPad == "SAME_UPPER" ? small : g.sub(total, small);
+    begins.push_back(g.reshape(begin, {1}));
+    ends.push_back(g.reshape(g.sub(total, begin), {1}));
+  }
+  begins.append(ends);
+  Value pads = g.concat(begins, 0);
+  if (g.failed())
+    return failure();
+  return padBy(c, x, pads, scalarLike(c, x, value), Value(), "constant");
+}
+
 // The window of a pooling node: kernel_shape (required), strides,
 // dilations, and explicit pads (from pads or auto_pad), as kiln pool
 // attributes, followed by the node's ceil_mode.
-FailureOr<SmallVector<NamedAttribute>> poolWindow(NodeContext &c) {
+FailureOr<SmallVector<NamedAttribute>> poolWindow(NodeContext &c,
+                                                  bool prepadded = false) {
   int64_t r = spatialRank(c);
   std::vector<int64_t> kernel = ints(c, "kernel_shape", {});
   if ((int64_t)kernel.size() != r)
@@ -258,7 +325,7 @@ FailureOr<SmallVector<NamedAttribute>> poolWindow(NodeContext &c) {
   std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
   std::vector<int64_t> dilations =
       ints(c, "dilations", std::vector<int64_t>(r, 1));
-  auto pads = windowPads(c, kernel, strides, dilations);
+  auto pads = windowPads(c, kernel, strides, dilations, prepadded);
   if (failed(pads))
     return failure();
   Builder &b = c.builder;
@@ -278,10 +345,15 @@ FailureOr<Values> maxPool(NodeContext &c) {
     return c.error("MaxPool's Indices output is not supported");
   if (c.getInt("storage_order", 0) != 0)
     return c.error("MaxPool storage_order=1 is not supported");
-  auto window = poolWindow(c);
+  auto padded = padSameAtRunTime(c, c.inputs[0],
+                                 -std::numeric_limits<double>::infinity());
+  if (failed(padded))
+    return failure();
+  auto window = poolWindow(c, (bool)*padded);
   if (failed(window))
     return failure();
-  return single(c.create(MaxPoolOp::getOperationName(), c.inputs, *window));
+  return single(c.create(MaxPoolOp::getOperationName(),
+                         *padded ? *padded : c.inputs[0], *window));
 }
 
 // GlobalAveragePool / GlobalMaxPool: a mean / max over the spatial dims.
@@ -716,7 +788,8 @@ FailureOr<Values> logSoftmax(NodeContext &c) {
   return single(binaryOp(c, SubOp::getOperationName(), parts->shifted, *log));
 }
 
-// LpNormalization: x / (sum |x|^p over axis)^(1/p), p 1 or 2.
+// LpNormalization: x / (sum |x|^p over axis)^(1/p), p 1 or 2; 0 where the
+// norm is 0.
 FailureOr<Values> lpNormalization(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
@@ -742,7 +815,13 @@ FailureOr<Values> lpNormalization(NodeContext &c) {
     norm = c.create(SqrtOp::getOperationName(), *norm);
   if (failed(norm))
     return failure();
-  return single(binaryOp(c, DivOp::getOperationName(), x, *norm));
+  // A zero norm gives zeros, not 0/0 (the reference, and torch's normalize).
+  OpChain g(c);
+  Value zero = scalarLike(c, x, 0);
+  Value y = g.where(g.op<EqualOp>({*norm, zero}), zero, g.div(x, *norm));
+  if (g.failed())
+    return failure();
+  return Values{y};
 }
 
 // A constant once the input's shape is static (bound at import).
@@ -1139,13 +1218,33 @@ FailureOr<Values> split(NodeContext &c) {
 FailureOr<Values> averagePool(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
-  auto window = poolWindow(c);
+  Value x = c.inputs[0];
+  bool countPads = c.getInt("count_include_pad", 0) != 0;
+  auto padded = padSameAtRunTime(c, x, 0);
+  if (failed(padded))
+    return failure();
+  auto window = poolWindow(c, (bool)*padded);
   if (failed(window))
     return failure();
   window->push_back(c.builder.getNamedAttr(
-      "count_include_pad",
-      c.builder.getBoolAttr(c.getInt("count_include_pad", 0) != 0)));
-  return single(c.create(AvgPoolOp::getOperationName(), c.inputs, *window));
+      "count_include_pad", c.builder.getBoolAttr(countPads || *padded)));
+  if (!*padded)
+    return single(c.create(AvgPoolOp::getOperationName(), x, *window));
+  auto sum = c.create(AvgPoolOp::getOperationName(), *padded, *window);
+  if (failed(sum) || countPads)
+    return single(sum);
+  // Pads padded at run time are not counted: divide by the share of real
+  // elements in each window.
+  auto ones = expandLike(c, scalarLike(c, x, 1), x);
+  if (failed(ones))
+    return failure();
+  auto mask = padSameAtRunTime(c, *ones, 0);
+  if (failed(mask))
+    return failure();
+  auto share = c.create(AvgPoolOp::getOperationName(), *mask, *window);
+  if (failed(share))
+    return failure();
+  return single(binaryOp(c, DivOp::getOperationName(), *sum, *share));
 }
 
 // LpPool: (sum over the window of |x|^p)^(1/p), padding counting as 0: an
@@ -1170,12 +1269,16 @@ FailureOr<Values> lpPool(NodeContext &c) {
                         : binaryOp(c, pow, *magnitude, scalarLike(c, x, p));
   if (failed(powered))
     return failure();
-  auto window = poolWindow(c);
+  auto padded = padSameAtRunTime(c, *powered, 0);
+  if (failed(padded))
+    return failure();
+  auto window = poolWindow(c, (bool)*padded);
   if (failed(window))
     return failure();
   window->push_back(
       c.builder.getNamedAttr("count_include_pad", c.builder.getBoolAttr(true)));
-  auto mean = c.create(AvgPoolOp::getOperationName(), *powered, *window);
+  auto mean = c.create(AvgPoolOp::getOperationName(),
+                       *padded ? *padded : *powered, *window);
   if (failed(mean))
     return failure();
   int64_t size = 1;
@@ -1503,9 +1606,12 @@ FailureOr<Values> size(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
   auto type = typeOf(c.inputs[0]);
-  if (!type.hasStaticShape())
-    return c.error("Size of a tensor with symbolic dims is not supported yet; "
-                   "bind them with --input-shape");
+  if (!type.hasStaticShape()) { // the product of the dims, at run time
+    auto shape = shapeOfValue(c, c.inputs[0]);
+    if (failed(shape))
+      return failure();
+    return single(reduce(c, "prod", {0}, false, *shape));
+  }
   auto i64 = c.builder.getI64Type();
   auto plain = RankedTensorType::get({}, i64);
   return Values{c.builder.create<ConstantOp>(
@@ -1633,6 +1739,17 @@ const llvm::StringMap<Converter> &table() {
       {"Squeeze", squeeze},
       {"Softmax", softmaxNode},
       {"Attention", convertAttention},
+      {"If", convertIf},
+      {"Scan", convertScan},
+      {"NonMaxSuppression", convertNonMaxSuppression},
+      {"OptionalHasElement", convertOptionalHasElement},
+      {"OptionalGetElement", convertOptionalGetElement},
+      {"CausalConvWithState", convertCausalConvWithState},
+      {"LinearAttention", convertLinearAttention},
+      {"ai.onnx.preview.FlexAttention", convertFlexAttention},
+      {"ai.onnx.preview.training.Adagrad", convertAdagrad},
+      {"ai.onnx.preview.training.Adam", convertAdam},
+      {"ai.onnx.preview.training.Momentum", convertMomentum},
       {"ArgMax", convertArgMax},
       {"ConvTranspose", convertConvTranspose},
       {"LpPool", lpPool},

@@ -9,6 +9,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
+#include <functional>
 #include <optional>
 
 namespace kiln::onnx_import {
@@ -75,6 +76,13 @@ struct NodeContext {
   /// The ranks the model declares for values (graph outputs, value_info).
   const llvm::StringMap<int64_t> *declaredRanks = nullptr;
 
+  /// Builds subgraph `graph` (a GRAPH attribute of the node) in place with
+  /// its inputs bound to `inputs`, reading names it does not define from the
+  /// node's scope; returns its outputs.
+  std::function<mlir::FailureOr<llvm::SmallVector<mlir::Value>>(
+      const onnx::GraphProto &graph, mlir::ValueRange inputs)>
+      subgraph;
+
   /// The rank the model declares for output `i`, if it does.
   std::optional<int64_t> declaredRank(int i) const;
 
@@ -93,7 +101,8 @@ struct NodeContext {
 using Converter =
     mlir::FailureOr<llvm::SmallVector<mlir::Value>> (*)(NodeContext &);
 
-/// The converter for ONNX op `opType` in the default domain, or null.
+/// The converter for ONNX op `opType` (prefixed by its domain outside the
+/// default one: "ai.onnx.preview.training.Adam"), or null.
 Converter findConverter(llvm::StringRef opType);
 
 /// Evaluates a node whose inputs are all small integer constants (shape
@@ -269,6 +278,11 @@ mlir::FailureOr<Values> convertReverseSequence(NodeContext &c);
 mlir::FailureOr<mlir::Value> reverseByLengths(NodeContext &c, mlir::Value x,
                                               mlir::Value lengths,
                                               int64_t batch, int64_t time);
+/// The indices of the true entries of a 1-D bool `condition`, in order, as
+/// a 1-D int64 of a length known at run time.
+mlir::FailureOr<mlir::Value> trueIndices(NodeContext &c, mlir::Value condition);
+// ops/NonMaxSuppression.cpp
+mlir::FailureOr<Values> convertNonMaxSuppression(NodeContext &c);
 mlir::FailureOr<Values> convertRecurrent(NodeContext &c);
 mlir::FailureOr<Values> convertDFT(NodeContext &c);
 mlir::FailureOr<Values> convertSTFT(NodeContext &c);
@@ -294,6 +308,20 @@ mlir::FailureOr<Values> convertQLinear(NodeContext &c);
 
 /// Conv (in OnnxOps.cpp), for ops that build on it.
 mlir::FailureOr<Values> convertConv(NodeContext &c);
+// ops/ControlFlow.cpp
+mlir::FailureOr<Values> convertIf(NodeContext &c);
+mlir::FailureOr<Values> convertScan(NodeContext &c);
+mlir::FailureOr<Values> convertOptionalHasElement(NodeContext &c);
+mlir::FailureOr<Values> convertOptionalGetElement(NodeContext &c);
+// ops/Stateful.cpp
+mlir::FailureOr<Values> convertCausalConvWithState(NodeContext &c);
+mlir::FailureOr<Values> convertLinearAttention(NodeContext &c);
+// ops/FlexAttention.cpp
+mlir::FailureOr<Values> convertFlexAttention(NodeContext &c);
+// ops/Training.cpp
+mlir::FailureOr<Values> convertAdagrad(NodeContext &c);
+mlir::FailureOr<Values> convertAdam(NodeContext &c);
+mlir::FailureOr<Values> convertMomentum(NodeContext &c);
 // ops/Losses.cpp
 mlir::FailureOr<Values> convertNegativeLogLikelihoodLoss(NodeContext &c);
 mlir::FailureOr<Values> convertSoftmaxCrossEntropyLoss(NodeContext &c);

@@ -196,7 +196,6 @@ FailureOr<Values> convertTile(NodeContext &c) {
   return single(reshapeBySpec(c, *expanded, *out, "reshape"));
 }
 
-namespace {
 // The indices of the true entries of a 1-D bool `condition`, in order, as a
 // 1-D int64 of a length known at run time (see Compress above).
 FailureOr<Value> trueIndices(NodeContext &c, Value condition) {
@@ -240,7 +239,6 @@ FailureOr<Value> trueIndices(NodeContext &c, Value condition) {
     return failure();
   return index;
 }
-} // namespace
 
 FailureOr<Values> convertCompress(NodeContext &c) {
   if (failed(arity(c, 2, 2)))

@@ -359,15 +359,35 @@ FailureOr<Values> convertTopK(NodeContext &c) {
 FailureOr<Values> convertUnique(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
-  if (c.attr("axis"))
-    return c.error("Unique along an axis is not supported yet");
   Value x = c.inputs[0];
   OpChain g(c);
   Type i64 = c.builder.getI64Type();
-  Value flat = typeOf(x).getRank() == 1 ? x
-               : typeOf(x).hasStaticShape()
-                   ? g.reshape(x, {typeOf(x).getNumElements()})
-                   : g.reshapeBy(x, g.i64Constant({1}, {-1}, "flat"));
+  // Along an axis, the elements compared are the slices along it: rows of
+  // [n, m] compared whole (equal) or lexicographically (less).
+  std::optional<int64_t> axis;
+  int64_t rowSize = 1;
+  Value flat;
+  if (const onnx::AttributeProto *a = c.attr("axis")) {
+    auto normalized = normalizeAxis(c, a->i(), typeOf(x).getRank());
+    if (failed(normalized))
+      return failure();
+    axis = *normalized;
+    if (!typeOf(x).hasStaticShape() || typeOf(x).getNumElements() == 0)
+      return c.error("Unique along an axis needs a non-empty input of static "
+                     "shape");
+    SmallVector<int64_t> perm = {*axis};
+    for (int64_t i = 0; i < typeOf(x).getRank(); ++i)
+      if (i != *axis)
+        perm.push_back(i);
+    int64_t n = typeOf(x).getDimSize(*axis);
+    rowSize = typeOf(x).getNumElements() / n;
+    flat = g.reshape(g.transpose(x, perm), {n, rowSize});
+  } else {
+    flat = typeOf(x).getRank() == 1 ? x
+           : typeOf(x).hasStaticShape()
+               ? g.reshape(x, {typeOf(x).getNumElements()})
+               : g.reshapeBy(x, g.i64Constant({1}, {-1}, "flat"));
+  }
   if (g.failed())
     return failure();
   auto xi = unsqueezeAt(c, flat, 1), xj = unsqueezeAt(c, flat, 0);
@@ -378,7 +398,23 @@ FailureOr<Values> convertUnique(NodeContext &c) {
     auto sum = reduce(c, "sum", {axis}, false, g.cast(v, i64));
     return failed(sum) ? Value() : *sum;
   };
-  Value same = g.op<EqualOp>({*xi, *xj});                // [i, j]
+  Value same, xjLess; // [i, j]: x[i] == x[j], x[j] < x[i]
+  if (!axis) {
+    same = g.op<EqualOp>({*xi, *xj});
+    xjLess = g.op<LessOp>({*xj, *xi});
+  } else {
+    // [i, j, k]; the rows first differ at d[i, j] (rowSize when equal).
+    Value equal = g.op<EqualOp>({*xi, *xj});
+    Value k = g.i64Constant(
+        {1, 1, rowSize}, llvm::to_vector(llvm::seq<int64_t>(0, rowSize)), "k");
+    Value differ =
+        g.reduceAxes("min", g.where(equal, g.scalar(i64, rowSize), k), {2});
+    same = g.reshape(g.op<EqualOp>({differ, g.scalar(i64, rowSize)}),
+                     {typeOf(flat).getDimSize(0), typeOf(flat).getDimSize(0)});
+    Value lessAt =
+        g.op<AndOp>({g.op<EqualOp>({k, differ}), g.op<LessOp>({*xj, *xi})});
+    xjLess = g.op<GreaterOp>({count(lessAt, 2), g.scalar(i64, 0)});
+  }
   Value before = g.op<LessOp>({*jj, *ii});               // j < i
   Value seen = count(g.op<AndOp>({same, before}), 1);    // [n]
   Value first = g.op<EqualOp>({seen, g.scalar(i64, 0)}); // [n]
@@ -387,7 +423,7 @@ FailureOr<Values> convertUnique(NodeContext &c) {
     return failure();
   Value key;
   if (c.getInt("sorted", 1)) {
-    key = count(g.op<AndOp>({g.op<LessOp>({*xj, *xi}), firstRow}), 1);
+    key = count(g.op<AndOp>({xjLess, firstRow}), 1);
   } else {
     // The first occurrence of x[i]'s value, then firsts before it.
     Value firstAt = reduceMin(c, g, same, *jj, typeOf(flat).getDimSize(0));
@@ -410,8 +446,9 @@ FailureOr<Values> convertUnique(NodeContext &c) {
   if (failed(indices))
     return failure();
   Value y = g.op<GatherOp>(
-      {flat, *indices},
-      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
+      {axis ? x : flat, *indices},
+      {c.builder.getNamedAttr("axis",
+                              c.builder.getI64IntegerAttr(axis ? *axis : 0))});
   Value counts = count(hit, 0);
   if (g.failed() || !counts)
     return failure();
