@@ -341,10 +341,6 @@ FailureOr<SmallVector<NamedAttribute>> poolWindow(NodeContext &c,
 FailureOr<Values> maxPool(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
-  if (c.node.output_size() > 1 && !c.node.output(1).empty())
-    return c.error("MaxPool's Indices output is not supported");
-  if (c.getInt("storage_order", 0) != 0)
-    return c.error("MaxPool storage_order=1 is not supported");
   auto padded = padSameAtRunTime(c, c.inputs[0],
                                  -std::numeric_limits<double>::infinity());
   if (failed(padded))
@@ -352,8 +348,27 @@ FailureOr<Values> maxPool(NodeContext &c) {
   auto window = poolWindow(c, (bool)*padded);
   if (failed(window))
     return failure();
-  return single(c.create(MaxPoolOp::getOperationName(),
-                         *padded ? *padded : c.inputs[0], *window));
+  auto y = c.create(MaxPoolOp::getOperationName(),
+                    *padded ? *padded : c.inputs[0], *window);
+  if (failed(y))
+    return failure();
+  if (c.node.output_size() < 2 || c.node.output(1).empty())
+    return Values{*y};
+  if (*padded)
+    return c.error("MaxPool's Indices output with auto_pad SAME needs static "
+                   "spatial dims");
+  auto array = [&](StringRef name) {
+    for (NamedAttribute a : *window)
+      if (a.getName() == name)
+        return cast<DenseI64ArrayAttr>(a.getValue()).asArrayRef();
+    return ArrayRef<int64_t>();
+  };
+  auto indices = maxPoolIndices(
+      c, c.inputs[0], *y, array("kernel_shape"), array("strides"),
+      array("dilations"), array("pads"), c.getInt("storage_order", 0) != 0);
+  if (failed(indices))
+    return failure();
+  return Values{*y, *indices};
 }
 
 // GlobalAveragePool / GlobalMaxPool: a mean / max over the spatial dims.
@@ -880,13 +895,18 @@ FailureOr<Values> castNode(NodeContext &c) {
 }
 
 FailureOr<Values> dropout(NodeContext &c) {
-  // Inference: the identity, and a mask of all true.
+  // Inference: the identity, and a mask of all true (training mode:
+  // Random.cpp).
   if (failed(arity(c, 1, 3)))
     return failure();
   if (c.inputs.size() == 3 && c.inputs[2]) {
-    auto training = constantValues<int64_t>(c.inputs[2]);
-    if (!training || training->empty() || training->front() != 0)
-      return c.error("Dropout in training mode is not supported");
+    Value mode = c.inputs[2];
+    auto constant = mode.getDefiningOp<ConstantOp>();
+    if (!constant)
+      return trainingDropout(c, mode);
+    std::vector<char> bytes = getConstantBytes(constant.getValue());
+    if (llvm::any_of(bytes, [](char b) { return b != 0; }))
+      return trainingDropout(c, Value());
   }
   Values out = {c.inputs[0]};
   if (c.node.output_size() > 1 && !c.node.output(1).empty()) {
@@ -1747,6 +1767,8 @@ const llvm::StringMap<Converter> &table() {
       {"CausalConvWithState", convertCausalConvWithState},
       {"LinearAttention", convertLinearAttention},
       {"ai.onnx.preview.FlexAttention", convertFlexAttention},
+      {"ai.onnx.ml.Binarizer", convertBinarizer},
+      {"ai.onnx.ml.ArrayFeatureExtractor", convertArrayFeatureExtractor},
       {"ai.onnx.preview.training.Adagrad", convertAdagrad},
       {"ai.onnx.preview.training.Adam", convertAdam},
       {"ai.onnx.preview.training.Momentum", convertMomentum},
@@ -1872,6 +1894,11 @@ const llvm::StringMap<Converter> &table() {
       {"HammingWindow", convertWindow},
       {"BlackmanWindow", convertWindow},
       {"Dropout", dropout},
+      {"RandomUniform", convertRandomUniform},
+      {"RandomUniformLike", convertRandomUniformLike},
+      {"RandomNormal", convertRandomNormal},
+      {"RandomNormalLike", convertRandomNormalLike},
+      {"Bernoulli", convertBernoulli},
       {"Expand", expand},
       {"Concat", concat},
       {"Slice", slice},

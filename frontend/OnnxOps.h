@@ -281,6 +281,25 @@ mlir::FailureOr<mlir::Value> reverseByLengths(NodeContext &c, mlir::Value x,
 /// The indices of the true entries of a 1-D bool `condition`, in order, as
 /// a 1-D int64 of a length known at run time.
 mlir::FailureOr<mlir::Value> trueIndices(NodeContext &c, mlir::Value condition);
+// ops/Ml.cpp
+mlir::FailureOr<Values> convertBinarizer(NodeContext &c);
+mlir::FailureOr<Values> convertArrayFeatureExtractor(NodeContext &c);
+// ops/Random.cpp
+mlir::FailureOr<Values> convertRandomUniform(NodeContext &c);
+mlir::FailureOr<Values> convertRandomUniformLike(NodeContext &c);
+mlir::FailureOr<Values> convertRandomNormal(NodeContext &c);
+mlir::FailureOr<Values> convertRandomNormalLike(NodeContext &c);
+mlir::FailureOr<Values> convertBernoulli(NodeContext &c);
+/// Dropout in training mode; `training` is the run-time training_mode when
+/// it is not a constant true.
+mlir::FailureOr<Values> trainingDropout(NodeContext &c, mlir::Value training);
+// ops/MaxPoolIndices.cpp
+/// MaxPool's Indices output for input `x` and result `y` (static shapes).
+mlir::FailureOr<mlir::Value>
+maxPoolIndices(NodeContext &c, mlir::Value x, mlir::Value y,
+               llvm::ArrayRef<int64_t> kernel, llvm::ArrayRef<int64_t> strides,
+               llvm::ArrayRef<int64_t> dilations, llvm::ArrayRef<int64_t> pads,
+               bool columnMajor);
 // ops/NonMaxSuppression.cpp
 mlir::FailureOr<Values> convertNonMaxSuppression(NodeContext &c);
 mlir::FailureOr<Values> convertRecurrent(NodeContext &c);
