@@ -15,6 +15,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <unistd.h>
 
@@ -172,6 +174,23 @@ static std::string identityOf(const std::string &compiler) {
   return id;
 }
 
+// Whether `compiler` accepts `flag` (asked once per compiler and flag).
+static bool acceptsFlag(const std::string &compiler, const std::string &flag) {
+  static std::mutex mutex;
+  static std::map<std::string, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string key = identityOf(compiler) + "\n" + flag;
+  auto it = known.find(key);
+  if (it != known.end())
+    return it->second;
+  std::optional<StringRef> quiet[] = {StringRef(""), StringRef(""),
+                                      StringRef("")};
+  SmallVector<StringRef> argv = {compiler,        flag,       "-x", "c++",
+                                 "-fsyntax-only", "/dev/null"};
+  bool ok = sys::ExecuteAndWait(compiler, argv, std::nullopt, quiet) == 0;
+  return known[key] = ok;
+}
+
 std::string compilerIdentity(const CxxOptions &options) {
   auto compiler = findCompiler(options);
   if (!compiler) {
@@ -203,8 +222,10 @@ compileSharedObject(const std::string &prelude,
   // float16 arithmetic through float, as on CPUs without AVX512-FP16 (and as
   // numpy computes it): native half-precision arithmetic, which -march
   // enables on CPUs that have it, rounds every step to 11 bits and gives
-  // results that differ by machine.
-  common.push_back("-mno-avx512fp16");
+  // results that differ by machine. Compilers older than the option (GCC 11,
+  // clang 13) know no native half arithmetic either.
+  if (acceptsFlag(*compiler, "-mno-avx512fp16"))
+    common.push_back("-mno-avx512fp16");
 #endif
 
   // Pack the sources into at most one unit per core, largest first onto the

@@ -117,18 +117,27 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
       return fail("only casts to int32/int64 are evaluated");
     return out;
   }
-  if (op == "Where") {
-    // Same-shape or scalar operands, like the arithmetic below.
-    size_t n = 1;
-    const IntTensor *widest = &in[0];
-    for (const IntTensor &t : in)
-      if (t.data.size() > n) {
-        n = t.data.size();
+  // Elementwise ops: the operand giving the result's shape (the most
+  // elements, then the highest rank); every other must have its shape or be
+  // a single element of no higher rank, so broadcasting is trivial.
+  auto widestOf = [&](ArrayRef<IntTensor> ts) -> const IntTensor * {
+    const IntTensor *widest = &ts[0];
+    for (const IntTensor &t : ts)
+      if (t.data.size() > widest->data.size() ||
+          (t.data.size() == widest->data.size() &&
+           t.shape.size() > widest->shape.size()))
         widest = &t;
-      }
-    for (const IntTensor &t : in)
-      if (t.data.size() != n && t.data.size() != 1)
-        return fail("only same-shape or scalar operands are evaluated");
+    for (const IntTensor &t : ts)
+      if (t.shape != widest->shape &&
+          (t.data.size() != 1 || t.shape.size() > widest->shape.size()))
+        return nullptr;
+    return widest;
+  };
+  if (op == "Where") {
+    const IntTensor *widest = widestOf(in);
+    if (!widest)
+      return fail("only same-shape or scalar operands are evaluated");
+    size_t n = widest->data.size();
     auto condition = constants(in[0]);
     if (!condition)
       return symbolicFail();
@@ -158,9 +167,12 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
       op == "Max" || op == "Min" || comparison || logical) {
     const IntTensor &a = in[0], &b = in[1];
     bool scalarB = b.data.size() == 1, scalarA = a.data.size() == 1;
-    if (a.shape != b.shape && !scalarA && !scalarB)
+    SmallVector<IntTensor, 2> pair = {a, b};
+    const IntTensor *widest = widestOf(pair);
+    if (!widest)
       return fail("only same-shape or scalar operands are evaluated");
-    IntTensor out = scalarA && !scalarB ? b : a;
+    IntTensor out = *widest;
+    out.element = a.element;
     if (comparison)
       out.element = c.builder.getI1Type();
     for (size_t i = 0; i < out.data.size(); ++i) {

@@ -204,6 +204,10 @@ private:
   llvm::StringMap<Value> values;
   ShapeTable shapes;
   llvm::StringMap<int64_t> declaredRanks;
+  /// Each subgraph's initializers, as constants.
+  llvm::DenseMap<const onnx::GraphProto *,
+                 SmallVector<std::pair<std::string, Value>>>
+      subgraphConstants;
 };
 
 // Every node of `graph` and of the graphs in its attributes (If branches,
@@ -292,15 +296,25 @@ Importer::inlineGraph(const onnx::GraphProto &graph, ValueRange inputs,
                           << graph.input_size() << " inputs, given "
                           << inputs.size();
   llvm::StringMap<Value> scope = outer;
-  for (const auto &init : graph.initializer()) {
-    Location at = NameLoc::get(StringAttr::get(&ctx, init.name()), fileLoc());
-    auto converted =
-        convertTensor(init, device, at, sanitize(init.name()), modelDir);
-    if (mlir::failed(converted))
-      return failure();
-    scope[init.name()] =
-        builder.create<ConstantOp>(at, converted->first, converted->second);
+  // Initializers become constants once, however often the graph is built
+  // (an unrolled Scan body).
+  auto cached = subgraphConstants.find(&graph);
+  if (cached == subgraphConstants.end()) {
+    SmallVector<std::pair<std::string, Value>> constants;
+    for (const auto &init : graph.initializer()) {
+      Location at = NameLoc::get(StringAttr::get(&ctx, init.name()), fileLoc());
+      auto converted =
+          convertTensor(init, device, at, sanitize(init.name()), modelDir);
+      if (mlir::failed(converted))
+        return failure();
+      constants.emplace_back(
+          init.name(),
+          builder.create<ConstantOp>(at, converted->first, converted->second));
+    }
+    cached = subgraphConstants.try_emplace(&graph, std::move(constants)).first;
   }
+  for (auto &[name, value] : cached->second)
+    scope[name] = value;
   for (auto [info, value] : llvm::zip(graph.input(), inputs)) {
     const auto &t = info.type().tensor_type();
     if (info.type().has_tensor_type() && t.has_shape() &&

@@ -1762,6 +1762,7 @@ const llvm::StringMap<Converter> &table() {
       {"If", convertIf},
       {"Scan", convertScan},
       {"NonMaxSuppression", convertNonMaxSuppression},
+      {"DeformConv", convertDeformConv},
       {"OptionalHasElement", convertOptionalHasElement},
       {"OptionalGetElement", convertOptionalGetElement},
       {"CausalConvWithState", convertCausalConvWithState},

@@ -281,6 +281,8 @@ mlir::FailureOr<mlir::Value> reverseByLengths(NodeContext &c, mlir::Value x,
 /// The indices of the true entries of a 1-D bool `condition`, in order, as
 /// a 1-D int64 of a length known at run time.
 mlir::FailureOr<mlir::Value> trueIndices(NodeContext &c, mlir::Value condition);
+// ops/DeformConv.cpp
+mlir::FailureOr<Values> convertDeformConv(NodeContext &c);
 // ops/Ml.cpp
 mlir::FailureOr<Values> convertBinarizer(NodeContext &c);
 mlir::FailureOr<Values> convertArrayFeatureExtractor(NodeContext &c);

@@ -93,7 +93,7 @@ FailureOr<Values> scanOnce(NodeContext &c, const ScanSpec &spec, Values states,
   SmallVector<int64_t> axes;
   for (auto [i, v] : llvm::enumerate(scans)) {
     int64_t rank = typeOf(v).getRank();
-    int64_t axis = spec.inAxes.empty() ? 0 : spec.inAxes[i];
+    int64_t axis = i < spec.inAxes.size() ? spec.inAxes[i] : 0;
     if (axis < -rank || axis >= rank)
       return c.error("Scan input axis " + Twine(axis) + " is out of range " +
                      "for rank " + Twine(rank));
@@ -118,7 +118,7 @@ FailureOr<Values> scanOnce(NodeContext &c, const ScanSpec &spec, Values states,
   for (int64_t t = 0; t < length; ++t) {
     Values bodyInputs = states;
     for (auto [i, v] : llvm::enumerate(scans)) {
-      bool reverse = !spec.inDirections.empty() && spec.inDirections[i];
+      bool reverse = i < spec.inDirections.size() && spec.inDirections[i];
       auto step = stepOf(c, v, axes[i], reverse ? length - 1 - t : t);
       if (failed(step))
         return failure();
@@ -172,6 +172,11 @@ FailureOr<Values> kiln::onnx_import::convertIf(NodeContext &c) {
   Value cond = c.inputs[0];
   if (typeOf(cond).hasStaticShape() && typeOf(cond).getNumElements() != 1)
     return c.error("If's condition must hold one element");
+  for (const onnx::GraphProto *branch : {thenBranch, elseBranch})
+    if (branch->output_size() != c.node.output_size())
+      return c.error("If has " + Twine(c.node.output_size()) +
+                     " outputs but a branch gives " +
+                     Twine(branch->output_size()));
   if (std::optional<bool> taken = constantCondition(cond))
     return c.subgraph(*taken ? *thenBranch : *elseBranch, {});
   auto thenOutputs = c.subgraph(*thenBranch, {});
@@ -211,6 +216,10 @@ FailureOr<Values> kiln::onnx_import::convertScan(NodeContext &c) {
                 ints(c, "scan_output_directions", {})};
   if (!spec.body)
     return c.error("Scan needs a body graph");
+  if (spec.body->output_size() != c.node.output_size())
+    return c.error("Scan has " + Twine(c.node.output_size()) +
+                   " outputs but its body gives " +
+                   Twine(spec.body->output_size()));
   int64_t numScans = c.getInt("num_scan_inputs", 0);
   if (c.opset >= 9) {
     if (numScans < 1 || numScans > (int64_t)c.inputs.size())
@@ -235,6 +244,8 @@ FailureOr<Values> kiln::onnx_import::convertScan(NodeContext &c) {
   ValueRange operands = ValueRange(c.inputs).drop_front();
   if (llvm::is_contained(operands, Value()))
     return c.error("Scan's inputs must all be given");
+  if (typeOf(operands.front()).getRank() < 1)
+    return c.error("Scan-8 inputs need a batch axis");
   int64_t batch = typeOf(operands.front()).getDimSize(0);
   if (ShapedType::isDynamic(batch) || batch < 1)
     return c.error("Scan-8 needs a static batch size");

@@ -21,6 +21,8 @@
 
 #include "frontend/OpChain.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace kiln;
 using namespace kiln::onnx_import;
@@ -56,6 +58,9 @@ FailureOr<Values> kiln::onnx_import::convertNonMaxSuppression(NodeContext &c) {
   auto asF32 = [&](Value v) { return g.cast(v, f32); };
   auto scalarOf = [&](Value v, Type t) { return g.cast(g.reshape(v, {}), t); };
   Value boxesF = asF32(boxes), scoresF = asF32(scores);
+  // NaN scores rank last (as -inf), so every box has its own rank.
+  scoresF = g.where(g.op<EqualOp>({scoresF, scoresF}), scoresF,
+                    k(-std::numeric_limits<double>::infinity()));
   Value maxOut = input(2)
                      ? g.op<MaxOp>({scalarOf(input(2), c.builder.getI64Type()),
                                     g.i64Constant({}, {0}, "zero")})
@@ -75,7 +80,6 @@ FailureOr<Values> kiln::onnx_import::convertNonMaxSuppression(NodeContext &c) {
       g.reshape(g.reduceAxes("sum", g.cast(ahead, c.builder.getI64Type()), {3}),
                 {batch, classes, 1, n}); // rank of box i, along the last axis
   Value perm = asF32(g.op<EqualOp>({rank, ii})); // [B, C, N (r), N (i)]
-  Value sorted = g.reshape(g.matmul(perm, si), {batch, classes, n});
   Value order = g.reshape(g.matmul(perm, g.reshape(asF32(index), {n, 1})),
                           {batch, classes, n});
 
@@ -119,9 +123,13 @@ FailureOr<Values> kiln::onnx_import::convertNonMaxSuppression(NodeContext &c) {
                           g.transpose(perm, {0, 1, 3, 2}));
 
   // 3. The greedy pass over ranks.
-  Value candidate =
-      input(4) ? asF32(g.op<GreaterOp>({sorted, scalarOf(input(4), f32)}))
-               : g.splat({batch, classes, n}, f32, 1);
+  // Thresholded before the permutation: a one-hot product with an infinite
+  // score would give NaN.
+  Value candidate = g.splat({batch, classes, n}, f32, 1);
+  if (input(4)) {
+    Value above = asF32(g.op<GreaterOp>({si, scalarOf(input(4), f32)}));
+    candidate = g.reshape(g.matmul(perm, above), {batch, classes, n});
+  }
   Value maxF = asF32(maxOut);
   Value kept = g.splat({batch, classes, n}, f32, 0);
   for (int64_t r = 0; r < n; ++r) {

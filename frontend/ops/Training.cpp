@@ -26,6 +26,10 @@ FailureOr<Values> optimizerStep(NodeContext &c, Optimizer kind) {
       llvm::is_contained(c.inputs, Value()))
     return c.error(c.node.op_type() + " takes R, T and " + Twine(perTensor) +
                    " inputs per tensor updated");
+  if (kind == Optimizer::Momentum)
+    for (const char *name : {"alpha", "beta", "mode", "norm_coefficient"})
+      if (!c.attr(name))
+        return c.error("Momentum needs the " + Twine(name) + " attribute");
   Type f64 = c.builder.getF64Type();
   OpChain g(c);
   auto k = [&](double v) { return g.scalar(f64, v); };
@@ -44,7 +48,7 @@ FailureOr<Values> optimizerStep(NodeContext &c, Optimizer kind) {
     Value grad = g.add(g.mul(k(norm), xw), in(1));
     auto sqrtPlusEps = [&](Value h) {
       return g.add(g.unary(SqrtOp::getOperationName(), h),
-                   k(c.getFloat("epsilon", 0)));
+                   k(c.getFloat("epsilon", 1e-6f)));
     };
     if (kind == Optimizer::Adagrad) {
       Value rate =

@@ -3,7 +3,8 @@
 Against independent references: onnxruntime for If with a run-time
 condition whose branches read outer values, and for Scan with reversed
 directions, a state and two scan outputs; onnxruntime for
-NonMaxSuppression over 40 random boxes per batch entry and class; torch
+NonMaxSuppression over 40 random boxes per batch entry and class (ties and
+infinite scores included); torch
 for MaxPool's indices (max_pool2d with return_indices); numpy for Unique
 along an axis. Errors: If whose branches disagree in shape with a run-time
 condition.
@@ -133,6 +134,7 @@ class Subgraphs(kt.KilnTestCase):
                     boxes[:, ::3] = boxes[:, ::3][:, :, [2, 3, 0, 1]]
                 scores = rng.uniform(0, 1, (batch, classes, n)).astype(np.float32)
                 scores[0, 0, :4] = 0.5  # ties
+                scores[1, 2, 5], scores[1, 2, 6] = np.inf, -np.inf
                 m = model([h.make_node("NonMaxSuppression",
                                        ["b", "s", "m", "iou", "st"], ["sel"],
                                        center_point_box=center)],

@@ -119,6 +119,33 @@ TEST(Frontend, ListsEveryUnsupportedNode) {
                                      "ImageDecoder (1 node)"}));
 }
 
+TEST(Frontend, ListsUnsupportedNodesInsideSubgraphs) {
+  MLIRContext ctx;
+  OnnxBuilder b;
+  b.input("c", {}, onnx::TensorProto::BOOL).input("x", {4});
+  onnx::NodeProto &branch = b.node("If", "if_1", {"c"}, {"y"});
+  for (const char *name : {"then_branch", "else_branch"}) {
+    onnx::AttributeProto *a = branch.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto *g = a->mutable_g();
+    onnx::NodeProto *n = g->add_node();
+    n->set_op_type(std::string(name) == "then_branch" ? "ImageDecoder"
+                                                      : "Relu");
+    n->set_name(std::string(name) + "_node");
+    n->add_input("x");
+    n->add_output("out");
+    g->add_output()->set_name("out");
+  }
+  b.output("y");
+  Imported r = import(ctx, b);
+  EXPECT_FALSE(r.module);
+  EXPECT_TRUE(anyContains(
+      r.errors, {"then_branch_node", "unsupported ONNX op 'ImageDecoder'"}));
+  EXPECT_TRUE(anyContains(
+      r.errors, {"1 unsupported op type(s)", "ImageDecoder (1 node)"}));
+}
+
 TEST(Frontend, ShapeErrorsNameTheNode) {
   MLIRContext ctx;
   OnnxBuilder b;
