@@ -199,6 +199,30 @@ public:
     return reduceAxes(kind, v, {-1});
   }
 
+  /// `x` [B, H, S, E] with each head repeated `repeat` times in place
+  /// ([B, H * repeat, S, E]: grouped KV heads widened to the query heads).
+  mlir::Value repeatHeads(mlir::Value x, int64_t repeat) {
+    if (!ok || !x || repeat == 1)
+      return x;
+    auto shape = typeOf(x).getShape();
+    int64_t heads = shape[1] * repeat;
+    mlir::Value five = take(unsqueezeAt(c, x, 2));
+    if (typeOf(x).hasStaticShape())
+      return reshape(
+          op<ExpandOp>({five}, {c.builder.getNamedAttr(
+                                   "shape", c.builder.getDenseI64ArrayAttr(
+                                                {shape[0], shape[1], repeat,
+                                                 shape[2], shape[3]}))}),
+          {shape[0], heads, shape[2], shape[3]});
+    mlir::Value expanded = op<ExpandToOp>(
+        {five, i64Constant({5}, {1, 1, repeat, 1, 1}, "repeat")});
+    mlir::Value spec =
+        concat({reshape(dim(x, 0), {1}), i64Constant({1}, {heads}, "heads"),
+                reshape(dim(x, 2), {1}), reshape(dim(x, 3), {1})},
+               0);
+    return reshapeBy(expanded, spec);
+  }
+
 private:
   mlir::Value take(mlir::FailureOr<mlir::Value> result) {
     return mlir::failed(result) ? fail() : *result;

@@ -6,8 +6,8 @@
 // softmax and the product with V in softmax_precision (float32 for 16-bit
 // inputs unless given). score_mod and prob_mod are subgraphs built in place
 // on the [B, Hq, L, S] scores and probabilities. Grouped KV heads are
-// repeated to the query heads (head h reads KV head h / (Hq / Hkv)). Any dim
-// may be symbolic.
+// repeated to the query heads (head h reads KV head h / (Hq / Hkv)). The
+// head counts must be static; the other dims may be symbolic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,33 +18,6 @@ using namespace kiln;
 using namespace kiln::onnx_import;
 
 namespace {
-
-// `x` [B, Hkv, S, E] with each head repeated `repeat` times in place:
-// [B, Hkv * repeat, S, E].
-Value repeatHeads(NodeContext &c, OpChain &g, Value x, int64_t repeat) {
-  if (repeat == 1)
-    return x;
-  auto shape = typeOf(x).getShape();
-  int64_t heads = shape[1] * repeat;
-  auto five = unsqueezeAt(c, x, 2);
-  if (failed(five))
-    return {}; // fails the chain where it is used
-  Builder &b = c.builder;
-  if (typeOf(x).hasStaticShape())
-    return g.reshape(
-        g.op<ExpandOp>({*five},
-                       {b.getNamedAttr("shape", b.getDenseI64ArrayAttr(
-                                                    {shape[0], shape[1], repeat,
-                                                     shape[2], shape[3]}))}),
-        {shape[0], heads, shape[2], shape[3]});
-  Value expanded = g.op<ExpandToOp>(
-      {*five, g.i64Constant({5}, {1, 1, repeat, 1, 1}, "repeat")});
-  Value spec = g.concat(
-      {g.reshape(g.dim(x, 0), {1}), g.i64Constant({1}, {heads}, "heads"),
-       g.reshape(g.dim(x, 2), {1}), g.reshape(g.dim(x, 3), {1})},
-      0);
-  return g.reshapeBy(expanded, spec);
-}
 
 // Subgraph `name` applied to `x`: one input, one output of x's type.
 FailureOr<Value> applyMod(NodeContext &c, StringRef name, Value x) {
@@ -99,8 +72,8 @@ FailureOr<Values> kiln::onnx_import::convertFlexAttention(NodeContext &c) {
         g.div(g.scalar(f32, 1), g.unary(SqrtOp::getOperationName(), size)));
     sqrtScale = g.cast(root, type);
   }
-  Value keys = repeatHeads(c, g, k, hq / hkv);
-  Value values = repeatHeads(c, g, v, hq / hkv);
+  Value keys = g.repeatHeads(k, hq / hkv);
+  Value values = g.repeatHeads(v, hq / hkv);
   Value scores =
       g.cast(g.wideMatmul(g.mul(q, sqrtScale),
                           g.transpose(g.mul(keys, sqrtScale), {0, 1, 3, 2})),

@@ -167,14 +167,7 @@ FailureOr<Values> kiln::onnx_import::convertLinearAttention(NodeContext &c) {
     if (delta)
       vt = g.mul(g.slice(beta4, 2, t, 1), g.sub(vt, g.matmul(kt, state)));
     state = g.add(state, g.mul(g.transpose(kt, {0, 1, 3, 2}), vt));
-    Value read = state;
-    if (group > 1)
-      read = g.reshape(
-          g.op<ExpandOp>({g.reshape(state, {batch, hkv, 1, dk, dv})},
-                         {c.builder.getNamedAttr(
-                             "shape", c.builder.getDenseI64ArrayAttr(
-                                          {batch, hkv, group, dk, dv}))}),
-          {batch, hq, dk, dv});
+    Value read = g.repeatHeads(state, group);
     outputs.push_back(g.mul(g.matmul(qt, read), g.scalar(f32, scale)));
   }
   Value stacked = steps == 1 ? outputs.front() : g.concat(outputs, 2);

@@ -41,8 +41,13 @@ FailureOr<Values> optimizerStep(NodeContext &c, Optimizer kind) {
   for (size_t i = 0; i < n; ++i) {
     Value x = c.inputs[2 + i];
     Type type = typeOf(x).getElementType();
+    // Input group `group` (0: X, 1: G, 2 and 3: the states) of tensor i,
+    // in f64, and a value rounded back to that input's type.
     auto in = [&](size_t group) {
       return g.cast(c.inputs[2 + group * n + i], f64);
+    };
+    auto asInput = [&](Value v, size_t group) {
+      return g.cast(v, typeOf(c.inputs[2 + group * n + i]).getElementType());
     };
     Value xw = g.cast(x, f64);
     Value grad = g.add(g.mul(k(norm), xw), in(1));
@@ -56,8 +61,7 @@ FailureOr<Values> optimizerStep(NodeContext &c, Optimizer kind) {
       Value h = g.add(in(2), g.mul(grad, grad));
       newX.push_back(
           g.cast(g.sub(xw, g.div(g.mul(rate, grad), sqrtPlusEps(h))), type));
-      states1.push_back(
-          g.cast(h, typeOf(c.inputs[2 + 2 * n + i]).getElementType()));
+      states1.push_back(asInput(h, 2));
     } else if (kind == Optimizer::Momentum) {
       std::string mode = c.getString("mode", "standard");
       if (mode != "standard" && mode != "nesterov")
@@ -68,8 +72,7 @@ FailureOr<Values> optimizerStep(NodeContext &c, Optimizer kind) {
       Value v = g.add(g.mul(k(alpha), in(2)), g.mul(betaAdjusted, grad));
       Value step = mode == "standard" ? v : g.add(grad, g.mul(k(alpha), v));
       newX.push_back(g.cast(g.sub(xw, g.mul(r, step)), type));
-      states1.push_back(
-          g.cast(v, typeOf(c.inputs[2 + 2 * n + i]).getElementType()));
+      states1.push_back(asInput(v, 2));
     } else {
       double alpha = c.getFloat("alpha", 0.9), beta = c.getFloat("beta", 0.999);
       Value v = g.add(g.mul(k(alpha), in(2)), g.mul(k(1 - alpha), grad));
@@ -83,10 +86,8 @@ FailureOr<Values> optimizerStep(NodeContext &c, Optimizer kind) {
       Value updated = g.sub(xw, g.mul(rate, g.div(v, sqrtPlusEps(h))));
       double post = c.getFloat("norm_coefficient_post", 0);
       newX.push_back(g.cast(g.mul(k(1 - post), updated), type));
-      states1.push_back(
-          g.cast(v, typeOf(c.inputs[2 + 2 * n + i]).getElementType()));
-      states2.push_back(
-          g.cast(h, typeOf(c.inputs[2 + 3 * n + i]).getElementType()));
+      states1.push_back(asInput(v, 2));
+      states2.push_back(asInput(h, 3));
     }
   }
   if (g.failed())

@@ -182,6 +182,26 @@ def save_safetensors(path, tensors):
     return path
 
 
+def import_or_skip(name):
+    """The module `name`, or a SkipTest saying why it is not importable."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        note("skipping: %s is not importable: %s" % (name, e))
+        raise unittest.SkipTest("%s is not importable: %s" % (name, e))
+
+
+def onnx_model(nodes, inputs, outputs, opset, ir_version=None, name="test"):
+    """A one-graph ONNX model of `nodes` at default-domain `opset`."""
+    from onnx import helper
+    graph = helper.make_graph(nodes, name, inputs, outputs)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    if ir_version is not None:
+        m.ir_version = ir_version
+    return m
+
+
 class KilnTestCase(unittest.TestCase):
     """Skips without tools; gives each class a temporary folder `cls.tmp`."""
 
@@ -221,6 +241,15 @@ class KilnTestCase(unittest.TestCase):
         out = cls.path(out_name)
         proc = kilnc(model_path, "-o", out, *extra)
         return (out if proc.returncode == 0 else None), proc
+
+    def run_onnx(self, model, tag, inputs):
+        """Compiles `model` (must succeed) and runs it on `inputs`; returns
+        its outputs."""
+        artifact, proc = self.compile(self.save_model(model, tag + ".onnx"),
+                                      tag + ".kiln")
+        assert_success(self, proc)
+        outputs, _ = self.run_artifact(artifact, inputs, out_name=tag)
+        return outputs
 
     def run_artifact(self, artifact, inputs, out_name=None, options=()):
         """Runs `artifact` on `inputs` (arrays, or strings passed as given,

@@ -14,29 +14,19 @@ import numpy as np
 import kiln_testing as kt
 
 
-def model(nodes, inputs, outputs, opset):
-    from onnx import helper
-    graph = helper.make_graph(nodes, "edge", inputs, outputs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 class OpEdges(kt.KilnTestCase):
-    def run_model(self, m, tag, feeds):
-        artifact, proc = self.compile(self.save_model(m, tag + ".onnx"), tag + ".kiln")
-        kt.assert_success(self, proc)
-        got, _ = self.run_artifact(artifact, feeds, out_name=tag)
-        return got
-
     def test_expand_short_symbolic_shape(self):
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("Expand", ["x", "s"], ["y"])],
+        m = kt.onnx_model([h.make_node("Expand", ["x", "s"], ["y"])],
                   [h.make_tensor_value_info("x", T.FLOAT, [3, 1]),
                    h.make_tensor_value_info("s", T.INT64, ["n"])],
                   [h.make_tensor_value_info("y", T.FLOAT, ["a", "b"])], 13)
         x = np.arange(3, dtype=np.float32).reshape(3, 1)
         for shape in ([4], [3, 4], [1, 4]):
             with self.subTest(shape=shape):
-                (got,) = self.run_model(m, "expand", [x, np.array(shape, np.int64)])
+                (got,) = self.run_onnx(m, "expand", [x, np.array(shape, np.int64)])
                 want = x * np.ones(shape, np.float32)
                 np.testing.assert_array_equal(got, want)
 
@@ -46,57 +36,53 @@ class OpEdges(kt.KilnTestCase):
                                        ("i32", np.int32, T.INT32),
                                        ("u8", np.uint8, T.UINT8)):
             with self.subTest(name):
-                m = model([h.make_node("Pow", ["a", "b"], ["y"])],
+                m = kt.onnx_model([h.make_node("Pow", ["a", "b"], ["y"])],
                           [h.make_tensor_value_info("a", onnx_type, [5]),
                            h.make_tensor_value_info("b", onnx_type, [5])],
                           [h.make_tensor_value_info("y", onnx_type, [5])], 15)
                 a = np.array([3, 2, 7, 5, 1], dtype=dtype)
                 b = np.array([4, 7, 2, 0, 40] if dtype == np.uint8
                              else [19, 30, 3, 0, 40], dtype=dtype)
-                (got,) = self.run_model(m, "pow" + name, [a, b])
+                (got,) = self.run_onnx(m, "pow" + name, [a, b])
                 want = np.power(a, b)
                 np.testing.assert_array_equal(got, want)
 
     def test_topk_opset9(self):
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("TopK", ["x"], ["v", "i"], k=2, axis=1)],
+        m = kt.onnx_model([h.make_node("TopK", ["x"], ["v", "i"], k=2, axis=1)],
                   [h.make_tensor_value_info("x", T.FLOAT, [2, 5])],
                   [h.make_tensor_value_info("v", T.FLOAT, None),
                    h.make_tensor_value_info("i", T.INT64, None)], 9)
         x = np.array([[1, 5, 3, 5, 0], [9, 8, 7, 6, 10]], np.float32)
-        v, i = self.run_model(m, "topk9", [x])
+        v, i = self.run_onnx(m, "topk9", [x])
         np.testing.assert_array_equal(i, [[1, 3], [4, 0]])
         np.testing.assert_array_equal(v, [[5, 5], [10, 9]])
 
     def test_affine_grid_one_point(self):
-        try:
-            import torch
-        except ImportError as e:
-            kt.note("skipping: torch is not importable: %s" % e)
-            raise unittest.SkipTest("torch is not importable: %s" % e)
+        torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("AffineGrid", ["t", "s"], ["g"], align_corners=1)],
+        m = kt.onnx_model([h.make_node("AffineGrid", ["t", "s"], ["g"], align_corners=1)],
                   [h.make_tensor_value_info("t", T.FLOAT, [1, 2, 3]),
                    h.make_tensor_value_info("s", T.INT64, [4])],
                   [h.make_tensor_value_info("g", T.FLOAT, None)], 20)
         theta = np.array([[[0.8, 0.1, 0.2], [-0.3, 1.1, 0.05]]], np.float32)
         size = [1, 1, 1, 4]
-        (got,) = self.run_model(m, "affine", [theta, np.array(size, np.int64)])
+        (got,) = self.run_onnx(m, "affine", [theta, np.array(size, np.int64)])
         want = torch.nn.functional.affine_grid(
             torch.from_numpy(theta), size, align_corners=True).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
     def test_det_empty(self):
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("Det", ["x"], ["y"])],
+        m = kt.onnx_model([h.make_node("Det", ["x"], ["y"])],
                   [h.make_tensor_value_info("x", T.FLOAT, [3, 0, 0])],
                   [h.make_tensor_value_info("y", T.FLOAT, None)], 11)
-        (got,) = self.run_model(m, "det0", [np.zeros((3, 0, 0), np.float32)])
+        (got,) = self.run_onnx(m, "det0", [np.zeros((3, 0, 0), np.float32)])
         np.testing.assert_array_equal(got, np.linalg.det(np.zeros((3, 0, 0))))
 
     def test_scatter_shape_mismatch(self):
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("ScatterElements", ["d", "i", "u"], ["y"])],
+        m = kt.onnx_model([h.make_node("ScatterElements", ["d", "i", "u"], ["y"])],
                   [h.make_tensor_value_info("d", T.FLOAT, [3, 3]),
                    h.make_tensor_value_info("i", T.INT64, [2, 3]),
                    h.make_tensor_value_info("u", T.FLOAT, [1, 3])],

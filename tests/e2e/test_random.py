@@ -17,31 +17,21 @@ import kiln_testing as kt
 N = 200_000
 
 
-def model(nodes, inputs, outputs, opset=15):
-    from onnx import helper
-    graph = helper.make_graph(nodes, "random", inputs, outputs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 class RandomDraws(kt.KilnTestCase):
-    def run_model(self, m, tag, feeds):
-        artifact, proc = self.compile(self.save_model(m, tag + ".onnx"), tag + ".kiln")
-        kt.assert_success(self, proc)
-        got, _ = self.run_artifact(artifact, feeds, out_name=tag)
-        return got
-
     def test_uniform_and_normal(self):
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("RandomUniform", [], ["u"], shape=[N], low=-2.0,
+        m = kt.onnx_model([h.make_node("RandomUniform", [], ["u"], shape=[N], low=-2.0,
                                high=3.0, seed=7.0),
                    h.make_node("RandomNormalLike", ["x"], ["n"], mean=1.5, scale=2.0),
                    h.make_node("RandomUniformLike", ["x"], ["u2"])],
                   [h.make_tensor_value_info("x", T.DOUBLE, [400, N // 400])],
                   [h.make_tensor_value_info("u", T.FLOAT, None),
                    h.make_tensor_value_info("n", T.DOUBLE, None),
-                   h.make_tensor_value_info("u2", T.DOUBLE, None)])
+                   h.make_tensor_value_info("u2", T.DOUBLE, None)], 15)
         x = np.zeros((400, N // 400))
-        u, n, u2 = self.run_model(m, "gen", [x])
+        u, n, u2 = self.run_onnx(m, "gen", [x])
         self.assertEqual((u.dtype, u.shape), (np.float32, (N,)))
         self.assertEqual((n.dtype, n.shape), (np.float64, x.shape))
         self.assertTrue(((u >= -2) & (u <= 3)).all())
@@ -54,16 +44,16 @@ class RandomDraws(kt.KilnTestCase):
         # Without seeds, the two uniform draws differ.
         self.assertFalse(np.allclose(np.sort(u2.ravel())[:100],
                                      np.sort(((u + 2) / 5).astype(np.float64))[:100]))
-        again = self.run_model(m, "gen", [x])
+        again = self.run_onnx(m, "gen", [x])
         np.testing.assert_array_equal(u, again[0])  # same seed, same draws
 
     def test_bernoulli_rate(self):
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("Bernoulli", ["p"], ["y"], seed=3.0)],
+        m = kt.onnx_model([h.make_node("Bernoulli", ["p"], ["y"], seed=3.0)],
                   [h.make_tensor_value_info("p", T.FLOAT, [N])],
-                  [h.make_tensor_value_info("y", T.FLOAT, None)])
+                  [h.make_tensor_value_info("y", T.FLOAT, None)], 15)
         p = np.where(np.arange(N) % 2 == 0, 0.3, 0.9).astype(np.float32)
-        (y,) = self.run_model(m, "bern", [p])
+        (y,) = self.run_onnx(m, "bern", [p])
         self.assertTrue(np.isin(y, [0, 1]).all())
         for rate, half in ((0.3, y[0::2]), (0.9, y[1::2])):
             se = np.sqrt(rate * (1 - rate) / half.size)
@@ -71,7 +61,7 @@ class RandomDraws(kt.KilnTestCase):
 
     def test_training_dropout(self):
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("Dropout", ["x", "r", "t"], ["y", "mask"])],
+        m = kt.onnx_model([h.make_node("Dropout", ["x", "r", "t"], ["y", "mask"])],
                   [h.make_tensor_value_info("x", T.FLOAT, [N]),
                    h.make_tensor_value_info("r", T.FLOAT, []),
                    h.make_tensor_value_info("t", T.BOOL, [])],
@@ -80,7 +70,7 @@ class RandomDraws(kt.KilnTestCase):
         x = np.random.default_rng(1).standard_normal(N).astype(np.float32)
         for ratio, training in ((0.25, True), (0.0, True), (0.6, False)):
             with self.subTest(ratio=ratio, training=training):
-                y, mask = self.run_model(
+                y, mask = self.run_onnx(
                     m, "drop", [x, np.array(ratio, np.float32), np.array(training)])
                 if not training or ratio == 0:
                     np.testing.assert_array_equal(y, x)

@@ -20,11 +20,7 @@ import kiln_testing as kt
 class RecurrentAgainstEager(kt.KilnTestCase):
     @classmethod
     def setUpClass(cls):
-        try:
-            import torch
-        except ImportError as e:
-            kt.note("skipping: torch is not importable: %s" % e)
-            raise unittest.SkipTest("torch is not importable: %s" % e)
+        torch = kt.import_or_skip("torch")
         super().setUpClass()
         cls.torch = torch
 

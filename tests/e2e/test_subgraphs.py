@@ -17,20 +17,14 @@ import numpy as np
 import kiln_testing as kt
 
 
-def model(nodes, inputs, outputs, opset, name="subgraphs"):
-    from onnx import helper
-    graph = helper.make_graph(nodes, name, inputs, outputs)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8  # what onnxruntime 1.31 reads
-    return m
+
+
+def ort_model(*args):
+    return kt.onnx_model(*args, ir_version=8)  # what onnxruntime 1.31 reads
 
 
 def onnxruntime_outputs(test, m, feeds):
-    try:
-        import onnxruntime as ort
-    except ImportError as e:
-        kt.note("skipping: onnxruntime is not importable: %s" % e)
-        raise unittest.SkipTest("onnxruntime is not importable: %s" % e)
+    ort = kt.import_or_skip("onnxruntime")
     session = ort.InferenceSession(m.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
@@ -38,12 +32,6 @@ def onnxruntime_outputs(test, m, feeds):
 
 
 class Subgraphs(kt.KilnTestCase):
-    def run_model(self, m, tag, feeds):
-        artifact, proc = self.compile(self.save_model(m, tag + ".onnx"), tag + ".kiln")
-        kt.assert_success(self, proc)
-        got, _ = self.run_artifact(artifact, feeds, out_name=tag)
-        return got
-
     def test_if_runtime_condition_reads_outer_values(self):
         from onnx import TensorProto as T, helper as h
         then = h.make_graph(
@@ -53,7 +41,7 @@ class Subgraphs(kt.KilnTestCase):
         other = h.make_graph(
             [h.make_node("Sub", ["x", "y"], ["e"])], "else", [],
             [h.make_tensor_value_info("e", T.FLOAT, [2, 3])])
-        m = model([h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        m = ort_model([h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
                    h.make_node("Greater", ["s", "zero"], ["c"]),
                    h.make_node("If", ["c"], ["out"], then_branch=then,
                                else_branch=other)],
@@ -67,7 +55,7 @@ class Subgraphs(kt.KilnTestCase):
         for sign in (1, -1):
             with self.subTest(sign=sign):
                 x = (sign * np.abs(rng.standard_normal((2, 3)))).astype(np.float32)
-                (got,) = self.run_model(m, "if", [x, y, zero])
+                (got,) = self.run_onnx(m, "if", [x, y, zero])
                 (want,) = onnxruntime_outputs(self, m, [x, y, zero])
                 np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
@@ -77,7 +65,7 @@ class Subgraphs(kt.KilnTestCase):
                             "then", [], [h.make_tensor_value_info("a", T.INT64, [2])])
         other = h.make_graph([h.make_node("Constant", [], ["b"], value_ints=[3])],
                              "else", [], [h.make_tensor_value_info("b", T.INT64, [1])])
-        m = model([h.make_node("If", ["c"], ["out"], then_branch=then,
+        m = ort_model([h.make_node("If", ["c"], ["out"], then_branch=then,
                                else_branch=other)],
                   [h.make_tensor_value_info("c", T.BOOL, [])],
                   [h.make_tensor_value_info("out", T.INT64, None)], 13)
@@ -99,7 +87,7 @@ class Subgraphs(kt.KilnTestCase):
             [h.make_tensor_value_info("s_out", T.FLOAT, [3]),
              h.make_tensor_value_info("y1", T.FLOAT, [3]),
              h.make_tensor_value_info("y2", T.FLOAT, [3])])
-        m = model([h.make_node("Scan", ["s0", "xs"], ["s", "ys1", "ys2"], body=body,
+        m = ort_model([h.make_node("Scan", ["s0", "xs"], ["s", "ys1", "ys2"], body=body,
                                num_scan_inputs=1, scan_input_axes=[1],
                                scan_input_directions=[1],
                                scan_output_axes=[0, -1],
@@ -114,7 +102,7 @@ class Subgraphs(kt.KilnTestCase):
         feeds = [rng.standard_normal(3).astype(np.float32),
                  rng.standard_normal((3, 5)).astype(np.float32),
                  rng.standard_normal(3).astype(np.float32)]
-        got = self.run_model(m, "scan", feeds)
+        got = self.run_onnx(m, "scan", feeds)
         want = onnxruntime_outputs(self, m, feeds)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
@@ -135,7 +123,7 @@ class Subgraphs(kt.KilnTestCase):
                 scores = rng.uniform(0, 1, (batch, classes, n)).astype(np.float32)
                 scores[0, 0, :4] = 0.5  # ties
                 scores[1, 2, 5], scores[1, 2, 6] = np.inf, -np.inf
-                m = model([h.make_node("NonMaxSuppression",
+                m = ort_model([h.make_node("NonMaxSuppression",
                                        ["b", "s", "m", "iou", "st"], ["sel"],
                                        center_point_box=center)],
                           [h.make_tensor_value_info("b", T.FLOAT, [batch, n, 4]),
@@ -146,25 +134,21 @@ class Subgraphs(kt.KilnTestCase):
                           [h.make_tensor_value_info("sel", T.INT64, None)], 11)
                 feeds = [boxes.astype(np.float32), scores, np.array([7], np.int64),
                          np.array([0.3], np.float32), np.array([0.2], np.float32)]
-                (got,) = self.run_model(m, "nms%d" % center, feeds)
+                (got,) = self.run_onnx(m, "nms%d" % center, feeds)
                 (want,) = onnxruntime_outputs(self, m, feeds)
                 self.assertGreater(len(want), 10)
                 np.testing.assert_array_equal(got, want)
 
     def test_max_pool_indices_match_torch(self):
-        try:
-            import torch
-        except ImportError as e:
-            kt.note("skipping: torch is not importable: %s" % e)
-            raise unittest.SkipTest("torch is not importable: %s" % e)
+        torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 3],
+        m = ort_model([h.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 3],
                                strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)],
                   [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 9, 8])],
                   [h.make_tensor_value_info("y", T.FLOAT, None),
                    h.make_tensor_value_info("i", T.INT64, None)], 12)
         x = np.random.default_rng(6).standard_normal((2, 3, 9, 8)).astype(np.float32)
-        y, i = self.run_model(m, "poolidx", [x])
+        y, i = self.run_onnx(m, "poolidx", [x])
         want_y, want_i = torch.nn.functional.max_pool2d(
             torch.from_numpy(x), 3, 2, 1, ceil_mode=True, return_indices=True)
         np.testing.assert_array_equal(y, want_y.numpy())
@@ -174,12 +158,12 @@ class Subgraphs(kt.KilnTestCase):
 
     def test_unique_along_axis_matches_numpy(self):
         from onnx import TensorProto as T, helper as h
-        m = model([h.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], axis=1)],
+        m = ort_model([h.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], axis=1)],
                   [h.make_tensor_value_info("x", T.INT64, [2, 7])],
                   [h.make_tensor_value_info(o, T.INT64, None)
                    for o in ("y", "idx", "inv", "cnt")], 11)
         x = np.array([[3, 1, 3, 2, 1, 3, 0], [0, 5, 0, 2, 5, 1, 0]], np.int64)
-        y, idx, inv, cnt = self.run_model(m, "unique", [x])
+        y, idx, inv, cnt = self.run_onnx(m, "unique", [x])
         want = np.unique(x, axis=1, return_index=True, return_inverse=True,
                          return_counts=True)
         for g, w in zip((y, idx, inv, cnt), want):
