@@ -167,5 +167,23 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
                    {"inputs", inputs},
                    {"outputs", outputs},
                    {"steps", steps}};
+  // Graph inputs and outputs that are sequences or optionals (the importer's
+  // kiln.signature): each stands for `count` consecutive ports.
+  if (auto signature = func->getAttrOfType<DictionaryAttr>("kiln.signature")) {
+    nlohmann::json ports = nlohmann::json::object();
+    for (StringRef key : {"inputs", "outputs"}) {
+      nlohmann::json entries = nlohmann::json::array();
+      for (Attribute a : signature.getAs<ArrayAttr>(key)) {
+        auto entry = cast<DictionaryAttr>(a);
+        entries.push_back(
+            {{"name", entry.getAs<StringAttr>("name").str()},
+             {"kind", entry.getAs<StringAttr>("kind").str()},
+             {"count", entry.getAs<IntegerAttr>("count").getInt()},
+             {"optional", static_cast<bool>(entry.get("optional"))}});
+      }
+      ports[key.str()] = entries;
+    }
+    plan.manifest["signature"] = ports;
+  }
   return plan;
 }

@@ -272,6 +272,12 @@ const std::vector<TensorInfo> &Module::inputs() const {
 const std::vector<TensorInfo> &Module::outputs() const {
   return impl_->plan.outputInfo;
 }
+const std::vector<PortInfo> &Module::inputPorts() const {
+  return impl_->plan.inputPorts;
+}
+const std::vector<PortInfo> &Module::outputPorts() const {
+  return impl_->plan.outputPorts;
+}
 
 std::vector<DeviceInfo> Module::devices() const {
   std::vector<DeviceInfo> info;

@@ -118,6 +118,50 @@ void decodeValues(Plan &plan, const json &values,
   }
 }
 
+/// Decodes manifest["signature"] (sequences and optionals among the graph
+/// inputs and outputs), or gives each entry its own tensor port.
+void decodeSignature(Plan &plan, const json &m) {
+  auto decode = [&](const char *key, const std::vector<TensorInfo> &info,
+                    std::vector<PortInfo> &ports) {
+    if (!m.contains("signature")) {
+      for (size_t i = 0; i < info.size(); ++i)
+        ports.push_back({info[i].name, PortInfo::Kind::Tensor, i, 1, false});
+      return;
+    }
+    size_t next = 0;
+    for (const json &p : m.at("signature").at(key)) {
+      PortInfo port;
+      port.name = p.at("name").get<std::string>();
+      std::string kind = p.at("kind").get<std::string>();
+      std::string what =
+          std::string("signature ") + key + " '" + port.name + "'";
+      port.kind = kind == "tensor"     ? PortInfo::Kind::Tensor
+                  : kind == "sequence" ? PortInfo::Kind::Sequence
+                  : kind == "none"
+                      ? PortInfo::Kind::None
+                      : (fail(what + " has an unknown kind '" + kind + "'"),
+                         PortInfo::Kind::None);
+      port.count = index(p.at("count"), what + "'s count");
+      port.optional = p.value("optional", false);
+      if ((port.kind == PortInfo::Kind::Tensor && port.count != 1) ||
+          (port.kind == PortInfo::Kind::None && port.count != 0))
+        fail(what + " is a " + kind + " of " + std::to_string(port.count) +
+             " entries");
+      if (port.count > info.size() - next)
+        fail(what + " needs more " + key + " than the plan has");
+      port.first = next;
+      next += port.count;
+      ports.push_back(std::move(port));
+    }
+    if (next != info.size())
+      fail(std::string("the signature's ") + key + " cover " +
+           std::to_string(next) + " of " + std::to_string(info.size()) +
+           " entries");
+  };
+  decode("inputs", plan.inputInfo, plan.inputPorts);
+  decode("outputs", plan.outputInfo, plan.outputPorts);
+}
+
 /// Decodes the graph inputs and outputs.
 void decodePorts(Plan &plan, const json &m) {
   auto ports = [&](const char *key, std::vector<TensorInfo> &info,
@@ -137,6 +181,7 @@ void decodePorts(Plan &plan, const json &m) {
   };
   ports("inputs", plan.inputInfo, plan.inputValues);
   ports("outputs", plan.outputInfo, plan.outputValues);
+  decodeSignature(plan, m);
   std::vector<int> uses(plan.values.size(), 0);
   for (size_t i = 0; i < plan.inputValues.size(); ++i) {
     size_t id = plan.inputValues[i];

@@ -109,6 +109,7 @@ struct Plan {
   std::vector<Role> roles;
   std::vector<Value> values;
   std::vector<TensorInfo> inputInfo, outputInfo;
+  std::vector<PortInfo> inputPorts, outputPorts;
   std::vector<size_t> inputValues, outputValues;
   std::vector<Step> steps;
 

@@ -753,9 +753,11 @@ void writeNpy(const std::string &path, const Tensor &tensor) {
     fail(path, "write error (disk full?)");
 }
 
-Tensor readTensorProto(const std::string &path, std::string *name) {
-  std::vector<uint8_t> bytes = readWholeFile(path);
-  ProtoReader reader(path, bytes.data(), bytes.data() + bytes.size());
+namespace {
+
+/// A TensorProto from `reader` (a file, or a message inside one).
+Tensor parseTensorProto(ProtoReader reader, const std::string &path,
+                        std::string *name) {
 
   std::vector<int64_t> dims;
   bool seenType = false;
@@ -976,6 +978,65 @@ Tensor readTensorProto(const std::string &path, std::string *name) {
   if (name)
     *name = tensorName;
   return tensor;
+}
+
+/// The tensors of a SequenceProto (field 3, tensor_values) from `reader`.
+std::vector<Tensor> parseSequenceProto(ProtoReader reader,
+                                       const std::string &path) {
+  std::vector<Tensor> tensors;
+  while (!reader.atEnd()) {
+    uint64_t tag = reader.varint("a field tag");
+    uint64_t field = tag >> 3;
+    unsigned wire = static_cast<unsigned>(tag & 7);
+    if (field == 3 && wire == LengthDelimited)
+      tensors.push_back(
+          parseTensorProto(reader.bytes("tensor_values"), path, nullptr));
+    else if (field >= 4 && field <= 7)
+      fail(path, "the sequence holds sparse tensors, sequences, maps or "
+                 "optionals; kiln reads sequences of tensors only");
+    else
+      reader.skip(wire, field);
+  }
+  return tensors;
+}
+
+} // namespace
+
+Tensor readTensorProto(const std::string &path, std::string *name) {
+  std::vector<uint8_t> bytes = readWholeFile(path);
+  return parseTensorProto(
+      ProtoReader(path, bytes.data(), bytes.data() + bytes.size()), path, name);
+}
+
+std::vector<Tensor> readSequenceProto(const std::string &path) {
+  std::vector<uint8_t> bytes = readWholeFile(path);
+  return parseSequenceProto(
+      ProtoReader(path, bytes.data(), bytes.data() + bytes.size()), path);
+}
+
+OptionalValue readOptionalProto(const std::string &path) {
+  std::vector<uint8_t> bytes = readWholeFile(path);
+  ProtoReader reader(path, bytes.data(), bytes.data() + bytes.size());
+  OptionalValue value;
+  while (!reader.atEnd()) {
+    uint64_t tag = reader.varint("a field tag");
+    uint64_t field = tag >> 3;
+    unsigned wire = static_cast<unsigned>(tag & 7);
+    if (field == 3 && wire == LengthDelimited) { // tensor_value
+      value.kind = OptionalValue::Kind::Tensor;
+      value.tensors = {
+          parseTensorProto(reader.bytes("tensor_value"), path, nullptr)};
+    } else if (field == 5 && wire == LengthDelimited) { // sequence_value
+      value.kind = OptionalValue::Kind::Sequence;
+      value.tensors = parseSequenceProto(reader.bytes("sequence_value"), path);
+    } else if (field == 4 || field == 6 || field == 7) {
+      fail(path, "the optional holds a sparse tensor, map or optional; kiln "
+                 "reads optional tensors and sequences only");
+    } else {
+      reader.skip(wire, field);
+    }
+  }
+  return value;
 }
 
 Tensor readTensorFile(const std::string &path, DType untyped) {

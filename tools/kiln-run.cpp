@@ -7,11 +7,14 @@
 // Loads an artifact with the kiln runtime, binding the plan's device roles
 // as --device/--bind say (docs/devices.md), reads one tensor per graph input
 // (.npy or ONNX TensorProto .pb; positional in graph-input order, or
-// NAME=FILE), runs the model once, prints a summary line per output and
-// optionally saves the outputs as DIR/output_<i>.npy. --bench N then times N
-// more runs (after 3 warm-up runs) and prints the median and minimum latency
-// (host wall time: a run returns once its outputs are on the host), and for a
-// plan on several roles or on a GPU the peak memory of each device.
+// NAME=FILE; sequences and optionals as ONNX SequenceProto/OptionalProto or
+// folders of .npy), runs the model once, prints a summary line per output
+// and optionally saves the outputs as DIR/output_<i>.npy (a sequence: a
+// folder DIR/output_<i>/; an optional with no value: DIR/output_<i>.none).
+// --bench N then times N more runs (after 3 warm-up runs) and prints the median
+// and minimum latency (host wall time: a run returns once its outputs are on
+// the host), and for a plan on several roles or on a GPU the peak memory of
+// each device.
 // --profile FILE.json runs once more with every step timed, writes a Chrome
 // trace (one slice per kernel and copy) and prints the slowest steps.
 //
@@ -24,6 +27,7 @@
 #include "kiln/tensor_io.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -50,11 +54,18 @@ const char kUsage[] =
     "  INPUT               a .npy or ONNX TensorProto .pb file, one per graph\n"
     "                      input in graph-input order, or NAME=FILE to bind\n"
     "                      an input by name (positional files then fill the\n"
-    "                      remaining inputs in order)\n"
+    "                      remaining inputs in order); a sequence input is a\n"
+    "                      folder of 0.npy, 1.npy, ... or a SequenceProto "
+    ".pb,\n"
+    "                      an optional input an OptionalProto .pb (or, with\n"
+    "                      no value, a .none file)\n"
     "\n"
     "options:\n"
     "  --output-dir DIR    also write DIR/output_<i>.npy for every output\n"
-    "                      (DIR is created if missing)\n"
+    "                      (DIR is created if missing); a sequence output as\n"
+    "                      a folder DIR/output_<i>/ of 0.npy, 1.npy, ..., an\n"
+    "                      optional output with no value as an empty file\n"
+    "                      DIR/output_<i>.none\n"
     "  --bench N           after 3 warm-up runs, time N runs and print the\n"
     "                      median and minimum latency (and, for a plan on\n"
     "                      several device roles or a GPU, each device's peak\n"
@@ -227,13 +238,30 @@ Options parseArguments(int argc, char **argv) {
   return options;
 }
 
-std::string describeInputs(const std::vector<kiln::TensorInfo> &infos) {
-  if (infos.empty())
+/// "x f32[1,3]", "seq sequence of 3 f32[?]", "opt optional with no value".
+std::string describePort(const kiln::PortInfo &port,
+                         const std::vector<kiln::TensorInfo> &infos) {
+  if (port.kind == kiln::PortInfo::Kind::None)
+    return port.name + " optional with no value";
+  const kiln::TensorInfo &first = infos[port.first];
+  if (port.kind == kiln::PortInfo::Kind::Tensor)
+    return port.name + " " + kiln::describe(first.dtype, first.shape);
+  std::string text = port.name + " sequence of " + std::to_string(port.count);
+  for (size_t i = 0; i < port.count; ++i)
+    text += std::string(i ? ", " : " ") +
+            kiln::describe(infos[port.first + i].dtype,
+                           infos[port.first + i].shape);
+  return text;
+}
+
+std::string describeInputs(const kiln::Module &module) {
+  const std::vector<kiln::PortInfo> &ports = module.inputPorts();
+  if (ports.empty())
     return "the model takes no inputs";
   std::string text = "the model's inputs are:";
-  for (size_t i = 0; i < infos.size(); ++i)
-    text += std::string(i ? "," : "") + " " + infos[i].name + " " +
-            kiln::describe(infos[i].dtype, infos[i].shape);
+  for (size_t i = 0; i < ports.size(); ++i)
+    text += std::string(i ? "," : "") + " " +
+            describePort(ports[i], module.inputs());
   return text;
 }
 
@@ -243,11 +271,11 @@ bool isRegularFile(const std::string &path) {
 }
 
 /// Maps the INPUT arguments to one file per graph input, in graph order.
-std::vector<std::string>
-assignInputFiles(const std::vector<std::string> &args,
-                 const std::vector<kiln::TensorInfo> &infos) {
-  std::vector<std::string> files(infos.size());
-  std::vector<bool> named(infos.size(), false);
+std::vector<std::string> assignInputFiles(const std::vector<std::string> &args,
+                                          const kiln::Module &module) {
+  const std::vector<kiln::PortInfo> &ports = module.inputPorts();
+  std::vector<std::string> files(ports.size());
+  std::vector<bool> named(ports.size(), false);
   std::vector<std::string> positional;
   for (const std::string &arg : args) {
     size_t eq = arg.find('=');
@@ -257,18 +285,18 @@ assignInputFiles(const std::vector<std::string> &args,
     }
     std::string name = arg.substr(0, eq);
     auto it = std::find_if(
-        infos.begin(), infos.end(),
-        [&](const kiln::TensorInfo &info) { return info.name == name; });
-    if (it == infos.end()) {
+        ports.begin(), ports.end(),
+        [&](const kiln::PortInfo &port) { return port.name == name; });
+    if (it == ports.end()) {
       // A file whose name merely contains '=' is still a positional input.
       if (isRegularFile(arg)) {
         positional.push_back(arg);
         continue;
       }
       throw kiln::Error("'" + arg + "': the model has no input named '" + name +
-                        "'; " + describeInputs(infos));
+                        "'; " + describeInputs(module));
     }
-    size_t index = static_cast<size_t>(it - infos.begin());
+    size_t index = static_cast<size_t>(it - ports.begin());
     if (named[index])
       throw kiln::Error("input '" + name + "' is given more than once");
     if (eq + 1 == arg.size())
@@ -279,22 +307,22 @@ assignInputFiles(const std::vector<std::string> &args,
 
   size_t namedCount =
       static_cast<size_t>(std::count(named.begin(), named.end(), true));
-  if (namedCount + positional.size() != infos.size())
-    throw kiln::Error("expected " + std::to_string(infos.size()) +
+  if (namedCount + positional.size() != ports.size())
+    throw kiln::Error("expected " + std::to_string(ports.size()) +
                       " input file(s) but got " +
                       std::to_string(namedCount + positional.size()) + "; " +
-                      describeInputs(infos));
+                      describeInputs(module));
   auto next = positional.begin();
-  for (size_t i = 0; i < infos.size(); ++i)
+  for (size_t i = 0; i < ports.size(); ++i)
     if (!named[i])
       files[i] = *next++;
   return files;
 }
 
-/// Reads one input and checks it against the model's expectation (negative
-/// expected dims match anything), naming the file when it does not fit.
-kiln::Tensor readInput(const std::string &file, const kiln::TensorInfo &info) {
-  kiln::Tensor tensor = kiln::readTensorFile(file, info.dtype);
+/// Checks one tensor against the model's expectation (negative expected
+/// dims match anything), naming the file when it does not fit.
+kiln::Tensor checkInput(kiln::Tensor tensor, const std::string &file,
+                        const kiln::TensorInfo &info) {
   bool fits = tensor.dtype() == info.dtype &&
               tensor.shape().size() == info.shape.size();
   for (size_t d = 0; fits && d < info.shape.size(); ++d)
@@ -305,6 +333,109 @@ kiln::Tensor readInput(const std::string &file, const kiln::TensorInfo &info) {
                       ", but the model expects " +
                       kiln::describe(info.dtype, info.shape));
   return tensor;
+}
+
+bool hasExtension(const std::string &path, const char *extension) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char ch) { return std::tolower(ch); });
+  return ext == extension;
+}
+
+/// The tensors of a sequence input: a folder of 0.npy, 1.npy, ... (as
+/// --output-dir writes them), an ONNX SequenceProto .pb, or for an optional
+/// input an OptionalProto .pb.
+std::vector<kiln::Tensor>
+readSequence(const std::string &file, const kiln::PortInfo &port,
+             const std::vector<kiln::TensorInfo> &infos) {
+  namespace fs = std::filesystem;
+  std::vector<kiln::Tensor> tensors;
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) {
+    for (size_t i = 0;; ++i) {
+      fs::path element = fs::path(file) / (std::to_string(i) + ".npy");
+      if (!fs::exists(element, ec))
+        break;
+      size_t at = port.first + std::min(i, port.count ? port.count - 1 : 0);
+      tensors.push_back(kiln::readNpy(
+          element.string(), port.count ? infos[at].dtype : kiln::DType::U8));
+    }
+  } else if (port.optional && hasExtension(file, ".pb")) {
+    kiln::OptionalValue value = kiln::readOptionalProto(file);
+    if (value.kind != kiln::OptionalValue::Kind::Sequence)
+      throw kiln::Error(file + ": input '" + port.name +
+                        "' is an optional sequence, but the file holds " +
+                        (value.kind == kiln::OptionalValue::Kind::None
+                             ? "no value"
+                             : "a tensor"));
+    tensors = std::move(value.tensors);
+  } else if (hasExtension(file, ".pb")) {
+    tensors = kiln::readSequenceProto(file);
+  } else {
+    throw kiln::Error(file + ": input '" + port.name +
+                      "' is a sequence: give a folder of 0.npy, 1.npy, ... "
+                      "or an ONNX SequenceProto .pb");
+  }
+  if (tensors.size() != port.count)
+    throw kiln::Error(file + ": input '" + port.name + "' is a sequence of " +
+                      std::to_string(tensors.size()) +
+                      " tensors, but the model was compiled for " +
+                      std::to_string(port.count) +
+                      " (kilnc --sequence-length " + port.name + "=" +
+                      std::to_string(tensors.size()) + " compiles for that)");
+  return tensors;
+}
+
+/// Reads every graph input into the model's flat list of tensors.
+std::vector<kiln::Tensor> readInputs(const std::vector<std::string> &files,
+                                     const kiln::Module &module) {
+  const std::vector<kiln::TensorInfo> &infos = module.inputs();
+  std::vector<kiln::Tensor> inputs;
+  for (size_t p = 0; p < files.size(); ++p) {
+    const kiln::PortInfo &port = module.inputPorts()[p];
+    const std::string &file = files[p];
+    switch (port.kind) {
+    case kiln::PortInfo::Kind::None: {
+      bool empty =
+          hasExtension(file, ".none") ||
+          (hasExtension(file, ".pb") && kiln::readOptionalProto(file).kind ==
+                                            kiln::OptionalValue::Kind::None);
+      if (!empty)
+        throw kiln::Error(file + ": input '" + port.name +
+                          "' was compiled as an optional with no value "
+                          "(kilnc --empty-optional); give a .none file or "
+                          "an empty OptionalProto .pb");
+      break;
+    }
+    case kiln::PortInfo::Kind::Tensor: {
+      const kiln::TensorInfo &info = infos[port.first];
+      if (port.optional && hasExtension(file, ".pb")) {
+        kiln::OptionalValue value = kiln::readOptionalProto(file);
+        if (value.kind != kiln::OptionalValue::Kind::Tensor)
+          throw kiln::Error(file + ": input '" + port.name +
+                            "' was compiled as an optional holding a tensor, "
+                            "but the file holds " +
+                            (value.kind == kiln::OptionalValue::Kind::None
+                                 ? "no value (kilnc --empty-optional " +
+                                       port.name + " compiles for that)"
+                                 : std::string("a sequence")));
+        inputs.push_back(checkInput(std::move(value.tensors[0]), file, info));
+      } else {
+        inputs.push_back(
+            checkInput(kiln::readTensorFile(file, info.dtype), file, info));
+      }
+      break;
+    }
+    case kiln::PortInfo::Kind::Sequence: {
+      std::vector<kiln::Tensor> tensors = readSequence(file, port, infos);
+      for (size_t i = 0; i < tensors.size(); ++i)
+        inputs.push_back(
+            checkInput(std::move(tensors[i]), file, infos[port.first + i]));
+      break;
+    }
+    }
+  }
+  return inputs;
 }
 
 /// Element `i` as text: %g for floating point, exact integers otherwise.
@@ -330,10 +461,10 @@ std::string formatElement(const kiln::Tensor &tensor, int64_t i) {
   return buffer;
 }
 
-void printOutput(size_t index, const std::string &name,
+void printOutput(const std::string &label, const std::string &name,
                  const kiln::Tensor &tensor) {
   const int64_t shown = 8;
-  std::string line = "output_" + std::to_string(index) + " " + name + " " +
+  std::string line = label + " " + name + " " +
                      kiln::describe(tensor.dtype(), tensor.shape()) + ":";
   int64_t count = tensor.numElements();
   for (int64_t i = 0; i < std::min(count, shown); ++i)
@@ -350,7 +481,10 @@ std::string lowerFirst(std::string text) {
   return text;
 }
 
-void writeOutputs(const std::string &dir,
+/// Writes output port i as DIR/output_<i>.npy (a tensor), a folder
+/// DIR/output_<i>/ of 0.npy, 1.npy, ... (a sequence), or an empty file
+/// DIR/output_<i>.none (an optional with no value).
+void writeOutputs(const std::string &dir, const kiln::Module &module,
                   const std::vector<kiln::Tensor> &outputs) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -360,10 +494,31 @@ void writeOutputs(const std::string &dir,
                       lowerFirst(ec.message()));
   if (!fs::is_directory(dir, ec))
     throw kiln::Error(dir + ": exists and is not a directory");
-  for (size_t i = 0; i < outputs.size(); ++i)
-    kiln::writeNpy(
-        (fs::path(dir) / ("output_" + std::to_string(i) + ".npy")).string(),
-        outputs[i]);
+  const std::vector<kiln::PortInfo> &ports = module.outputPorts();
+  for (size_t i = 0; i < ports.size(); ++i) {
+    fs::path base = fs::path(dir) / ("output_" + std::to_string(i));
+    switch (ports[i].kind) {
+    case kiln::PortInfo::Kind::Tensor:
+      kiln::writeNpy(base.string() + ".npy", outputs[ports[i].first]);
+      break;
+    case kiln::PortInfo::Kind::Sequence:
+      fs::remove_all(base, ec);
+      fs::create_directories(base, ec);
+      if (ec)
+        throw kiln::Error(base.string() + ": cannot create the folder: " +
+                          lowerFirst(ec.message()));
+      for (size_t e = 0; e < ports[i].count; ++e)
+        kiln::writeNpy((base / (std::to_string(e) + ".npy")).string(),
+                       outputs[ports[i].first + e]);
+      break;
+    case kiln::PortInfo::Kind::None: {
+      std::ofstream none(base.string() + ".none", std::ios::binary);
+      if (!none)
+        throw kiln::Error(base.string() + ".none: cannot write");
+      break;
+    }
+    }
+  }
 }
 
 void benchmark(const kiln::Module &module,
@@ -438,21 +593,28 @@ int runTool(int argc, char **argv) {
     return 0;
   }
   kiln::Module module = kiln::Module::load(options.modulePath, options.load);
-  const std::vector<kiln::TensorInfo> &infos = module.inputs();
-  std::vector<std::string> files = assignInputFiles(options.inputs, infos);
-  std::vector<kiln::Tensor> inputs;
-  inputs.reserve(files.size());
-  for (size_t i = 0; i < files.size(); ++i)
-    inputs.push_back(readInput(files[i], infos[i]));
+  std::vector<std::string> files = assignInputFiles(options.inputs, module);
+  std::vector<kiln::Tensor> inputs = readInputs(files, module);
 
   std::vector<kiln::Tensor> outputs = module.run(inputs);
   const std::vector<kiln::TensorInfo> &outputInfos = module.outputs();
-  for (size_t i = 0; i < outputs.size(); ++i)
-    printOutput(i, i < outputInfos.size() ? outputInfos[i].name : "?",
-                outputs[i]);
+  const std::vector<kiln::PortInfo> &outputPorts = module.outputPorts();
+  for (size_t i = 0; i < outputPorts.size(); ++i) {
+    const kiln::PortInfo &port = outputPorts[i];
+    if (port.kind == kiln::PortInfo::Kind::None)
+      std::printf("output_%zu %s: optional with no value\n", i,
+                  port.name.c_str());
+    for (size_t e = 0; e < port.count; ++e) {
+      std::string label = "output_" + std::to_string(i);
+      if (port.kind == kiln::PortInfo::Kind::Sequence)
+        label += "[" + std::to_string(e) + "]";
+      printOutput(label, outputInfos[port.first + e].name,
+                  outputs[port.first + e]);
+    }
+  }
   std::fflush(stdout);
   if (options.haveOutputDir)
-    writeOutputs(options.outputDir, outputs);
+    writeOutputs(options.outputDir, module, outputs);
   if (options.bench > 0)
     benchmark(module, inputs, options.bench);
   if (!options.profile.empty())

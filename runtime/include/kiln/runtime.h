@@ -130,6 +130,20 @@ struct TensorInfo {
   std::vector<int64_t> shape;
 };
 
+/// A graph input or output as the model declares it: a tensor (one entry of
+/// Module::inputs()/outputs()), a sequence of `count` tensors (that many
+/// consecutive entries, named NAME[0], NAME[1], ...; kiln compiles
+/// sequences of a fixed length), or an optional without a value (no
+/// entries). An optional with a value is that value, `optional` set.
+struct PortInfo {
+  enum class Kind { Tensor, Sequence, None };
+  std::string name;
+  Kind kind = Kind::Tensor;
+  size_t first = 0; // the first entry of inputs()/outputs()
+  size_t count = 1;
+  bool optional = false;
+};
+
 /// How to bind a plan's roles to concrete devices ("cpu", "sim:N", "cuda:N",
 /// "cuda:auto"; docs/devices.md). Roles of kind cpu or sim may bind to cpu or
 /// any sim:N; cuda roles to cuda:N, cuda:auto, or a host device (running
@@ -187,6 +201,10 @@ public:
 
   const std::vector<TensorInfo> &inputs() const;
   const std::vector<TensorInfo> &outputs() const;
+  /// The graph's inputs and outputs as declared: tensors, sequences and
+  /// optionals, each covering its entries of inputs()/outputs().
+  const std::vector<PortInfo> &inputPorts() const;
+  const std::vector<PortInfo> &outputPorts() const;
   /// Runs the model; inputs in graph-input order, checked against inputs().
   std::vector<Tensor> run(const std::vector<Tensor> &inputs) const;
   /// Runs the model and appends one event per step to `profile`. Every step

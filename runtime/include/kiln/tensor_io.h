@@ -24,6 +24,15 @@ Tensor readNpy(const std::string &path, DType untyped = DType::U8);
 void writeNpy(const std::string &path, const Tensor &tensor);
 /// Reads an ONNX TensorProto; `name`, when given, receives its name field.
 Tensor readTensorProto(const std::string &path, std::string *name = nullptr);
+/// Reads the tensors of an ONNX SequenceProto (a sequence of tensors).
+std::vector<Tensor> readSequenceProto(const std::string &path);
+/// What an ONNX OptionalProto holds: nothing, a tensor or a sequence.
+struct OptionalValue {
+  enum class Kind { None, Tensor, Sequence };
+  Kind kind = Kind::None;
+  std::vector<Tensor> tensors;
+};
+OptionalValue readOptionalProto(const std::string &path);
 /// Picks the reader by extension: .npy, .pb.
 Tensor readTensorFile(const std::string &path, DType untyped = DType::U8);
 
