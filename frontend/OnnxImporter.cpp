@@ -182,17 +182,22 @@ private:
                            : node.name();
     return makeNodeLoc(&ctx, name, node.op_type(), fileLoc());
   }
-  FailureOr<Type> valueType(const onnx::ValueInfoProto &info);
+  FailureOr<Type> inputType(const onnx::TypeProto_Tensor &tensor,
+                            StringRef name,
+                            llvm::StringMap<SmallVector<int64_t>> &bindings);
+  DictionaryAttr signatureEntry(StringRef name, const ImportValue &value,
+                                bool optional);
   void collectUnsupported(
       const onnx::GraphProto &graph,
       std::map<std::string, std::vector<std::string>> &unsupported);
   void collectDeclaredRanks(const onnx::GraphProto &graph);
-  LogicalResult convertNodes(const onnx::GraphProto &graph,
-                             llvm::StringMap<Value> &scope);
-  FailureOr<SmallVector<Value>> inlineGraph(const onnx::GraphProto &graph,
-                                            ValueRange inputs,
-                                            const llvm::StringMap<Value> &outer,
-                                            Location loc);
+  LogicalResult convertNodes(const onnx::GraphProto &graph, Scope &scope);
+  FailureOr<ImportValues> inlineGraph(const onnx::GraphProto &graph,
+                                      ArrayRef<ImportValue> inputs,
+                                      const Scope &outer, Location loc);
+  LogicalResult bindInput(const onnx::ValueInfoProto &input, Block *body,
+                          llvm::StringMap<SmallVector<int64_t>> &bindings,
+                          SmallVector<std::string> &argNames);
 
   MLIRContext &ctx;
   std::string source;
@@ -201,7 +206,11 @@ private:
   ImportOptions options;
   Attribute device;
   int64_t opset = 0;
-  llvm::StringMap<Value> values;
+  Scope values;
+  /// What each graph input and output is (kilnc --sequence-length and
+  /// --empty-optional), recorded when one is not a tensor.
+  SmallVector<Attribute> inputSignature, outputSignature;
+  bool plainSignature = true;
   ShapeTable shapes;
   llvm::StringMap<int64_t> declaredRanks;
   /// Each subgraph's initializers, as constants.
@@ -217,7 +226,7 @@ void Importer::collectUnsupported(
     std::map<std::string, std::vector<std::string>> &unsupported) {
   for (auto [index, node] : llvm::enumerate(graph.node())) {
     std::string op = qualifiedOpType(node);
-    bool known = findConverter(op) || isOnlyFolded(op);
+    bool known = findConverter(op) || isOnlyFolded(op) || isStructural(op);
     if (!known) {
       emitError(nodeLoc(node, index)) << "unsupported ONNX op '" << op << "'";
       unsupported[op].push_back(node.name());
@@ -250,16 +259,37 @@ void Importer::collectDeclaredRanks(const onnx::GraphProto &graph) {
 // Converts the nodes of `graph` in order, reading and defining values in
 // `scope`.
 LogicalResult Importer::convertNodes(const onnx::GraphProto &graph,
-                                     llvm::StringMap<Value> &scope) {
+                                     Scope &scope) {
   for (auto [index, node] : llvm::enumerate(graph.node())) {
     NodeContext c{node, builder, nodeLoc(node, index), device, modelDir, opset,
                   {},   &shapes, &declaredRanks,       {}};
-    c.subgraph = [this, &scope, loc = c.loc](const onnx::GraphProto &g,
-                                             ValueRange inputs) {
+    auto buildSubgraph = [this, &scope,
+                          loc = c.loc](const onnx::GraphProto &g,
+                                       ArrayRef<ImportValue> inputs) {
       return inlineGraph(g, inputs, scope, loc);
     };
+    c.subgraph = [&](const onnx::GraphProto &g,
+                     ValueRange inputs) -> FailureOr<SmallVector<Value>> {
+      ImportValues wrapped;
+      for (Value v : inputs)
+        wrapped.push_back(ImportValue::tensor(v));
+      auto outputs = buildSubgraph(g, wrapped);
+      if (mlir::failed(outputs))
+        return failure();
+      SmallVector<Value> tensors;
+      for (auto [i, out] : llvm::enumerate(*outputs)) {
+        if (!out.isTensor())
+          return emitError(c.loc)
+                 << "subgraph '" << g.name() << "' output " << i << " is a "
+                 << out.kindName() << " where a tensor is needed";
+        tensors.push_back(out.value());
+      }
+      return tensors;
+    };
+    ImportValues inputs;
     for (const std::string &name : node.input()) {
       if (name.empty()) {
+        inputs.push_back(ImportValue::none());
         c.inputs.push_back(Value());
         continue;
       }
@@ -268,7 +298,16 @@ LogicalResult Importer::convertNodes(const onnx::GraphProto &graph,
         return emitError(c.loc) << "input '" << name
                                 << "' is not produced by any earlier node, "
                                    "graph input or initializer";
-      c.inputs.push_back(it->second);
+      inputs.push_back(it->second);
+      c.inputs.push_back(it->second.value());
+    }
+    if (auto structural = convertStructural(c, inputs, buildSubgraph)) {
+      if (mlir::failed(*structural))
+        return failure();
+      for (auto [name, value] : llvm::zip(node.output(), **structural))
+        if (!name.empty())
+          scope[name] = value;
+      continue;
     }
     auto folded = tryFold(c);
     Converter convert = findConverter(qualifiedOpType(node));
@@ -280,7 +319,7 @@ LogicalResult Importer::convertNodes(const onnx::GraphProto &graph,
       return failure();
     for (auto [name, value] : llvm::zip(node.output(), *results))
       if (!name.empty())
-        scope[name] = value;
+        scope[name] = ImportValue::tensor(value);
   }
   return success();
 }
@@ -288,14 +327,15 @@ LogicalResult Importer::convertNodes(const onnx::GraphProto &graph,
 // The outputs of subgraph `graph` (an If branch, a Loop or Scan body) built
 // in place: its inputs bound to `inputs`, names it does not define read from
 // the enclosing `outer` scope.
-FailureOr<SmallVector<Value>>
-Importer::inlineGraph(const onnx::GraphProto &graph, ValueRange inputs,
-                      const llvm::StringMap<Value> &outer, Location loc) {
+FailureOr<ImportValues> Importer::inlineGraph(const onnx::GraphProto &graph,
+                                              ArrayRef<ImportValue> inputs,
+                                              const Scope &outer,
+                                              Location loc) {
   if (graph.input_size() != (int)inputs.size())
     return emitError(loc) << "subgraph '" << graph.name() << "' takes "
                           << graph.input_size() << " inputs, given "
                           << inputs.size();
-  llvm::StringMap<Value> scope = outer;
+  Scope scope = outer;
   // Initializers become constants once, however often the graph is built
   // (an unrolled Scan body).
   auto cached = subgraphConstants.find(&graph);
@@ -314,20 +354,20 @@ Importer::inlineGraph(const onnx::GraphProto &graph, ValueRange inputs,
     cached = subgraphConstants.try_emplace(&graph, std::move(constants)).first;
   }
   for (auto &[name, value] : cached->second)
-    scope[name] = value;
+    scope[name] = ImportValue::tensor(value);
   for (auto [info, value] : llvm::zip(graph.input(), inputs)) {
     const auto &t = info.type().tensor_type();
-    if (info.type().has_tensor_type() && t.has_shape() &&
-        t.shape().dim_size() != typeOf(value).getRank())
+    if (value.isTensor() && info.type().has_tensor_type() && t.has_shape() &&
+        t.shape().dim_size() != typeOf(value.value()).getRank())
       return emitError(loc)
              << "subgraph '" << graph.name() << "' input '" << info.name()
              << "' has rank " << t.shape().dim_size() << ", given "
-             << typeOf(value);
+             << typeOf(value.value());
     scope[info.name()] = value;
   }
   if (mlir::failed(convertNodes(graph, scope)))
     return failure();
-  SmallVector<Value> outputs;
+  ImportValues outputs;
   for (const auto &output : graph.output()) {
     auto it = scope.find(output.name());
     if (it == scope.end())
@@ -338,26 +378,142 @@ Importer::inlineGraph(const onnx::GraphProto &graph, ValueRange inputs,
   return outputs;
 }
 
-FailureOr<Type> Importer::valueType(const onnx::ValueInfoProto &info) {
-  Location loc = NameLoc::get(StringAttr::get(&ctx, info.name()), fileLoc());
-  if (!info.type().has_tensor_type())
-    return emitError(loc) << "input '" << info.name()
-                          << "' is not a tensor (sequences, maps and optionals "
-                             "are not supported)";
-  const auto &tensor = info.type().tensor_type();
+// The type of graph input `name` of ONNX tensor type `tensor`, with its
+// --input-shape binding applied (and consumed); `?` in a binding keeps a dim
+// symbolic, which gives a tensor of unknown rank its rank.
+FailureOr<Type>
+Importer::inputType(const onnx::TypeProto_Tensor &tensor, StringRef name,
+                    llvm::StringMap<SmallVector<int64_t>> &bindings) {
+  Location loc = NameLoc::get(StringAttr::get(&ctx, name), fileLoc());
   Type element = elementType(&ctx, tensor.elem_type());
   if (!element)
-    return emitError(loc) << "input '" << info.name() << "' has unsupported "
+    return emitError(loc) << "input '" << name << "' has unsupported "
                           << "element type "
                           << dataTypeName(tensor.elem_type());
-  if (!tensor.has_shape())
-    return emitError(loc) << "input '" << info.name()
-                          << "' has no shape (unknown rank is not supported)";
+  auto binding = bindings.find(name);
+  if (!tensor.has_shape() && binding == bindings.end())
+    return emitError(loc) << "input '" << name
+                          << "' has no shape (unknown rank): give one with "
+                             "--input-shape "
+                          << name << "=D0xD1... ('?' for a dim sized at run "
+                          << "time)";
   SmallVector<int64_t> dims;
-  for (const auto &dim : tensor.shape().dim())
-    dims.push_back(dim.has_dim_value() ? dim.dim_value()
-                                       : ShapedType::kDynamic);
+  if (tensor.has_shape())
+    for (const auto &dim : tensor.shape().dim())
+      dims.push_back(dim.has_dim_value() ? dim.dim_value()
+                                         : ShapedType::kDynamic);
+  if (binding == bindings.end())
+    return Type(RankedTensorType::get(dims, element, device));
+  ArrayRef<int64_t> given = binding->second;
+  auto shapeText = [](ArrayRef<int64_t> shape) {
+    std::string text;
+    for (auto [i, d] : llvm::enumerate(shape))
+      text += (i ? "x" : "") +
+              (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d));
+    return text;
+  };
+  if (!tensor.has_shape())
+    dims.assign(given.size(), ShapedType::kDynamic);
+  if (dims.size() != given.size())
+    return emitError(fileLoc())
+           << "input '" << name << "' has rank " << dims.size()
+           << " but the shape given for it, " << shapeText(given)
+           << ", has rank " << given.size();
+  for (auto [have, want] : llvm::zip(dims, given)) {
+    if (ShapedType::isDynamic(want))
+      continue;
+    if (!ShapedType::isDynamic(have) && have != want)
+      return emitError(fileLoc())
+             << "input '" << name << "' of shape " << shapeText(dims)
+             << " cannot take the given shape " << shapeText(given);
+    have = want;
+  }
+  bindings.erase(binding);
   return Type(RankedTensorType::get(dims, element, device));
+}
+
+// Graph input `input` as function arguments: one for a tensor, one per
+// element for a sequence (its length from --sequence-length, the elements
+// named NAME[i]), none for an optional given as empty (--empty-optional).
+LogicalResult
+Importer::bindInput(const onnx::ValueInfoProto &input, Block *body,
+                    llvm::StringMap<SmallVector<int64_t>> &bindings,
+                    SmallVector<std::string> &argNames) {
+  const std::string &name = input.name();
+  Location loc = NameLoc::get(StringAttr::get(&ctx, name), fileLoc());
+  const onnx::TypeProto *type = &input.type();
+  bool optional = type->has_optional_type();
+  if (optional)
+    type = &type->optional_type().elem_type();
+  auto addArg = [&](const onnx::TypeProto_Tensor &tensor,
+                    const std::string &argName) -> FailureOr<Value> {
+    auto t = inputType(tensor, argName, bindings);
+    if (mlir::failed(t))
+      return failure();
+    argNames.push_back(argName);
+    return Value(body->addArgument(*t, fileLoc()));
+  };
+  if (llvm::is_contained(options.emptyOptionals, name)) {
+    if (!optional)
+      return emitError(loc) << "--empty-optional names input '" << name
+                            << "', which is not optional";
+    values[name] = ImportValue::none();
+  } else if (type->has_tensor_type()) {
+    auto arg = addArg(type->tensor_type(), name);
+    if (mlir::failed(arg))
+      return failure();
+    values[name] = ImportValue::tensor(*arg);
+  } else if (type->has_sequence_type() &&
+             type->sequence_type().elem_type().has_tensor_type()) {
+    auto length = options.sequenceLengths.find(name);
+    if (length == options.sequenceLengths.end())
+      return emitError(loc)
+             << "input '" << name
+             << "' is a sequence: kiln compiles sequences of a length known "
+                "at compile time; give it with --sequence-length "
+             << name << "=K";
+    // A shape given for the sequence applies to each element not given
+    // one of its own.
+    auto shared = bindings.find(name);
+    if (shared != bindings.end()) {
+      SmallVector<int64_t> dims = shared->second;
+      bindings.erase(shared);
+      for (int64_t i = 0; i < length->second; ++i)
+        bindings.try_emplace(name + "[" + std::to_string(i) + "]", dims);
+    }
+    SmallVector<Value> elements;
+    for (int64_t i = 0; i < length->second; ++i) {
+      auto arg = addArg(type->sequence_type().elem_type().tensor_type(),
+                        name + "[" + std::to_string(i) + "]");
+      if (mlir::failed(arg))
+        return failure();
+      elements.push_back(*arg);
+    }
+    values[name] = ImportValue::sequence(elements);
+  } else {
+    return emitError(loc) << "input '" << name << "' is "
+                          << (type->has_map_type() ? "a map"
+                              : type->has_sequence_type()
+                                  ? "a sequence of non-tensors"
+                                  : "not a tensor")
+                          << ", which kiln does not support";
+  }
+  inputSignature.push_back(signatureEntry(name, values[name], optional));
+  plainSignature &= !optional && values[name].isTensor();
+  return success();
+}
+
+DictionaryAttr Importer::signatureEntry(StringRef name,
+                                        const ImportValue &value,
+                                        bool optional) {
+  Builder b(&ctx);
+  SmallVector<NamedAttribute> fields = {
+      b.getNamedAttr("name", b.getStringAttr(name)),
+      b.getNamedAttr("kind", b.getStringAttr(value.kindName())),
+      b.getNamedAttr("count", b.getI64IntegerAttr(value.elements.size()))};
+  if (optional)
+    fields.push_back(b.getNamedAttr("optional", b.getBoolAttr(true)));
+  return b.getDictionaryAttr(fields);
 }
 
 OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
@@ -388,8 +544,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
       failed = true;
       continue;
     }
-    values[init.name()] =
-        builder.create<ConstantOp>(loc, converted->first, converted->second);
+    values[init.name()] = ImportValue::tensor(
+        builder.create<ConstantOp>(loc, converted->first, converted->second));
   }
   llvm::StringMap<SmallVector<int64_t>> bindings;
   for (const std::string &text : options.inputShapes) {
@@ -402,45 +558,26 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     }
     bindings[name] = dims;
   }
-  SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   for (const auto &input : graph.input()) {
     if (values.count(input.name()))
       continue; // an initializer with a default value
-    auto type = valueType(input);
-    if (mlir::failed(type)) {
+    if (mlir::failed(bindInput(input, body, bindings, argNames)))
       failed = true;
-      continue;
-    }
-    if (auto it = bindings.find(input.name()); it != bindings.end()) {
-      auto tensor = cast<RankedTensorType>(*type);
-      bool fits = tensor.getRank() == (int64_t)it->second.size();
-      for (size_t i = 0; fits && i < it->second.size(); ++i)
-        fits = tensor.isDynamicDim(i) || tensor.getDimSize(i) == it->second[i];
-      if (!fits) {
-        std::string given;
-        for (auto [i, d] : llvm::enumerate(it->second))
-          given += (i ? "x" : "") + std::to_string(d);
-        auto diag = emitError(fileLoc());
-        diag << "input '" << input.name() << "' ";
-        if (tensor.getRank() != (int64_t)it->second.size())
-          diag << "has rank " << tensor.getRank()
-               << " but the shape given for it, " << given << ", has rank "
-               << it->second.size();
-        else
-          diag << "of type " << tensor << " cannot take the given shape "
-               << given;
-        return nullptr;
-      }
-      type = Type(RankedTensorType::get(it->second, tensor.getElementType(),
-                                        tensor.getEncoding()));
-      bindings.erase(it);
-    }
-    BlockArgument arg = body->addArgument(*type, fileLoc());
-    argNames.push_back(input.name());
-    argTypes.push_back(*type);
-    values[input.name()] = arg;
   }
+  for (auto &[name, length] : options.sequenceLengths)
+    if (llvm::none_of(graph.input(),
+                      [&](const auto &in) { return in.name() == name; })) {
+      emitError(fileLoc()) << "--sequence-length names no graph input: "
+                           << name;
+      return nullptr;
+    }
+  for (const std::string &name : options.emptyOptionals)
+    if (llvm::none_of(graph.input(),
+                      [&](const auto &in) { return in.name() == name; })) {
+      emitError(fileLoc()) << "--empty-optional names no graph input: " << name;
+      return nullptr;
+    }
 
   if (!bindings.empty()) {
     SmallVector<StringRef> names;
@@ -472,6 +609,7 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     return nullptr;
 
   SmallVector<Value> outputs;
+  SmallVector<std::string> outputNames;
   for (const auto &output : graph.output()) {
     auto it = values.find(output.name());
     if (it == values.end()) {
@@ -479,15 +617,31 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
                            << "' is never produced";
       return nullptr;
     }
-    outputs.push_back(it->second);
+    const ImportValue &value = it->second;
+    for (auto [i, element] : llvm::enumerate(value.elements)) {
+      outputs.push_back(element);
+      outputNames.push_back(value.isTensor() ? output.name()
+                                             : output.name() + "[" +
+                                                   std::to_string(i) + "]");
+    }
+    bool optional = output.type().has_optional_type();
+    outputSignature.push_back(signatureEntry(output.name(), value, optional));
+    plainSignature &= !optional && value.isTensor();
   }
   builder.create<func::ReturnOp>(fileLoc(), outputs);
-  func.setType(
-      builder.getFunctionType(argTypes, ValueRange(outputs).getTypes()));
+  func.setType(builder.getFunctionType(body->getArgumentTypes(),
+                                       ValueRange(outputs).getTypes()));
   for (auto [i, name] : llvm::enumerate(argNames))
     func.setArgAttr(i, "kiln.name", builder.getStringAttr(name));
-  for (auto [i, output] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, "kiln.name", builder.getStringAttr(output.name()));
+  for (auto [i, name] : llvm::enumerate(outputNames))
+    func.setResultAttr(i, "kiln.name", builder.getStringAttr(name));
+  if (!plainSignature)
+    func->setAttr("kiln.signature",
+                  builder.getDictionaryAttr(
+                      {builder.getNamedAttr(
+                           "inputs", builder.getArrayAttr(inputSignature)),
+                       builder.getNamedAttr(
+                           "outputs", builder.getArrayAttr(outputSignature))}));
   if (mlir::failed(verify(*module)))
     return nullptr;
   return module;

@@ -38,6 +38,11 @@ struct ImportOptions {
   /// NAME=D0xD1... bindings for graph inputs with symbolic dims, applied at
   /// import so that shape computations fold to constants.
   std::vector<std::string> inputShapes;
+  /// The length of each sequence graph input: kiln compiles a sequence as
+  /// that many tensors (named NAME[0], NAME[1], ...).
+  std::map<std::string, int64_t> sequenceLengths;
+  /// Optional graph inputs compiled as having no value.
+  std::vector<std::string> emptyOptionals;
 };
 
 /// Reads and imports `path`. On failure, reports through the context's

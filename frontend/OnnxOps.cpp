@@ -1115,12 +1115,15 @@ FailureOr<Value> sliceAtRunTime(NodeContext &c, Value x, int64_t axis,
                       c.builder.getDenseI32ArrayAttr({1, 1, 1, 1, 0}))});
 }
 
+} // namespace
+
 // Split along a symbolic dim or by sizes known only at run time: each part
 // a kiln.slice_by with its bounds computed at run time (equal parts of
 // ceil(n / parts), the last ones shorter; or the sums of the sizes before
 // it).
-FailureOr<Values> splitAtRunTime(NodeContext &c, int64_t axis,
-                                 int64_t outputs) {
+FailureOr<Values> kiln::onnx_import::splitAtRunTime(NodeContext &c,
+                                                    int64_t axis,
+                                                    int64_t outputs) {
   Value x = c.inputs[0];
   Values out;
   auto binary = [&](StringRef op, Value l, Value r) {
@@ -1188,6 +1191,8 @@ FailureOr<Values> splitAtRunTime(NodeContext &c, int64_t axis,
   }
   return out;
 }
+
+namespace {
 
 FailureOr<Values> split(NodeContext &c) {
   if (failed(arity(c, 1, 2)))
@@ -1763,8 +1768,6 @@ const llvm::StringMap<Converter> &table() {
       {"Scan", convertScan},
       {"NonMaxSuppression", convertNonMaxSuppression},
       {"DeformConv", convertDeformConv},
-      {"OptionalHasElement", convertOptionalHasElement},
-      {"OptionalGetElement", convertOptionalGetElement},
       {"CausalConvWithState", convertCausalConvWithState},
       {"LinearAttention", convertLinearAttention},
       {"ai.onnx.preview.FlexAttention", convertFlexAttention},

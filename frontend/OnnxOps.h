@@ -61,6 +61,31 @@ struct ShapeTable {
   mlir::AffineExpr dimOf(mlir::Value v, int64_t i);
 };
 
+/// A value of the import: a tensor, a sequence of tensors (its length known
+/// at compile time), or an optional without a value. An optional with a
+/// value is that value.
+struct ImportValue {
+  enum Kind { Tensor, Sequence, None };
+  Kind kind = Tensor;
+  llvm::SmallVector<mlir::Value, 1> elements; // a tensor: exactly one
+
+  static ImportValue tensor(mlir::Value v) { return {Tensor, {v}}; }
+  static ImportValue sequence(mlir::ValueRange vs) {
+    return {Sequence, llvm::SmallVector<mlir::Value, 1>(vs)};
+  }
+  static ImportValue none() { return {None, {}}; }
+  bool isTensor() const { return kind == Tensor; }
+  /// The tensor, or null for a sequence or none.
+  mlir::Value value() const { return isTensor() ? elements[0] : nullptr; }
+  /// "tensor", "sequence" or "none" (the artifact's signature kinds).
+  const char *kindName() const {
+    return kind == Tensor ? "tensor" : kind == Sequence ? "sequence" : "none";
+  }
+};
+using ImportValues = llvm::SmallVector<ImportValue>;
+/// Names in scope while a graph is converted.
+using Scope = llvm::StringMap<ImportValue>;
+
 /// What a converter sees of one node.
 struct NodeContext {
   const onnx::NodeProto &node;
@@ -110,6 +135,26 @@ Converter findConverter(llvm::StringRef opType);
 std::optional<mlir::FailureOr<llvm::SmallVector<mlir::Value>>>
 tryFold(NodeContext &c);
 
+/// Builds a subgraph on import values (ops/Sequences.cpp takes these).
+using ValueSubgraph = std::function<mlir::FailureOr<ImportValues>(
+    const onnx::GraphProto &graph, llvm::ArrayRef<ImportValue> inputs)>;
+
+/// Ops converted on import values rather than tensors: the sequence and
+/// optional ops and Loop (ops/Sequences.cpp, ops/Loop.cpp).
+bool isStructural(llvm::StringRef opType);
+
+/// Converts a node that takes or gives sequences or optionals, or Loop;
+/// `inputs` are the node's inputs (c.inputs holds the tensors among them,
+/// null for the rest). nullopt: a tensor node, for the converter table.
+std::optional<mlir::FailureOr<ImportValues>>
+convertStructural(NodeContext &c, llvm::ArrayRef<ImportValue> inputs,
+                  const ValueSubgraph &subgraph);
+
+/// ONNX Loop unrolled over a trip count known at compile time.
+mlir::FailureOr<ImportValues> convertLoop(NodeContext &c,
+                                          llvm::ArrayRef<ImportValue> inputs,
+                                          const ValueSubgraph &subgraph);
+
 /// Ops kiln supports only when they can be folded (tryFold).
 bool isOnlyFolded(llvm::StringRef opType);
 
@@ -150,6 +195,11 @@ mlir::FailureOr<mlir::Value> reduce(NodeContext &c, llvm::StringRef kind,
 /// kiln.reshape to `spec` (ONNX Reshape semantics after folding: -1 allowed).
 mlir::FailureOr<mlir::Value> reshapeTo(NodeContext &c, mlir::Value input,
                                        llvm::ArrayRef<int64_t> spec);
+/// Split of the node's input 0 along `axis` into `outputs` parts, bounds
+/// computed at run time: from the sizes in the node's input 1 when given,
+/// else equal parts of ceil(n / outputs).
+mlir::FailureOr<Values> splitAtRunTime(NodeContext &c, int64_t axis,
+                                       int64_t outputs);
 /// A reshape to `dims`, at most one of them symbolic.
 mlir::FailureOr<mlir::Value> reshapeToDims(NodeContext &c, mlir::Value input,
                                            llvm::ArrayRef<int64_t> dims);
@@ -332,8 +382,6 @@ mlir::FailureOr<Values> convertConv(NodeContext &c);
 // ops/ControlFlow.cpp
 mlir::FailureOr<Values> convertIf(NodeContext &c);
 mlir::FailureOr<Values> convertScan(NodeContext &c);
-mlir::FailureOr<Values> convertOptionalHasElement(NodeContext &c);
-mlir::FailureOr<Values> convertOptionalGetElement(NodeContext &c);
 // ops/Stateful.cpp
 mlir::FailureOr<Values> convertCausalConvWithState(NodeContext &c);
 mlir::FailureOr<Values> convertLinearAttention(NodeContext &c);

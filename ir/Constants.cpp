@@ -82,6 +82,10 @@ LogicalResult kiln::parseShapeBinding(StringRef text, std::string &name,
   spec.split(parts, 'x');
   for (StringRef part : parts) {
     int64_t d;
+    if (part == "?") {
+      dims.push_back(ShapedType::kDynamic);
+      continue;
+    }
     if (part.getAsInteger(10, d) || d < 0)
       return failure();
     dims.push_back(d);

@@ -107,7 +107,8 @@ namespace kiln {
 mlir::LogicalResult inferResultTypes(mlir::Operation *op,
                                      llvm::SmallVectorImpl<mlir::Type> &types);
 
-/// Parses "NAME=D0xD1x..." ("NAME=scalar" for rank 0), as kilnc's
+/// Parses "NAME=D0xD1x..." ("NAME=scalar" for rank 0; "?" for a dim sized
+/// at run time), as kilnc's
 /// --input-shape takes it.
 mlir::LogicalResult parseShapeBinding(llvm::StringRef text, std::string &name,
                                       llvm::SmallVectorImpl<int64_t> &dims);

@@ -13,6 +13,7 @@
 #include "passes/Passes.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNINFERSHAPES
@@ -38,30 +39,49 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
                                   << "' (expected NAME=D0xD1x...)";
       bindings[name] = {dims, StringRef(binding).rsplit('=').second.str()};
     }
+    llvm::StringSet<> usedShared;
     for (BlockArgument arg : func.getArguments()) {
       auto nameAttr =
           func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name");
       std::string name = nameAttr ? nameAttr.str()
                                   : "arg" + std::to_string(arg.getArgNumber());
       auto it = bindings.find(name);
+      // A sequence's elements are inputs NAME[i]; a shape given for NAME
+      // applies to each.
+      StringRef sequence = StringRef(name).split('[').first;
+      bool shared = false;
+      if (it == bindings.end() && sequence.size() < name.size()) {
+        it = bindings.find(sequence);
+        shared = true;
+      }
       if (it == bindings.end())
         continue;
+      if (shared)
+        usedShared.insert(sequence);
       auto type = cast<RankedTensorType>(arg.getType());
       ArrayRef<int64_t> dims = it->second.first;
       if (type.getRank() != (int64_t)dims.size())
         return func.emitOpError()
                << "input '" << name << "' has rank " << type.getRank()
                << " but the shape given for it has rank " << dims.size();
-      for (auto [have, want] : llvm::zip(type.getShape(), dims))
+      SmallVector<int64_t> merged(type.getShape());
+      for (auto [have, want] : llvm::zip(merged, dims)) {
+        if (ShapedType::isDynamic(want))
+          continue; // '?': sized at run time
         if (!ShapedType::isDynamic(have) && have != want)
           return func.emitOpError()
                  << "input '" << name << "' has static shape " << type
                  << " that the given shape " << it->second.second
                  << " contradicts";
-      arg.setType(RankedTensorType::get(dims, type.getElementType(),
+        have = want;
+      }
+      arg.setType(RankedTensorType::get(merged, type.getElementType(),
                                         type.getEncoding()));
-      bindings.erase(it);
+      if (!shared)
+        bindings.erase(it);
     }
+    for (const auto &entry : usedShared)
+      bindings.erase(entry.getKey());
     if (!bindings.empty()) {
       SmallVector<StringRef> unknown;
       for (auto &entry : bindings)

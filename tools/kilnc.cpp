@@ -1,7 +1,8 @@
 //===- kilnc.cpp - the kiln ahead-of-time compiler ------------------------===//
 //
 //   kilnc MODEL.onnx -o OUT.kiln [--emit=mlir|cpp|cuda|ptx|dot|artifact]
-//         [--input-shape NAME=D0xD1...] [--device D] [--devices D1,D2,...]
+//         [--input-shape NAME=D0xD1...] [--sequence-length NAME=K]
+//         [--empty-optional NAME] [--device D] [--devices D1,D2,...]
 //         [--pin FILE.json] [--save-placement FILE.json] [--print-placement]
 //         [--output-device D] [--device-profile D=FILE.json]
 //         [--placement=single|auto|data:K|pipeline:K] [--microbatches M]
@@ -44,9 +45,23 @@ static cl::opt<kiln::EmitKind> emit(
 static cl::list<std::string>
     inputShapes("input-shape",
                 cl::desc("bind a model input's symbolic dims, e.g. x=64x784 "
-                         "(repeatable; unbound dims are sized at run time; "
-                         "cuda, data:K and pipeline:K need them bound)"),
+                         "('?' keeps a dim symbolic, 'scalar' for rank 0; a "
+                         "sequence's NAME applies to every element, "
+                         "NAME[i] to one; repeatable; unbound dims are sized "
+                         "at run time; cuda, data:K and pipeline:K need them "
+                         "bound)"),
                 cl::value_desc("NAME=D0xD1..."), cl::cat(category));
+static cl::list<std::string> sequenceLengths(
+    "sequence-length",
+    cl::desc("the length of a sequence input (kiln compiles sequences of a "
+             "fixed length; the elements are inputs NAME[0], NAME[1], ...); "
+             "repeatable"),
+    cl::value_desc("NAME=K"), cl::cat(category));
+static cl::list<std::string> emptyOptionals(
+    "empty-optional",
+    cl::desc("compile an optional input as having no value (by default an "
+             "optional input has one); repeatable"),
+    cl::value_desc("NAME"), cl::cat(category));
 static cl::opt<std::string>
     device("device",
            cl::desc("the default device: graph inputs arrive there, and every "
@@ -181,6 +196,8 @@ int main(int argc, char **argv) {
                          : "-";
   options.printIRAfterAll = printIR;
   options.inputShapes = inputShapes;
+  options.sequenceLengths = sequenceLengths;
+  options.emptyOptionals = emptyOptionals;
   options.devices = kiln::devicesWithDefault(
       device, std::vector<std::string>(devices.begin(), devices.end()));
   options.pins = pin;

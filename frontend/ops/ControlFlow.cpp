@@ -12,13 +12,8 @@
 //         and the per-step scan outputs stacked. Scan-8's batch axis is
 //         unrolled too.
 //
-// Optional values: kiln has no optional type, so an optional is either a
-// tensor (it has its element) or an omitted input (it has none), both known
-// at compile time. OptionalHasElement folds to a constant and
-// OptionalGetElement of a tensor is that tensor.
-//
-// Loop is not converted: its trip count and condition are run-time values
-// in the models that use it, and kiln has no loop at the graph level.
+// If with sequence or optional outputs, the optional ops and Loop work on
+// ImportValues: Sequences.cpp and Loop.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -279,19 +274,4 @@ FailureOr<Values> kiln::onnx_import::convertScan(NodeContext &c) {
     results.push_back(*stacked);
   }
   return results;
-}
-
-FailureOr<Values> kiln::onnx_import::convertOptionalHasElement(NodeContext &c) {
-  if (failed(arity(c, 0, 1)))
-    return failure();
-  bool has = !c.inputs.empty() && c.inputs[0];
-  OpChain g(c);
-  Value result = g.scalar(c.builder.getI1Type(), has ? 1 : 0);
-  return Values{result};
-}
-
-FailureOr<Values> kiln::onnx_import::convertOptionalGetElement(NodeContext &c) {
-  if (failed(arity(c, 1, 1)))
-    return failure();
-  return Values{c.inputs[0]};
 }

@@ -238,6 +238,17 @@ LogicalResult compileModel(const CompileOptions &options) {
   ImportOptions importOptions;
   importOptions.device = options.devices.front();
   importOptions.inputShapes = options.inputShapes;
+  importOptions.emptyOptionals = options.emptyOptionals;
+  for (const std::string &text : options.sequenceLengths) {
+    auto [name, count] = StringRef(text).rsplit('=');
+    int64_t length;
+    if (name.empty() || count.getAsInteger(10, length) || length < 0) {
+      errs << prefix << "error: malformed sequence length '" << text
+           << "' (expected NAME=K, K >= 0)\n";
+      return failure();
+    }
+    importOptions.sequenceLengths[name.str()] = length;
+  }
   OwningOpRef<ModuleOp> module =
       importOnnxModel(context, *model, options.input, importOptions);
   if (!module)

@@ -48,6 +48,11 @@ struct CompileOptions {
   EmitKind emit = EmitKind::Artifact;
   bool printIRAfterAll = false;
   std::vector<std::string> inputShapes; // NAME=D0xD1...
+  /// NAME=K: a sequence graph input's length (kiln compiles sequences of a
+  /// fixed length).
+  std::vector<std::string> sequenceLengths;
+  /// Optional graph inputs compiled as having no value.
+  std::vector<std::string> emptyOptionals;
   /// The devices placement may use; the first is the default, where graph
   /// inputs arrive and (unless outputDevice says otherwise) outputs leave.
   std::vector<std::string> devices = {"cpu"};
