@@ -132,15 +132,51 @@ def _shape_of(value):
     return None
 
 
+def _tensor_type(type_proto):
+    """The tensor type inside a tensor, sequence or optional type, or None."""
+    while True:
+        if type_proto.HasField("tensor_type"):
+            return type_proto.tensor_type
+        if type_proto.HasField("sequence_type"):
+            type_proto = type_proto.sequence_type.elem_type
+        elif type_proto.HasField("optional_type"):
+            type_proto = type_proto.optional_type.elem_type
+        else:
+            return None
+
+
 def make_symbolic(model):
-    """Makes every dimension of every tensor graph input symbolic (in place).
-    Dimension names are unique per input and axis."""
+    """Makes every dimension of every tensor graph input (and of the tensors
+    in sequence and optional inputs) symbolic, in place. Dimension names are
+    unique per input and axis."""
     for inp in model.graph.input:
-        if _value_kind(inp) != "tensor" or not inp.type.tensor_type.HasField("shape"):
+        tensor = _tensor_type(inp.type)
+        if tensor is None or not tensor.HasField("shape"):
             continue
-        for axis, dim in enumerate(inp.type.tensor_type.shape.dim):
+        for axis, dim in enumerate(tensor.shape.dim):
             dim.Clear()
             dim.dim_param = "%s_d%d" % (re.sub(r"\W", "_", inp.name) or "in", axis)
+
+
+def value_args(graph, inputs, symbolic):
+    """kilnc arguments for the inputs that are not plain tensors: the length
+    of each sequence (--sequence-length), each optional given no value
+    (--empty-optional), and the shapes of sequence elements (their rank is
+    often not in the model; dims are `?` in symbolic mode)."""
+    args = []
+    for info, value in zip(graph.input, inputs):
+        kind = _value_kind(info)
+        if kind == "optional" and value is None:
+            args.append("--empty-optional=" + info.name)
+            continue
+        if not isinstance(value, list):
+            continue
+        args.append("--sequence-length=%s=%d" % (info.name, len(value)))
+        for i, element in enumerate(value):
+            shape = np.shape(element)
+            dims = ["?" if symbolic else str(d) for d in shape]
+            args.append("--input-shape=%s[%d]=%s" % (info.name, i, "x".join(dims) or "scalar"))
+    return args
 
 
 RANDOM_OPS = {"RandomUniform", "RandomUniformLike", "RandomNormal",
@@ -193,7 +229,11 @@ def write_case(case, case_dir, symbolic):
                 f.write(_serialize(value, graph.output[j]))
             out_paths.append(path)
         data_sets.append((in_paths, shapes, out_paths))
+    # Sequence lengths and empty optionals are compiled in: from the first
+    # data set (the suite's cases have one).
     return dict(name=case.name, dir=case_dir, data_sets=data_sets,
+                kilnc_args=value_args(graph, case.data_sets[0][0], symbolic)
+                if case.data_sets else [],
                 random=any(draws_random(case.model, inputs)
                            for inputs, _ in case.data_sets),
                 output_kinds=[_value_kind(o) for o in graph.output],
@@ -285,13 +325,71 @@ def _check_tool(tool, proc, err, argv, case_dir, result):
     return None
 
 
-def _load_expected(path):
+def _load_expected_value(path, kind):
+    """The expected value of an output: an array, a list of arrays (a
+    sequence) or None (an optional with no value)."""
     import onnx
     from onnx import numpy_helper
-    tensor = onnx.TensorProto()
+    proto = {"tensor": onnx.TensorProto, "sequence": onnx.SequenceProto,
+             "optional": onnx.OptionalProto}[kind]()
     with open(path, "rb") as f:
-        tensor.ParseFromString(f.read())
-    return numpy_helper.to_array(tensor)
+        proto.ParseFromString(f.read())
+    if kind == "tensor":
+        return numpy_helper.to_array(proto)
+    if kind == "sequence":
+        return numpy_helper.to_list(proto)
+    return numpy_helper.to_optional(proto)
+
+
+def _read_output(base):
+    """What kiln-run wrote for one output (BASE.npy, folder BASE/ of 0.npy,
+    1.npy..., or an empty BASE.none): an array, a list or None."""
+    if os.path.exists(base + ".npy"):
+        return np.load(base + ".npy", allow_pickle=False)
+    if os.path.isdir(base):
+        count = len(os.listdir(base))
+        return [np.load(os.path.join(base, "%d.npy" % e), allow_pickle=False)
+                for e in range(count)]
+    if os.path.exists(base + ".none"):
+        return None
+    raise FileNotFoundError(base + ".npy")
+
+
+def _what(value):
+    if value is None:
+        return "no value"
+    if isinstance(value, list):
+        return "a sequence of %d" % len(value)
+    return "a tensor"
+
+
+def _compare_output(i, base, expected_path, kind, task):
+    """None when kiln-run's output i (at BASE...) matches; else the reason."""
+    if kind not in ("tensor", "sequence", "optional"):
+        return "output %d is a %s, which kiln-run cannot write" % (i, kind)
+    try:
+        got = _read_output(base)
+    except Exception as e:
+        return "output %d: cannot read kiln-run's output: %s" % (i, e)
+    want = _load_expected_value(expected_path, kind)
+    if (got is None) != (want is None) or isinstance(got, list) != isinstance(want, list):
+        return "output %d: kiln-run wrote %s, expected %s" % (i, _what(got), _what(want))
+    if want is None:
+        return None
+    if isinstance(want, list):
+        if len(got) != len(want):
+            return "output %d: kiln-run wrote %s, expected %s" % (i, _what(got), _what(want))
+        pairs = list(zip(got, want))
+    else:
+        pairs = [(got, want)]
+    for e, (g, w) in enumerate(pairs):
+        if task.get("random"):
+            reason = compare_random(i, g, w)
+        else:
+            reason = compare(i, g, w, task["rtol"], task["atol"])
+        if reason:
+            return reason + (" (element %d)" % e if isinstance(want, list) else "")
+    return None
 
 
 def compare_random(i, got, want):
@@ -379,7 +477,7 @@ def _compile_case(task, kilnc, timeout, result, artifact):
         # Kernels with shapes known only at run time fall back to the cpu
         # (cuda kernels are static); every other one must assemble.
         argv += ["--devices=%s,cpu" % _CONFIG["device"], "--emit=ptx"]
-    argv += _CONFIG.get("kilnc_args") or []
+    argv += task["kilnc_args"] + (_CONFIG.get("kilnc_args") or [])
     proc, secs, err = _exec(argv, timeout)
     result["compile_s"] = secs
     result["compile_cmd"] = " ".join(shlex.quote(a) for a in argv)
@@ -421,24 +519,15 @@ def _run_case(task, kilnc, kiln_run, timeout, result):
         if reason:
             return reason
         got_count = 0
-        while os.path.exists(os.path.join(out_dir, "output_%d.npy" % got_count)):
+        while any(os.path.exists(os.path.join(out_dir, "output_%d%s" % (got_count, ext)))
+                  for ext in (".npy", "", ".none")):
             got_count += 1
         if got_count != len(out_paths):
             return "kiln-run wrote %d output(s), expected %d" % (got_count, len(out_paths))
         prefix = "data set %d: " % n if len(task["data_sets"]) > 1 else ""
         for i, path in enumerate(out_paths):
-            if task["output_kinds"][i] != "tensor":
-                return prefix + "output %d is a %s, which cannot be compared with a .npy" % (
-                    i, task["output_kinds"][i])
-            try:
-                got = np.load(os.path.join(out_dir, "output_%d.npy" % i), allow_pickle=False)
-            except Exception as e:
-                return prefix + "output %d: cannot read kiln-run's .npy: %s" % (i, e)
-            want = _load_expected(path)
-            if task.get("random"):
-                reason = compare_random(i, got, want)
-            else:
-                reason = compare(i, got, want, task["rtol"], task["atol"])
+            reason = _compare_output(i, os.path.join(out_dir, "output_%d" % i), path,
+                                     task["output_kinds"][i], task)
             if reason:
                 return prefix + reason
     return None
