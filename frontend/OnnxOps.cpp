@@ -237,23 +237,54 @@ windowPads(NodeContext &c, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
 
 } // namespace
 
+namespace {
+FailureOr<Value> padSameAtRunTime(NodeContext &c, Value x, double value,
+                                  ArrayRef<int64_t> kernel = {});
+} // namespace
+
 FailureOr<Values> kiln::onnx_import::convertConv(NodeContext &c) {
   if (failed(arity(c, 2, 3)))
     return failure();
+  auto xType = cast<RankedTensorType>(c.inputs[0].getType());
   auto wType = cast<RankedTensorType>(c.inputs[1].getType());
-  if (wType.getRank() < 3 || !wType.hasStaticShape())
-    return c.error("Conv weight must have a static shape of rank >= 3");
+  if (wType.getRank() < 3 || xType.getRank() != wType.getRank())
+    return c.error("Conv needs a weight of rank >= 3 and an input of its "
+                   "rank");
   size_t r = wType.getRank() - 2;
+  // The kernel's size: the weight's, else kernel_shape's (a weight sized
+  // only at run time keeps it symbolic; the kernel reads it then).
   std::vector<int64_t> kernel(wType.getShape().begin() + 2,
                               wType.getShape().end());
+  std::vector<int64_t> declared = ints(c, "kernel_shape", {});
+  for (size_t i = 0; i < r && declared.size() == r; ++i) {
+    if (!ShapedType::isDynamic(kernel[i]) && kernel[i] != declared[i])
+      return c.error("Conv kernel_shape does not match the weight's shape");
+    kernel[i] = declared[i];
+  }
   std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
   std::vector<int64_t> dilations =
       ints(c, "dilations", std::vector<int64_t>(r, 1));
-  auto pads = windowPads(c, kernel, strides, dilations);
+  std::string autoPad = c.getString("auto_pad", "NOTSET");
+  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  bool dynamicKernel = llvm::any_of(kernel, ShapedType::isDynamic);
+  if (same && dynamicKernel)
+    return c.error("Conv with auto_pad " + autoPad +
+                   " needs the kernel's size at compile time (a static "
+                   "weight shape or kernel_shape)");
+  SmallVector<Value> operands = presentInputs(c);
+  bool prepadded = false;
+  if (same &&
+      llvm::any_of(xType.getShape().drop_front(2), ShapedType::isDynamic)) {
+    auto padded = padSameAtRunTime(c, c.inputs[0], 0, kernel);
+    if (failed(padded))
+      return failure();
+    operands[0] = *padded;
+    prepadded = true;
+  }
+  auto pads = windowPads(c, kernel, strides, dilations, prepadded);
   if (failed(pads))
     return failure();
   Builder &b = c.builder;
-  SmallVector<Value> operands = presentInputs(c);
   return single(c.create(
       ConvOp::getOperationName(), operands,
       {b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
@@ -264,10 +295,11 @@ FailureOr<Values> kiln::onnx_import::convertConv(NodeContext &c) {
 
 namespace {
 
-// A pooling node's input `x` padded at run time with `value` for auto_pad
+// A window node's input `x` padded at run time with `value` for auto_pad
 // SAME over symbolic spatial dims, whose pads depend on the sizes; null when
 // the node needs no such padding (its window then takes the pads).
-FailureOr<Value> padSameAtRunTime(NodeContext &c, Value x, double value) {
+FailureOr<Value> padSameAtRunTime(NodeContext &c, Value x, double value,
+                                  ArrayRef<int64_t> kernelSize) {
   std::string autoPad = c.getString("auto_pad", "NOTSET");
   auto shape = typeOf(x).getShape();
   int64_t r = (int64_t)shape.size() - 2;
@@ -277,7 +309,8 @@ FailureOr<Value> padSameAtRunTime(NodeContext &c, Value x, double value) {
   if (!isa<FloatType>(typeOf(x).getElementType()))
     return c.error("auto_pad " + autoPad +
                    " over symbolic spatial dims needs a floating-point input");
-  std::vector<int64_t> kernel = ints(c, "kernel_shape", {});
+  std::vector<int64_t> kernel =
+      kernelSize.empty() ? ints(c, "kernel_shape", {}) : kernelSize.vec();
   std::vector<int64_t> strides = ints(c, "strides", std::vector<int64_t>(r, 1));
   std::vector<int64_t> dilations =
       ints(c, "dilations", std::vector<int64_t>(r, 1));
@@ -576,15 +609,16 @@ FailureOr<Values> reshape(NodeContext &c) {
       if (succeeded(resolved))
         spec = *resolved;
     }
-  if (!spec) {
-    if (c.getInt("allowzero", 0))
-      return c.error("Reshape allowzero=1 with a shape computed at run time "
-                     "is not supported");
+  bool allowZero = c.getInt("allowzero", 0) != 0;
+  if (!spec)
     return reshapeByData(c, withLength(c, c.inputs[1], declaredPlus(c, 0)),
-                         "reshape");
+                         allowZero ? "reshape_allowzero" : "reshape");
+  if (allowZero && llvm::is_contained(*spec, 0)) {
+    // 0 is a dim of size 0, not a copy of the input's.
+    if (llvm::is_contained(*spec, -1))
+      return c.error("Reshape allowzero=1 cannot infer a -1 dim next to a 0");
+    return single(reshapeToDims(c, c.inputs[0], *spec));
   }
-  if (c.getInt("allowzero", 0) && llvm::is_contained(*spec, 0))
-    return c.error("Reshape allowzero=1 with a zero dim is not supported");
   return single(reshapeTo(c, c.inputs[0], *spec));
 }
 
@@ -1892,6 +1926,7 @@ const llvm::StringMap<Converter> &table() {
       {"Tile", convertTile},
       {"Compress", convertCompress},
       {"CenterCropPad", convertCenterCropPad},
+      {"Col2Im", convertCol2Im},
       {"ReverseSequence", convertReverseSequence},
       {"OneHot", convertOneHot},
       {"HannWindow", convertWindow},

@@ -312,6 +312,8 @@ mlir::FailureOr<Values> convertMeanVarianceNormalization(NodeContext &c);
 mlir::FailureOr<Values> convertLRN(NodeContext &c);
 mlir::FailureOr<Values> convertWindow(NodeContext &c);
 mlir::FailureOr<Values> convertAffineGrid(NodeContext &c);
+// ops/Col2Im.cpp
+mlir::FailureOr<Values> convertCol2Im(NodeContext &c);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
 // ops/Layout.cpp

@@ -159,7 +159,6 @@ public:
         {v},
         {c.builder.getNamedAttr("perm", c.builder.getDenseI64ArrayAttr(perm))});
   }
-  /// `size` elements of the last axis from `start`, every `step`th.
   /// `size` elements of `axis` from `start`, every `step`th.
   mlir::Value slice(mlir::Value v, int64_t axis, int64_t start, int64_t size,
                     int64_t step = 1) {

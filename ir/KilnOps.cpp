@@ -235,7 +235,7 @@ namespace {
 // Output size of a sliding window (conv/pool) along one dim.
 int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t padB,
                      int64_t padE, int64_t dilation, bool ceil) {
-  if (ShapedType::isDynamic(in))
+  if (ShapedType::isDynamic(in) || ShapedType::isDynamic(kernel))
     return ShapedType::kDynamic;
   int64_t span = in + padB + padE - dilation * (kernel - 1) - 1;
   if (span < 0)
@@ -262,7 +262,8 @@ LogicalResult inferWindow(std::optional<Location> loc, Value input,
                          " pads, got input " + str(in));
   Shape out = {in[0], channels};
   for (size_t i = 0; i < r; ++i) {
-    if (strides[i] < 1 || dilations[i] < 1 || kernel[i] < 1 || pads[i] < 0 ||
+    if (strides[i] < 1 || dilations[i] < 1 ||
+        (kernel[i] < 1 && !ShapedType::isDynamic(kernel[i])) || pads[i] < 0 ||
         pads[r + i] < 0)
       return fail(loc, "window sizes, strides and dilations must be positive "
                        "and pads non-negative");
@@ -285,11 +286,22 @@ KILN_INFER(ConvOp) {
   if (w.size() != in.size() || w.size() < 3)
     return fail(loc,
                 "conv weight " + str(w) + " does not match input " + str(in));
-  if (group < 1 || ShapedType::isDynamic(w[0]) || w[0] % group != 0)
+  if (group == 0) { // depthwise: as many groups as input channels
+    if (dimsConflict(w[1], 1) ||
+        (!ShapedType::isDynamic(w[0]) && !ShapedType::isDynamic(in[1]) &&
+         w[0] % in[1] != 0))
+      return fail(loc, "depthwise conv weight " + str(w) +
+                           " must be [M, 1, ...] with M a multiple of the "
+                           "input's " +
+                           Twine(in[1]) + " channels");
+    group = 1; // the channel check below then holds trivially
+  } else if (group < 0 || (!ShapedType::isDynamic(w[0]) && w[0] % group != 0)) {
     return fail(loc, "conv group " + Twine(group) +
                          " must divide the output channels of weight " +
                          str(w));
-  if (!ShapedType::isDynamic(in[1]) && in[1] != w[1] * group)
+  }
+  if (adaptor.getGroup() != 0 && !ShapedType::isDynamic(in[1]) &&
+      !ShapedType::isDynamic(w[1]) && in[1] != w[1] * group)
     return fail(loc, "conv input has " + Twine(in[1]) +
                          " channels but weight " + str(w) + " with group " +
                          Twine(group) + " needs " + Twine(w[1] * group));
@@ -597,10 +609,10 @@ KILN_INFER(ReshapeToOp) {
     return failure();
   int64_t rank = shapeOf(adaptor.getInput()).size();
   StringRef mode = adaptor.getMode();
-  int64_t out = mode == "reshape"     ? *length
-                : mode == "unsqueeze" ? rank + *length
-                : mode == "flatten"   ? 2
-                                      : rank - *length;
+  int64_t out = mode.starts_with("reshape") ? *length
+                : mode == "unsqueeze"       ? rank + *length
+                : mode == "flatten"         ? 2
+                                            : rank - *length;
   if (out < 0)
     return fail(loc, "cannot squeeze " + Twine(*length) + " axes of rank " +
                          Twine(rank));
@@ -611,11 +623,12 @@ KILN_INFER(ReshapeToOp) {
 KILN_COMPATIBLE(ReshapeToOp)
 
 LogicalResult ReshapeToOp::verify() {
-  if (!llvm::is_contained({"reshape", "unsqueeze", "squeeze", "flatten"},
-                          getMode()))
+  if (!llvm::is_contained(
+          {"reshape", "reshape_allowzero", "unsqueeze", "squeeze", "flatten"},
+          getMode()))
     return emitOpError() << "mode '" << getMode()
-                         << "' is not one of reshape, unsqueeze, squeeze, "
-                            "flatten";
+                         << "' is not one of reshape, reshape_allowzero, "
+                            "unsqueeze, squeeze, flatten";
   return success();
 }
 
@@ -677,10 +690,15 @@ LogicalResult PadOp::verify() {
 
 KILN_INFER(SliceByOp) {
   SliceByOp::Adaptor adaptor(operands, attributes, properties, regions);
+  // The specs may be of a length known only at run time (distinct axes,
+  // so at most the input's rank).
   for (Value spec : {adaptor.getStarts(), adaptor.getEnds(), adaptor.getAxes(),
                      adaptor.getSteps()})
-    if (spec && failed(specLength(loc, spec)))
-      return failure();
+    if (spec && (shapeOf(spec).size() != 1 ||
+                 !isa<IntegerType>(
+                     cast<RankedTensorType>(spec.getType()).getElementType())))
+      return fail(loc, "slice starts, ends, axes and steps must be 1-D "
+                       "integer tensors");
   Shape in = shapeOf(adaptor.getInput());
   results.push_back(
       resultOf(Shape(in.size(), ShapedType::kDynamic), adaptor.getInput()));

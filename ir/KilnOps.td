@@ -271,7 +271,9 @@ def Kiln_ConvOp : Kiln_ComputeOp<"conv"> {
   let summary = "N-d grouped convolution (ONNX Conv, explicit pads)";
   let description = [{
     input [N, C, D1..Dr], weight [M, C/group, K1..Kr], optional bias [M].
-    `pads` holds the r begin pads then the r end pads.
+    `pads` holds the r begin pads then the r end pads. `group` 0 is
+    depthwise: one group per input channel, however many there are at run
+    time (weight [M, 1, K1..Kr], M a multiple of C).
   }];
   let arguments = (ins Kiln_Tensor:$input, Kiln_Tensor:$weight,
                        Optional<Kiln_Tensor>:$bias,
@@ -458,7 +460,8 @@ def Kiln_ReshapeToOp : Kiln_ComputeOp<"reshape_to"> {
   let summary = "the input's elements in a shape described by data";
   let description = [{
     `mode` "reshape": `spec` holds the ONNX Reshape shape (0 copies the
-    input's dim, -1 is inferred); "unsqueeze" / "squeeze": `spec` holds the
+    input's dim, -1 is inferred); "reshape_allowzero": the same with 0 a
+    dim of size 0 (ONNX allowzero=1); "unsqueeze" / "squeeze": `spec` holds the
     axes to insert / remove (negative counts from the end); "flatten":
     `spec` holds the axis, the result is 2-D.
   }];

@@ -9,6 +9,8 @@
 //    [N, b, b, C, H/b, W/b] (DCR) or [N, C, b, b, H/b, W/b] and reshaped to
 //    [N, C*b^2, H/b, W/b]. ONNX's SpaceToDepth has no mode attribute; kiln
 //    also takes mode = "CRD" (a node test uses it), DepthToSpace's inverse.
+//    Over dims known only at run time both reshape by shapes computed from
+//    them.
 //  - EyeLike(x [R, C], k, dtype): cast(col - row == k) from two iotas.
 //  - Tile(x, repeats): x as [1, d0, 1, d1, ...] broadcast to
 //    [r0, d0, r1, d1, ...] and reshaped to [r0 d0, r1 d1, ...]; static when
@@ -27,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/OnnxOps.h"
+#include "frontend/OpChain.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -40,19 +43,49 @@ FailureOr<Value> permuted(NodeContext &c, Value x, ArrayRef<int64_t> perm) {
       {c.builder.getNamedAttr("perm", c.builder.getDenseI64ArrayAttr(perm))});
 }
 
-// The static [N, C, H, W] shape of a DepthToSpace/SpaceToDepth input and
-// its block size, checked.
+// The [N, C, H, W] shape of a DepthToSpace/SpaceToDepth input and its
+// block size, checked.
 FailureOr<std::pair<SmallVector<int64_t>, int64_t>> blocks(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
   RankedTensorType type = typeOf(c.inputs[0]);
   int64_t b = c.getInt("blocksize", 0);
-  if (type.getRank() != 4 || !type.hasStaticShape())
-    return c.error("'" + c.node.op_type() +
-                   "' needs a 4-D input of static shape");
+  if (type.getRank() != 4)
+    return c.error("'" + c.node.op_type() + "' needs a 4-D input");
   if (b < 1 || b > (1 << 20)) // b * b must not overflow
     return c.error("blocksize " + Twine(b) + " is out of range");
   return std::make_pair(SmallVector<int64_t>(type.getShape()), b);
+}
+
+// The same rearrangement over dims known only at run time: reshapes by
+// shapes computed from them ("-1" the one inferred), and the transpose.
+// `split` and `merged` list, per output dim, an input dim (0..3), a block
+// size (kBlock), a dim multiplied or divided by it (kTimes, kOver), or -1.
+enum : int64_t { kBlock = 10, kTimes = 20, kOver = 30, kInfer = -1 };
+FailureOr<Values> blocksAtRunTime(NodeContext &c, int64_t b,
+                                  ArrayRef<int64_t> split,
+                                  ArrayRef<int64_t> perm,
+                                  ArrayRef<int64_t> merged) {
+  OpChain g(c);
+  Value x = c.inputs[0];
+  Value block = g.i64Constant({}, {b}, "block");
+  auto spec = [&](ArrayRef<int64_t> dims) {
+    SmallVector<Value> parts;
+    for (int64_t d : dims) {
+      Value v = d == kInfer   ? g.i64Constant({}, {-1}, "infer")
+                : d == kBlock ? block
+                : d >= kOver  ? g.div(g.dim(x, d - kOver), block)
+                : d >= kTimes ? g.mul(g.dim(x, d - kTimes), block)
+                              : g.dim(x, d);
+      parts.push_back(g.reshape(v, {1}));
+    }
+    return g.concat(parts, 0);
+  };
+  Value out =
+      g.reshapeBy(g.transpose(g.reshapeBy(x, spec(split)), perm), spec(merged));
+  if (g.failed())
+    return failure();
+  return Values{out};
 }
 
 } // namespace
@@ -62,6 +95,15 @@ FailureOr<Values> convertDepthToSpace(NodeContext &c) {
   if (failed(in))
     return failure();
   auto [s, b] = *in;
+  bool crdMode = c.getString("mode", "DCR") == "CRD";
+  if (!typeOf(c.inputs[0]).hasStaticShape())
+    return blocksAtRunTime(
+        c, b,
+        crdMode ? ArrayRef<int64_t>{0, kInfer, kBlock, kBlock, 2, 3}
+                : ArrayRef<int64_t>{0, kBlock, kBlock, kInfer, 2, 3},
+        crdMode ? ArrayRef<int64_t>{0, 1, 4, 2, 5, 3}
+                : ArrayRef<int64_t>{0, 3, 4, 1, 5, 2},
+        {0, kInfer, kTimes + 2, kTimes + 3});
   int64_t n = s[0], ch = s[1], h = s[2], w = s[3];
   if (ch % (b * b))
     return c.error("DepthToSpace channels " + Twine(ch) +
@@ -86,6 +128,12 @@ FailureOr<Values> convertSpaceToDepth(NodeContext &c) {
   if (failed(in))
     return failure();
   auto [s, b] = *in;
+  if (!typeOf(c.inputs[0]).hasStaticShape())
+    return blocksAtRunTime(c, b, {0, 1, kOver + 2, kBlock, kOver + 3, kBlock},
+                           c.getString("mode", "DCR") == "CRD"
+                               ? ArrayRef<int64_t>{0, 1, 3, 5, 2, 4}
+                               : ArrayRef<int64_t>{0, 3, 5, 1, 2, 4},
+                           {0, kInfer, kOver + 2, kOver + 3});
   int64_t n = s[0], ch = s[1], h = s[2], w = s[3];
   if (h % b || w % b)
     return c.error("SpaceToDepth spatial dims are not multiples of blocksize");

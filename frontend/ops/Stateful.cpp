@@ -1,13 +1,13 @@
-//===- Stateful.cpp - sequence mixers that carry a state
-//-------------------===//
+//===- Stateful.cpp - sequence mixers that carry a state ------------------===//
 //
 // The building blocks of Gated DeltaNet / Mamba style models (opset 27):
 //
 //   CausalConvWithState  the past state (zeros when absent) concatenated in
 //                        front of the input along the length, a depthwise
-//                        Conv (group = channels, valid padding), bias and an
-//                        optional SiLU (in float32); the present state is the
-//                        last k - 1 positions of the concatenation.
+//                        Conv (group = channels, or depthwise group 0 when
+//                        they are counted at run time; valid padding), bias and
+//                        an optional SiLU (in float32); the present state is
+//                        the last k - 1 positions of the concatenation.
 //   LinearAttention      the recurrence S_t = exp(g_t) S_{t-1} + k_t (x)
 //                        beta_t (v_t - exp(g_t) S_{t-1}^T k_t) (the decay and
 //                        the delta correction per update_rule), o_t = scale
@@ -37,17 +37,27 @@ kiln::onnx_import::convertCausalConvWithState(NodeContext &c) {
   Value past = c.inputs.size() > 3 ? c.inputs[3] : Value();
   auto wType = typeOf(weight);
   if (typeOf(x).getRank() != 3 || wType.getRank() != 3 ||
-      !wType.hasStaticShape() || wType.getDimSize(1) != 1)
+      (!wType.isDynamicDim(1) && wType.getDimSize(1) != 1))
     return c.error("CausalConvWithState needs a rank-3 input and a weight of "
-                   "static shape (channels, 1, k)");
+                   "shape (channels, 1, k)");
   int64_t channels = wType.getDimSize(0), k = wType.getDimSize(2);
   Builder &b = c.builder;
   OpChain g(c);
+  // k - 1, the state's length (read from the weight at run time when k is
+  // symbolic).
+  Value history = ShapedType::isDynamic(k)
+                      ? g.sub(g.dim(weight, 2), g.i64Constant({}, {1}, "one"))
+                      : g.i64Constant({}, {k - 1}, "k");
   Value padded;
   if (past) {
     padded = g.concat({past, x}, 2);
   } else {
-    Value pads = g.i64Constant({6}, {0, 0, k - 1, 0, 0, 0}, "pads");
+    Value pads = ShapedType::isDynamic(k)
+                     ? g.concat({g.i64Constant({2}, {0, 0}, "pads"),
+                                 g.reshape(history, {1}),
+                                 g.i64Constant({3}, {0, 0, 0}, "pads")},
+                                0)
+                     : g.i64Constant({6}, {0, 0, k - 1, 0, 0, 0}, "pads");
     padded = g.padConstant(x, pads, g.scalar(typeOf(x).getElementType(), 0),
                            g.i64Constant({3}, {0, 1, 2}, "axes"));
   }
@@ -56,12 +66,15 @@ kiln::onnx_import::convertCausalConvWithState(NodeContext &c) {
   SmallVector<Value> operands = {padded, weight};
   if (bias)
     operands.push_back(bias);
-  auto conv =
-      c.create(ConvOp::getOperationName(), operands,
-               {b.getNamedAttr("strides", b.getDenseI64ArrayAttr({1})),
-                b.getNamedAttr("pads", b.getDenseI64ArrayAttr({0, 0})),
-                b.getNamedAttr("dilations", b.getDenseI64ArrayAttr({1})),
-                b.getNamedAttr("group", b.getI64IntegerAttr(channels))});
+  auto conv = c.create(
+      ConvOp::getOperationName(), operands,
+      {b.getNamedAttr("strides", b.getDenseI64ArrayAttr({1})),
+       b.getNamedAttr("pads", b.getDenseI64ArrayAttr({0, 0})),
+       b.getNamedAttr("dilations", b.getDenseI64ArrayAttr({1})),
+       // 0: depthwise over channels counted at run time
+       b.getNamedAttr("group",
+                      b.getI64IntegerAttr(
+                          ShapedType::isDynamic(channels) ? 0 : channels))});
   if (failed(conv))
     return failure();
   Value out = *conv;
@@ -71,12 +84,10 @@ kiln::onnx_import::convertCausalConvWithState(NodeContext &c) {
     out = g.cast(g.mul(wide, g.unary(SigmoidOp::getOperationName(), wide)), t);
   }
   int64_t length = typeOf(padded).getDimSize(2);
-  Value present =
-      ShapedType::isDynamic(length)
-          ? g.sliceBy(padded, 2,
-                      g.sub(g.dim(padded, 2), g.i64Constant({}, {k - 1}, "k")),
-                      g.dim(padded, 2))
-          : g.slice(padded, 2, length - (k - 1), k - 1);
+  Value present = ShapedType::isDynamic(length) || ShapedType::isDynamic(k)
+                      ? g.sliceBy(padded, 2, g.sub(g.dim(padded, 2), history),
+                                  g.dim(padded, 2))
+                      : g.slice(padded, 2, length - (k - 1), k - 1);
   if (g.failed())
     return failure();
   return Values{out, present};

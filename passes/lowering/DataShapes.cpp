@@ -133,15 +133,17 @@ SmallVector<Value> reshapedSizes(IndexMath &h, Value input, Value spec,
                                  StringRef mode, int64_t outRank) {
   SmallVector<Value> in = h.dims(input), out;
   int64_t rank = in.size();
-  if (mode == "reshape") {
-    // 0 copies the input's dim, -1 is what the others leave.
+  if (mode == "reshape" || mode == "reshape_allowzero") {
+    // 0 copies the input's dim (allowzero: is 0), -1 is what the others
+    // leave.
     Value total = h.index(1), known = h.index(1);
     for (Value d : in)
       total = h.mul(total, d);
     for (int64_t j = 0; j < outRank; ++j) {
       Value e = h.element(spec, j);
       Value copy = j < rank ? in[j] : h.index(0);
-      out.push_back(h.select(h.eq(e, h.index(0)), copy, e));
+      out.push_back(mode == "reshape" ? h.select(h.eq(e, h.index(0)), copy, e)
+                                      : e);
       known = h.mul(
           known, h.select(h.eq(out.back(), h.index(-1)), h.index(1), out[j]));
     }
@@ -327,13 +329,28 @@ Value lowerSliceBy(IndexMath &h, SliceByOp op, ValueRange operands) {
   Value stepsSpec = op.getSteps() ? operands[next++] : Value();
   int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
   int64_t n = cast<RankedTensorType>(starts.getType()).getDimSize(0);
+  // Specs whose length is known only at run time name distinct axes, so at
+  // most `rank` of them: entry k counts only below that length, and reads
+  // stay inside it.
+  Value length;
+  if (ShapedType::isDynamic(n)) {
+    n = rank;
+    length = b.create<tensor::DimOp>(h.loc, starts, 0);
+  }
+  auto entry = [&](Value spec, int64_t k) -> Value {
+    if (!length)
+      return h.element(spec, k);
+    Value last = b.create<arith::MaxSIOp>(
+        h.loc, b.create<arith::SubIOp>(h.loc, length, h.index(1)), h.index(0));
+    Value at = b.create<arith::MinSIOp>(h.loc, h.index(k), last);
+    Value e = b.create<tensor::ExtractOp>(h.loc, spec, at);
+    return b.create<arith::IndexCastOp>(h.loc, b.getIndexType(), e);
+  };
   SmallVector<Value> in = h.dims(input);
   SmallVector<Value> axes;
-  if (axesSpec)
-    axes = h.axes(axesSpec, rank);
-  else
-    for (int64_t k = 0; k < n; ++k)
-      axes.push_back(h.index(k));
+  for (int64_t k = 0; k < n; ++k)
+    axes.push_back(axesSpec ? h.normalized(entry(axesSpec, k), rank)
+                            : h.index(k));
   auto clamp = [&](Value v, Value lo, Value hi) -> Value {
     return b.create<arith::MaxSIOp>(h.loc, lo,
                                     b.create<arith::MinSIOp>(h.loc, v, hi));
@@ -345,10 +362,13 @@ Value lowerSliceBy(IndexMath &h, SliceByOp op, ValueRange operands) {
   SmallVector<Value> start(rank, h.index(0)), step(rank, h.index(1)),
       size(in.begin(), in.end());
   for (int64_t k = 0; k < n; ++k) {
-    Value s = h.element(starts, k), e = h.element(ends, k);
-    Value t = stepsSpec ? h.element(stepsSpec, k) : h.index(1);
+    Value s = entry(starts, k), e = entry(ends, k);
+    Value t = stepsSpec ? entry(stepsSpec, k) : h.index(1);
+    Value counted = length ? h.cmp(P::slt, h.index(k), length) : Value();
     for (int64_t i = 0; i < rank; ++i) {
       Value dim = in[i], is = h.eq(axes[k], h.index(i));
+      if (counted)
+        is = b.create<arith::AndIOp>(h.loc, is, counted);
       Value zero = h.index(0), one = h.index(1), last = sub(dim, one);
       Value sn = h.select(h.cmp(P::slt, s, zero), h.add(s, dim), s);
       Value en = h.select(h.cmp(P::slt, e, zero), h.add(e, dim), e);

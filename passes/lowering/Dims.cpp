@@ -4,15 +4,14 @@
 // dims of the op's (lowered) operands, by the op's ONNX shape rule:
 // broadcasting for elementwise ops (the largest of the operands' sizes: a
 // dynamic dim that is 1 at run time broadcasts, see CEmitter::index), m/n/batch
-// for contractions, the batch (and pooled channel) dim for windows, the kept
-// dims for reductions, the permuted dim for transposes, the data and index dims
-// for gathers, the sum along a concat's axis. Each size is an index value built
-// from `tensor.dim` and arith in the kernel, before the op's loops; a
+// for contractions, the batch, channel and window-count dims for windows, the
+// kept dims for reductions, the permuted dim for transposes, the data and index
+// dims for gathers, the sum along a concat's axis. Each size is an index value
+// built from `tensor.dim` and arith in the kernel, before the op's loops; a
 // tensor.empty takes it, and the emitters read it back from there.
 //
-// checkDynamicSupport() names the dynamic dims a lowering cannot handle yet
-// (a conv's spatial dims, a gather's indexed axis, ...): those must be bound
-// at compile time (kilnc --input-shape).
+// checkDynamicSupport() names the ops whose lowering cannot handle dynamic
+// dims yet: those must be bound at compile time (kilnc --input-shape).
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,31 +102,37 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
           return dim(operands[0], g.getTransA() ? 1 : 0);
         return dim(operands[1], g.getTransB() ? 0 : 1);
       })
-      .Case<ConvOp>([&](Operation *) -> Value {
-        // The batch; a conv's spatial dims must be static.
-        return i == 0 ? dim(operands[0], i) : nullptr;
-      })
-      .Case<MaxPoolOp, AvgPoolOp>([&](Operation *) -> Value {
-        if (i < 2)
-          return dim(operands[0], i);
+      .Case<ConvOp, MaxPoolOp, AvgPoolOp>([&](Operation *) -> Value {
+        bool conv = isa<ConvOp>(op);
+        if (i < 2) // the batch; the channels (a conv's: the weight's)
+          return conv && i == 1 ? dim(operands[1], 0) : dim(operands[0], i);
         // ONNX's window count: span = in + pads - (k - 1) * d - 1, then
         // span / s + 1 (ceil_mode: rounded up, less a last window that
         // would start in the end padding); 0 when the window does not fit.
+        // A conv's kernel size is its weight's.
         auto attr = [&](StringRef name) {
           return cast<DenseI64ArrayAttr>(op->getAttr(name)).asArrayRef();
         };
-        ArrayRef<int64_t> kernel = attr("kernel_shape"),
-                          strides = attr("strides"), pads = attr("pads"),
+        ArrayRef<int64_t> strides = attr("strides"), pads = attr("pads"),
                           dilations = attr("dilations");
-        bool ceil = cast<BoolAttr>(op->getAttr("ceil_mode")).getValue();
-        int64_t r = kernel.size(), s = i - 2;
+        bool ceil =
+            !conv && cast<BoolAttr>(op->getAttr("ceil_mode")).getValue();
+        int64_t r = strides.size(), s = i - 2;
         auto c = [&](int64_t v) {
           return b.create<arith::ConstantIndexOp>(loc, v).getResult();
         };
         Value in = dim(operands[0], i);
+        Value kernel = conv ? dim(operands[1], i) : c(attr("kernel_shape")[s]);
+        // extent = (k - 1) * d + 1
+        Value extent = b.create<arith::AddIOp>(
+            loc,
+            b.create<arith::MulIOp>(loc,
+                                    b.create<arith::SubIOp>(loc, kernel, c(1)),
+                                    c(dilations[s])),
+            c(1));
         Value span = b.create<arith::SubIOp>(
-            loc, in,
-            c(dilations[s] * (kernel[s] - 1) + 1 - pads[s] - pads[r + s]));
+            loc, b.create<arith::AddIOp>(loc, in, c(pads[s] + pads[r + s])),
+            extent);
         Value fits =
             b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, span, c(0));
         Value rounded =
@@ -199,30 +204,14 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
 }
 
 LogicalResult lowering::checkDynamicSupport(Operation *op) {
-  auto dynamicAt = [](Value v, int64_t i) {
-    return cast<RankedTensorType>(v.getType()).isDynamicDim(i);
-  };
-  auto anyDynamic = [](Value v, int64_t from) {
-    auto type = cast<RankedTensorType>(v.getType());
-    for (int64_t i = from; i < type.getRank(); ++i)
-      if (type.isDynamicDim(i))
-        return true;
-    return false;
-  };
   if (!hasDynamicShape(op))
     return success();
   std::string unsupported =
       llvm::TypeSwitch<Operation *, std::string>(op)
           .Case<MatMulOp, GemmOp, ReduceOp, TransposeOp, SliceOp, ShapeOp>(
               [](Operation *) { return ""; })
-          .Case<ConvOp, MaxPoolOp, AvgPoolOp>([&](Operation *) -> std::string {
-            if (isa<ConvOp>(op) && anyDynamic(op->getOperand(0), 2))
-              return "dynamic spatial dims";
-            if (isa<ConvOp>(op) && (anyDynamic(op->getOperand(1), 0) ||
-                                    dynamicAt(op->getOperand(0), 1)))
-              return "dynamic channels";
-            return "";
-          })
+          .Case<ConvOp, MaxPoolOp, AvgPoolOp>(
+              [&](Operation *) -> std::string { return ""; })
           .Case<GatherOp, GatherElementsOp, ResizeOp, ScatterOp, GatherNDOp,
                 GridSampleOp>([](Operation *) -> std::string { return ""; })
           .Case([&](ConcatOp) -> std::string { return ""; })

@@ -122,7 +122,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   auto outType = lowering::plainResultType(op);
   auto wType = cast<RankedTensorType>(operands[1].getType());
   int64_t r = wType.getRank() - 2, cg = wType.getDimSize(1),
-          mg = wType.getDimSize(0) / op.getGroup();
+          mg = op.getGroup() > 0 ? wType.getDimSize(0) / op.getGroup() : 0;
   ArrayRef<int64_t> pads = op.getPads();
   SmallVector<int64_t> begin = {0, 0}, end = {0, 0};
   begin.append(pads.begin(), pads.begin() + r);
@@ -133,11 +133,17 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   int64_t numDims = 3 + 2 * r;
   auto d = [&](int64_t i) { return b.getAffineDimExpr(i); };
   MLIRContext *ctx = b.getContext();
-  AffineExpr channel =
-      op.getGroup() == 1 ? d(2) : d(1).floorDiv(mg) * cg + d(2);
+  // Depthwise (group 0) or groups of channel counts known only at run time.
+  bool dynamicGroups =
+      op.getGroup() == 0 ||
+      (op.getGroup() != 1 && (wType.isDynamicDim(0) || wType.isDynamicDim(1)));
+  AffineExpr channel = op.getGroup() == 1 || dynamicGroups
+                           ? d(2)
+                           : d(1).floorDiv(mg) * cg + d(2);
   SmallVector<AffineExpr> inExprs = {d(0), channel};
   bool gemm =
       outType.getElementType().isF32() && op.getGroup() == 1 &&
+      wType.hasStaticShape() &&
       llvm::none_of(outType.getShape().drop_front(2), ShapedType::isDynamic);
   bool pointwise =
       llvm::all_of(wType.getShape().drop_front(2),
@@ -197,6 +203,51 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
                                  AffineMap::get(numDims, 0, wExprs, ctx),
                                  AffineMap::get(numDims, 0, outExprs, ctx)};
   int64_t n = taps(wType.getShape().drop_front(2), cg);
+  if (dynamicGroups) {
+    // The input channel (m / mg) * cg + c is no affine expr when mg or cg
+    // is known only at run time, so the input is read in the body (loop
+    // sizes come from the weight and the result).
+    Value groups =
+        op.getGroup() == 0
+            ? lowering::dimOf(b, loc, operands[0], 1)
+            : b.create<arith::ConstantIndexOp>(loc, op.getGroup()).getResult();
+    Value perGroupOut = b.create<arith::DivSIOp>(
+        loc, lowering::dimOf(b, loc, operands[1], 0), groups);
+    Value perGroupIn = lowering::dimOf(b, loc, operands[1], 1);
+    ArrayRef<int64_t> strides = op.getStrides(), dilations = op.getDilations();
+    // Loops [n, m, o..., c, k...]: each output sums its taps in turn.
+    reductionsInnermost(maps, iterators, 2, 3 + r, r);
+    return b
+        .create<linalg::GenericOp>(
+            loc, TypeRange{outType}, ValueRange{operands[1]}, ValueRange{init},
+            SmallVector<AffineMap>{maps[1], maps[2]}, iterators,
+            [&](OpBuilder &nb, Location l, ValueRange a) {
+              auto index = [&](int64_t i) -> Value {
+                return nb.create<linalg::IndexOp>(l, i);
+              };
+              auto constant = [&](int64_t v) -> Value {
+                return nb.create<arith::ConstantIndexOp>(l, v);
+              };
+              Value group = nb.create<arith::DivSIOp>(l, index(1), perGroupOut);
+              SmallVector<Value> at = {
+                  index(0),
+                  nb.create<arith::AddIOp>(
+                      l, nb.create<arith::MulIOp>(l, group, perGroupIn),
+                      index(2 + r))};
+              for (int64_t i = 0; i < r; ++i)
+                at.push_back(nb.create<arith::AddIOp>(
+                    l,
+                    nb.create<arith::MulIOp>(l, index(2 + i),
+                                             constant(strides[i])),
+                    nb.create<arith::MulIOp>(l, index(3 + r + i),
+                                             constant(dilations[i]))));
+              Value x = nb.create<tensor::ExtractOp>(l, input, at);
+              Value prod = nb.create<arith::MulFOp>(l, x, a[0]);
+              nb.create<linalg::YieldOp>(
+                  l, Value(nb.create<arith::AddFOp>(l, a[1], prod)));
+            })
+        .getResult(0);
+  }
   if (!gemm && n >= 0 && n <= kUnrolledTaps)
     reductionsInnermost(maps, iterators, 2, 3 + r, r);
   Value sums = b.create<linalg::GenericOp>(

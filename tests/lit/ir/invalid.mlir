@@ -138,6 +138,23 @@ func.func @conv_channels(%x: tensor<1x4x8x8xf32, #kiln.device<cpu>>, %w: tensor<
 
 // -----
 
+func.func @depthwise_weight(%x: tensor<1x3x8xf32, #kiln.device<cpu>>, %w: tensor<6x2x3xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{depthwise conv weight [6,2,3] must be [M, 1, ...] with M a multiple of the input's 3 channels}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.conv %x, %w {strides = array<i64: 1>, pads = array<i64: 0, 0>, dilations = array<i64: 1>, group = 0} : tensor<1x3x8xf32, #kiln.device<cpu>>, tensor<6x2x3xf32, #kiln.device<cpu>> -> tensor<1x6x6xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
+func.func @reshape_to_mode(%x: tensor<2x3xf32, #kiln.device<cpu>>, %s: tensor<2xi64, #kiln.device<cpu>>) {
+  // expected-error @+1 {{mode 'reshape_keepzero' is not one of reshape, reshape_allowzero, unsqueeze, squeeze, flatten}}
+  %0 = kiln.reshape_to %x, %s {mode = "reshape_keepzero"} : tensor<2x3xf32, #kiln.device<cpu>>, tensor<2xi64, #kiln.device<cpu>> -> tensor<?x?xf32, #kiln.device<cpu>>
+  return
+}
+
+// -----
+
 func.func @reshape_count(%x: tensor<2x3xf32, #kiln.device<cpu>>) {
   // expected-error @+2 {{cannot reshape [2,3] (6 elements) to [4,2]}}
   // expected-error @+1 {{failed to infer returned types}}

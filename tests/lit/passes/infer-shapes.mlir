@@ -79,3 +79,17 @@ func.func @vision(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "x"}, %img
   %f = kiln.reshape %p {shape = array<i64: 0, -1>} : tensor<?x4x?x?xf32, #kiln.device<cpu>> -> tensor<?x?xf32, #kiln.device<cpu>>
   return %f : tensor<?x?xf32, #kiln.device<cpu>>
 }
+
+// -----
+
+// A conv whose weight is sized only at run time keeps its output channels
+// and window counts symbolic; a depthwise conv (group 0, one group per
+// input channel however many there are) takes its channels from the weight.
+// CHECK-LABEL: func.func @symbolic_kernel
+// CHECK: kiln.conv {{.*}} -> tensor<2x?x?x?xf32, #kiln.device<cpu>>
+// CHECK: kiln.conv {{.*}}group = 0{{.*}} -> tensor<2x6x3xf32, #kiln.device<cpu>>
+func.func @symbolic_kernel(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "x"}, %img: tensor<2x3x5x5xf32, #kiln.device<cpu>>, %w: tensor<?x?x?x?xf32, #kiln.device<cpu>>, %seq: tensor<2x3x5xf32, #kiln.device<cpu>>, %dw: tensor<6x1x3xf32, #kiln.device<cpu>>) -> (tensor<?x4xf32, #kiln.device<cpu>>, tensor<?x?x?x?xf32, #kiln.device<cpu>>, tensor<?x?x?xf32, #kiln.device<cpu>>) {
+  %c = kiln.conv %img, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1} : tensor<2x3x5x5xf32, #kiln.device<cpu>>, tensor<?x?x?x?xf32, #kiln.device<cpu>> -> tensor<?x?x?x?xf32, #kiln.device<cpu>>
+  %d = kiln.conv %seq, %dw {strides = array<i64: 1>, pads = array<i64: 0, 0>, dilations = array<i64: 1>, group = 0} : tensor<2x3x5xf32, #kiln.device<cpu>>, tensor<6x1x3xf32, #kiln.device<cpu>> -> tensor<?x?x?xf32, #kiln.device<cpu>>
+  return %x, %c, %d : tensor<?x4xf32, #kiln.device<cpu>>, tensor<?x?x?x?xf32, #kiln.device<cpu>>, tensor<?x?x?xf32, #kiln.device<cpu>>
+}

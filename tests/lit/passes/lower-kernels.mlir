@@ -233,15 +233,50 @@ func.func @dynamic_gemm(%a: tensor<3x?xf32, #kiln.device<cpu>>, %b: tensor<3x5xf
 
 // -----
 
-// A conv's spatial dims must be static for now.
-func.func @dynamic_spatial(%x: tensor<1x1x?x4xf32, #kiln.device<cpu>>, %w: tensor<1x1x1x1xf32, #kiln.device<cpu>>) -> tensor<1x1x?x4xf32, #kiln.device<cpu>> {
-  %k = kiln.kernel(%x, %w : tensor<1x1x?x4xf32, #kiln.device<cpu>>, tensor<1x1x1x1xf32, #kiln.device<cpu>>) -> (tensor<1x1x?x4xf32, #kiln.device<cpu>>) {
-  ^bb0(%a: tensor<1x1x?x4xf32, #kiln.device<cpu>>, %b: tensor<1x1x1x1xf32, #kiln.device<cpu>>):
-    // expected-error @+1 {{'kiln.conv' op has dynamic spatial dims, which its lowering cannot handle yet; bind the symbolic input dims at compile time (kilnc --input-shape NAME=D0xD1...)}}
-    %c = kiln.conv %a, %b {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<1x1x?x4xf32, #kiln.device<cpu>>, tensor<1x1x1x1xf32, #kiln.device<cpu>> -> tensor<1x1x?x4xf32, #kiln.device<cpu>>
+// A reshape inside a kernel needs static shapes (the importer turns reshapes
+// of dims known only at run time into kiln.reshape_to).
+func.func @dynamic_reshape(%x: tensor<?x1xf32, #kiln.device<cpu>>) -> tensor<?x1xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x : tensor<?x1xf32, #kiln.device<cpu>>) -> (tensor<?x1xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x1xf32, #kiln.device<cpu>>):
+    // expected-error @+1 {{'kiln.reshape' op has a dynamic shape, which its lowering cannot handle yet; bind the symbolic input dims at compile time (kilnc --input-shape NAME=D0xD1...)}}
+    %c = kiln.reshape %a {shape = array<i64: 0, 1>} : tensor<?x1xf32, #kiln.device<cpu>> -> tensor<?x1xf32, #kiln.device<cpu>>
+    kiln.yield %c : tensor<?x1xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<?x1xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// A conv over spatial dims known only at run time sizes its window counts
+// from the input's and the weight's dims; a depthwise conv (group 0) reads
+// the input in the loop body, at channel (m / (M / C)) * 1 + c.
+// CHECK-LABEL: func.func @dynamic_spatial
+// CHECK: tensor.dim %{{.+}}, %{{.+}} : tensor<1x1x?x4xf32>
+// CHECK: arith.subi
+// CHECK: tensor.empty
+// CHECK: linalg.generic
+// CHECK: arith.mulf
+// CHECK-LABEL: func.func @depthwise
+// CHECK: tensor.dim %{{.+}}, %{{.+}} : tensor<1x?x8xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]
+// CHECK: linalg.index
+// CHECK: tensor.extract
+// CHECK: arith.mulf
+func.func @dynamic_spatial(%x: tensor<1x1x?x4xf32, #kiln.device<cpu>>, %w: tensor<1x1x2x1xf32, #kiln.device<cpu>>) -> tensor<1x1x?x4xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %w : tensor<1x1x?x4xf32, #kiln.device<cpu>>, tensor<1x1x2x1xf32, #kiln.device<cpu>>) -> (tensor<1x1x?x4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x1x?x4xf32, #kiln.device<cpu>>, %b: tensor<1x1x2x1xf32, #kiln.device<cpu>>):
+    %c = kiln.conv %a, %b {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<1x1x?x4xf32, #kiln.device<cpu>>, tensor<1x1x2x1xf32, #kiln.device<cpu>> -> tensor<1x1x?x4xf32, #kiln.device<cpu>>
     kiln.yield %c : tensor<1x1x?x4xf32, #kiln.device<cpu>>
   }
   return %k : tensor<1x1x?x4xf32, #kiln.device<cpu>>
+}
+func.func @depthwise(%x: tensor<1x?x8xf32, #kiln.device<cpu>>, %w: tensor<?x1x3xf32, #kiln.device<cpu>>) -> tensor<1x?x6xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %w : tensor<1x?x8xf32, #kiln.device<cpu>>, tensor<?x1x3xf32, #kiln.device<cpu>>) -> (tensor<1x?x6xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x?x8xf32, #kiln.device<cpu>>, %b: tensor<?x1x3xf32, #kiln.device<cpu>>):
+    %c = kiln.conv %a, %b {dilations = array<i64: 1>, group = 0 : i64, pads = array<i64: 0, 0>, strides = array<i64: 1>} : tensor<1x?x8xf32, #kiln.device<cpu>>, tensor<?x1x3xf32, #kiln.device<cpu>> -> tensor<1x?x6xf32, #kiln.device<cpu>>
+    kiln.yield %c : tensor<1x?x6xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<1x?x6xf32, #kiln.device<cpu>>
 }
 
 // -----

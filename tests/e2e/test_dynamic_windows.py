@@ -1,0 +1,162 @@
+"""Window and layout ops over shapes known only at run time, each model
+compiled once and run at several sizes.
+
+References: torch (conv2d, conv1d with groups, fold, pixel_shuffle /
+pixel_unshuffle) and numpy (slicing, reshape with allowzero).
+"""
+
+import unittest
+
+import numpy as np
+
+import kiln_testing as kt
+
+
+def tensor(name, elem, dims):
+    from onnx import helper as h
+    return h.make_tensor_value_info(name, elem, dims)
+
+
+class DynamicWindows(kt.KilnTestCase):
+    def compiled(self, model, tag):
+        artifact, proc = self.compile(self.save_model(model, tag + ".onnx"),
+                                      tag + ".kiln")
+        kt.assert_success(self, proc)
+        return artifact
+
+    def run_at(self, artifact, tag, inputs):
+        outputs, _ = self.run_artifact(artifact, inputs, out_name=tag)
+        return outputs
+
+    def test_conv_with_a_weight_sized_at_run_time(self):
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h
+        for group in (1, 2):
+            with self.subTest(group=group):
+                m = kt.onnx_model(
+                    [h.make_node("Conv", ["x", "w", "b"], ["y"], group=group,
+                                 pads=[1, 0, 2, 1], strides=[2, 1],
+                                 dilations=[1, 2])],
+                    [tensor("x", T.FLOAT, ["n", "c", "h", "w"]),
+                     tensor("w", T.FLOAT, ["m", "cg", "kh", "kw"]),
+                     tensor("b", T.FLOAT, ["m"])],
+                    [tensor("y", T.FLOAT, None)], 17)
+                artifact = self.compiled(m, "conv_g%d" % group)
+                rng = np.random.default_rng(group)
+                for n, c, hw, m_out, k in ((1, 2, 7, 4, 3), (2, 4, 9, 6, 2)):
+                    x = rng.standard_normal((n, c, hw, hw + 1)).astype(np.float32)
+                    w = rng.standard_normal((m_out, c // group, k, k + 1)).astype(np.float32)
+                    b = rng.standard_normal(m_out).astype(np.float32)
+                    (got,) = self.run_at(artifact, "conv_g%d_%d" % (group, n), [x, w, b])
+                    xp = torch.nn.functional.pad(torch.from_numpy(x), (0, 1, 1, 2))
+                    want = torch.nn.functional.conv2d(
+                        xp, torch.from_numpy(w), torch.from_numpy(b), stride=(2, 1),
+                        dilation=(1, 2), groups=group).numpy()
+                    self.assertEqual(got.shape, want.shape)
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_causal_conv_with_channels_counted_at_run_time(self):
+        """CausalConvWithState becomes a depthwise conv whose group count is
+        the input's channels, read at run time."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model(
+            [h.make_node("CausalConvWithState", ["x", "w"], ["y", "state"])],
+            [tensor("x", T.FLOAT, ["b", "c", "t"]),
+             tensor("w", T.FLOAT, ["c", 1, "k"])],
+            [tensor("y", T.FLOAT, None), tensor("state", T.FLOAT, None)], 27)
+        artifact = self.compiled(m, "causal")
+        rng = np.random.default_rng(4)
+        for b, c, t, k in ((1, 3, 6, 2), (2, 5, 4, 4)):
+            x = rng.standard_normal((b, c, t)).astype(np.float32)
+            w = rng.standard_normal((c, 1, k)).astype(np.float32)
+            y, state = self.run_at(artifact, "causal_%d" % c, [x, w])
+            padded = np.concatenate([np.zeros((b, c, k - 1), np.float32), x], axis=2)
+            want = torch.nn.functional.conv1d(torch.from_numpy(padded),
+                                              torch.from_numpy(w), groups=c).numpy()
+            np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(state, padded[:, :, -(k - 1):])
+
+    def test_col2im_matches_torch_fold(self):
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model(
+            [h.make_node("Col2Im", ["cols", "image", "block"], ["y"],
+                         strides=[2, 1], pads=[1, 0, 1, 2], dilations=[1, 2])],
+            [tensor("cols", T.FLOAT, ["n", "ck", "l"]),
+             tensor("image", T.INT64, [2]), tensor("block", T.INT64, [2])],
+            [tensor("y", T.FLOAT, [None, None, None, None])], 18)
+        artifact = self.compiled(m, "col2im")
+        rng = np.random.default_rng(5)
+        for n, c, image, block in ((1, 1, (5, 6), (2, 2)), (2, 3, (7, 4), (3, 2))):
+            # torch's padding is symmetric: pad explicitly (1 top/bottom,
+            # 0 left, 2 right) by folding into the padded image and cropping.
+            padded = (image[0] + 2, image[1] + 2)
+            fold = torch.nn.Fold(padded, block, dilation=(1, 2), stride=(2, 1))
+            blocks = [(padded[i] - ((block[i] - 1) * (1, 2)[i] + 1)) // (2, 1)[i] + 1
+                      for i in range(2)]
+            cols = rng.standard_normal(
+                (n, c * block[0] * block[1], blocks[0] * blocks[1])).astype(np.float32)
+            want = fold(torch.from_numpy(cols)).numpy()[:, :, 1:1 + image[0], 0:image[1]]
+            (got,) = self.run_at(artifact, "col2im_%d" % n,
+                                 [cols, np.array(image, np.int64), np.array(block, np.int64)])
+            self.assertEqual(got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_pixel_shuffle_both_ways(self):
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model(
+            [h.make_node("DepthToSpace", ["x"], ["up"], blocksize=2, mode="CRD"),
+             h.make_node("SpaceToDepth", ["up"], ["down"], blocksize=2)],
+            [tensor("x", T.FLOAT, ["n", "c", "h", "w"])],
+            [tensor("up", T.FLOAT, None), tensor("down", T.FLOAT, None)], 13)
+        artifact = self.compiled(m, "shuffle")
+        rng = np.random.default_rng(6)
+        for shape in ((1, 4, 2, 3), (2, 8, 3, 1)):
+            x = rng.standard_normal(shape).astype(np.float32)
+            up, down = self.run_at(artifact, "shuffle_%d" % shape[0], [x])
+            want_up = torch.nn.functional.pixel_shuffle(torch.from_numpy(x), 2)
+            np.testing.assert_array_equal(up, want_up.numpy())
+            # SpaceToDepth is DCR: the block offsets lead the channels.
+            n, c, hh, ww = want_up.shape
+            want_down = want_up.numpy().reshape(n, c, hh // 2, 2, ww // 2, 2) \
+                .transpose(0, 3, 5, 1, 2, 4).reshape(n, c * 4, hh // 2, ww // 2)
+            np.testing.assert_array_equal(down, want_down)
+
+    def test_slice_with_specs_of_run_time_length(self):
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model(
+            [h.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])],
+            [tensor("x", T.FLOAT, [4, 5, 6])] +
+            [tensor(n, T.INT64, ["k"]) for n in ("starts", "ends", "axes", "steps")],
+            [tensor("y", T.FLOAT, None)], 13)
+        artifact = self.compiled(m, "slice")
+        x = np.arange(120, dtype=np.float32).reshape(4, 5, 6)
+        cases = [([1], [3], [0], [1], (slice(1, 3),)),
+                 ([-1, 0], [-6, 100], [2, 1], [-2, 2],
+                  (slice(None), slice(0, None, 2), slice(-1, -6, -2))),
+                 ([0, 0, 1], [1, 5, 6], [0, 1, 2], [1, 1, 5],
+                  (slice(0, 1), slice(0, 5), slice(1, 6, 5)))]
+        for i, (s, e, a, t, index) in enumerate(cases):
+            with self.subTest(length=len(s)):
+                (got,) = self.run_at(artifact, "slice_%d" % i,
+                                     [x] + [np.array(v, np.int64) for v in (s, e, a, t)])
+                np.testing.assert_array_equal(got, x[index])
+
+    def test_reshape_allowzero_at_run_time(self):
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model(
+            [h.make_node("Reshape", ["x", "shape"], ["y"], allowzero=1)],
+            [tensor("x", T.FLOAT, ["a", "b"]), tensor("shape", T.INT64, [3])],
+            [tensor("y", T.FLOAT, None)], 14)
+        artifact = self.compiled(m, "allowzero")
+        for i, (x_shape, shape) in enumerate((((0, 6), [3, 0, 2]), ((2, 6), [3, -1, 2]))):
+            x = np.ones(x_shape, np.float32)
+            (got,) = self.run_at(artifact, "allowzero_%d" % i,
+                                 [x, np.array(shape, np.int64)])
+            self.assertEqual(got.shape, x.reshape(shape).shape)
+
+
+if __name__ == "__main__":
+    unittest.main()
