@@ -6,8 +6,9 @@
 // softmax and the product with V in softmax_precision (float32 for 16-bit
 // inputs unless given). score_mod and prob_mod are subgraphs built in place
 // on the [B, Hq, L, S] scores and probabilities. Grouped KV heads are
-// repeated to the query heads (head h reads KV head h / (Hq / Hkv)). The
-// head counts must be static; the other dims may be symbolic.
+// repeated to the query heads (head h reads KV head h / (Hq / Hkv)); with
+// head counts known only at run time, gathered by that index. Any dim may
+// be symbolic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,10 +45,12 @@ FailureOr<Values> kiln::onnx_import::convertFlexAttention(NodeContext &c) {
   for (Value x : {q, k, v})
     if (typeOf(x).getRank() != 4)
       return c.error("FlexAttention needs rank-4 Q, K and V");
-  int64_t hq = typeOf(q).getDimSize(1), hkv = typeOf(k).getDimSize(1);
-  if (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hkv) ||
-      typeOf(v).getDimSize(1) != hkv || hkv <= 0 || hq % hkv)
-    return c.error("FlexAttention needs static head counts, the query's a "
+  int64_t hq = typeOf(q).getDimSize(1), hkv = typeOf(k).getDimSize(1),
+          hv = typeOf(v).getDimSize(1);
+  bool staticHeads = !ShapedType::isDynamic(hq) &&
+                     !ShapedType::isDynamic(hkv) && !ShapedType::isDynamic(hv);
+  if (staticHeads && (hv != hkv || hkv <= 0 || hq % hkv))
+    return c.error("FlexAttention needs head counts with the query's a "
                    "multiple of the key's and value's");
   Type type = typeOf(q).getElementType();
   Type compute = type.isF64() ? type : c.builder.getF32Type();
@@ -72,8 +75,21 @@ FailureOr<Values> kiln::onnx_import::convertFlexAttention(NodeContext &c) {
         g.div(g.scalar(f32, 1), g.unary(SqrtOp::getOperationName(), size)));
     sqrtScale = g.cast(root, type);
   }
-  Value keys = g.repeatHeads(k, hq / hkv);
-  Value values = g.repeatHeads(v, hq / hkv);
+  Value keys, values;
+  if (staticHeads) {
+    keys = g.repeatHeads(k, hq / hkv);
+    values = g.repeatHeads(v, hq / hkv);
+  } else {
+    // Head counts known only at run time: query head h gathers KV head
+    // h / (Hq / Hkv).
+    auto heads = iotaAlong(c, q, 1, 1, 0);
+    if (failed(heads))
+      return failure();
+    Value kvHead = g.div(*heads, g.div(g.dim(q, 1), g.dim(k, 1)));
+    auto axis1 = c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(1));
+    keys = g.op<GatherOp>({k, kvHead}, {axis1});
+    values = g.op<GatherOp>({v, kvHead}, {axis1});
+  }
   Value scores =
       g.cast(g.wideMatmul(g.mul(q, sqrtScale),
                           g.transpose(g.mul(keys, sqrtScale), {0, 1, 3, 2})),
