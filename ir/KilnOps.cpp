@@ -634,9 +634,12 @@ LogicalResult ReshapeToOp::verify() {
 
 KILN_INFER(PadOp) {
   PadOp::Adaptor adaptor(operands, attributes, properties, regions);
-  auto length = specLength(loc, adaptor.getPads());
-  if (failed(length))
-    return failure();
+  // Pads and axes of a length known only at run time name distinct axes.
+  for (Value spec : {adaptor.getPads(), adaptor.getAxes()})
+    if (spec && (shapeOf(spec).size() != 1 ||
+                 !isa<IntegerType>(
+                     cast<RankedTensorType>(spec.getType()).getElementType())))
+      return fail(loc, "pad's pads and axes must be 1-D integer tensors");
   Shape in = shapeOf(adaptor.getInput()), out = in;
   // Static where the pads are constants (and the axes, when given).
   auto ints = [](Value v) -> std::optional<SmallVector<int64_t>> {

@@ -54,9 +54,17 @@ struct IndexMath {
   Value add(Value x, Value y) { return b.create<arith::AddIOp>(loc, x, y); }
   Value mul(Value x, Value y) { return b.create<arith::MulIOp>(loc, x, y); }
   // Element i of the 1-D integer tensor `spec`, as an index.
-  Value element(Value spec, int64_t i) {
-    Value e = b.create<tensor::ExtractOp>(loc, spec, index(i));
+  Value element(Value spec, int64_t i) { return elementAt(spec, index(i)); }
+  Value elementAt(Value spec, Value at) {
+    Value e = b.create<tensor::ExtractOp>(loc, spec, at);
     return b.create<arith::IndexCastOp>(loc, b.getIndexType(), e);
+  }
+  // Element `at` of a spec of `length` known only at run time, the position
+  // clamped into it (callers guard what they do with entries past the end).
+  Value clampedElement(Value spec, Value at, Value length) {
+    Value last = b.create<arith::MaxSIOp>(
+        loc, b.create<arith::SubIOp>(loc, length, index(1)), index(0));
+    return elementAt(spec, b.create<arith::MinSIOp>(loc, at, last));
   }
   // An axis in [-rank, rank) made non-negative.
   Value normalized(Value axis, int64_t rank) {
@@ -258,7 +266,7 @@ Value lowerPad(IndexMath &h, PadOp op, ValueRange operands) {
       begin.push_back(h.element(pads, i));
       end.push_back(h.element(pads, rank + i));
     }
-  } else {
+  } else if (!cast<RankedTensorType>(axesSpec.getType()).isDynamicDim(0)) {
     SmallVector<Value> axes = h.axes(axesSpec, rank);
     int64_t n = axes.size();
     for (int64_t i = 0; i < rank; ++i) {
@@ -267,6 +275,30 @@ Value lowerPad(IndexMath &h, PadOp op, ValueRange operands) {
         Value is = h.eq(axes[k], h.index(i));
         bi = h.add(bi, h.select(is, h.element(pads, k), h.index(0)));
         ei = h.add(ei, h.select(is, h.element(pads, n + k), h.index(0)));
+      }
+      begin.push_back(bi);
+      end.push_back(ei);
+    }
+  } else {
+    // Axes of a length known only at run time: distinct, so at most `rank`
+    // of them; entries past the length count for nothing.
+    Value n = b.create<tensor::DimOp>(h.loc, axesSpec, 0);
+    Value padCount = h.add(n, n);
+    for (int64_t i = 0; i < rank; ++i) {
+      Value bi = h.index(0), ei = h.index(0);
+      for (int64_t k = 0; k < rank; ++k) {
+        Value axis =
+            h.normalized(h.clampedElement(axesSpec, h.index(k), n), rank);
+        Value is = b.create<arith::AndIOp>(
+            h.loc, h.eq(axis, h.index(i)),
+            h.cmp(arith::CmpIPredicate::slt, h.index(k), n));
+        bi =
+            h.add(bi, h.select(is, h.clampedElement(pads, h.index(k), padCount),
+                               h.index(0)));
+        ei = h.add(
+            ei,
+            h.select(is, h.clampedElement(pads, h.add(n, h.index(k)), padCount),
+                     h.index(0)));
       }
       begin.push_back(bi);
       end.push_back(ei);
@@ -338,13 +370,8 @@ Value lowerSliceBy(IndexMath &h, SliceByOp op, ValueRange operands) {
     length = b.create<tensor::DimOp>(h.loc, starts, 0);
   }
   auto entry = [&](Value spec, int64_t k) -> Value {
-    if (!length)
-      return h.element(spec, k);
-    Value last = b.create<arith::MaxSIOp>(
-        h.loc, b.create<arith::SubIOp>(h.loc, length, h.index(1)), h.index(0));
-    Value at = b.create<arith::MinSIOp>(h.loc, h.index(k), last);
-    Value e = b.create<tensor::ExtractOp>(h.loc, spec, at);
-    return b.create<arith::IndexCastOp>(h.loc, b.getIndexType(), e);
+    return length ? h.clampedElement(spec, h.index(k), length)
+                  : h.element(spec, k);
   };
   SmallVector<Value> in = h.dims(input);
   SmallVector<Value> axes;

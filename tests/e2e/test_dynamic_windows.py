@@ -2,7 +2,7 @@
 compiled once and run at several sizes.
 
 References: torch (conv2d, conv1d with groups, fold, pixel_shuffle /
-pixel_unshuffle) and numpy (slicing, reshape with allowzero).
+pixel_unshuffle) and numpy (slicing, padding, reshape with allowzero).
 """
 
 import unittest
@@ -143,6 +143,27 @@ class DynamicWindows(kt.KilnTestCase):
                 (got,) = self.run_at(artifact, "slice_%d" % i,
                                      [x] + [np.array(v, np.int64) for v in (s, e, a, t)])
                 np.testing.assert_array_equal(got, x[index])
+
+    def test_pad_with_axes_of_run_time_length(self):
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model(
+            [h.make_node("Pad", ["x", "pads", "value", "axes"], ["y"])],
+            [tensor("x", T.FLOAT, [2, 3, 4]), tensor("pads", T.INT64, ["p"]),
+             tensor("value", T.FLOAT, []), tensor("axes", T.INT64, ["a"])],
+            [tensor("y", T.FLOAT, None)], 18)
+        artifact = self.compiled(m, "pad")
+        x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+        cases = [([1, 2], [-1], ((0, 0), (0, 0), (1, 2))),
+                 ([0, 1, 2, 0], [2, 0], ((1, 0), (0, 0), (0, 2))),
+                 ([1, 0, 1, 1, 2, 0], [0, 1, 2], ((1, 1), (0, 2), (1, 0)))]
+        for i, (pads, axes, widths) in enumerate(cases):
+            with self.subTest(axes=axes):
+                (got,) = self.run_at(artifact, "pad_%d" % i,
+                                     [x, np.array(pads, np.int64),
+                                      np.array(-1.5, np.float32),
+                                      np.array(axes, np.int64)])
+                np.testing.assert_array_equal(
+                    got, np.pad(x, widths, constant_values=-1.5))
 
     def test_reshape_allowzero_at_run_time(self):
         from onnx import TensorProto as T, helper as h
