@@ -314,6 +314,13 @@ mlir::FailureOr<Values> convertWindow(NodeContext &c);
 mlir::FailureOr<Values> convertAffineGrid(NodeContext &c);
 // ops/Col2Im.cpp
 mlir::FailureOr<Values> convertCol2Im(NodeContext &c);
+/// Col2Im of columns `x` [N, C*K, L] into images of sizes `image` with
+/// blocks `block` and pads (rank-0 int64 values, read at run time).
+mlir::FailureOr<mlir::Value> col2imAtRunTime(
+    NodeContext &c, mlir::Value x, llvm::ArrayRef<mlir::Value> image,
+    llvm::ArrayRef<mlir::Value> block, llvm::ArrayRef<mlir::Value> padBegin,
+    llvm::ArrayRef<mlir::Value> padEnd, llvm::ArrayRef<int64_t> strides,
+    llvm::ArrayRef<int64_t> dilations);
 // ops/ConvTranspose.cpp
 mlir::FailureOr<Values> convertConvTranspose(NodeContext &c);
 // ops/Layout.cpp

@@ -66,19 +66,36 @@ FailureOr<Values> convertCol2Im(NodeContext &c) {
 
   OpChain g(c);
   auto i64 = [&](int64_t v) { return g.i64Constant({}, {v}, "col2im"); };
-  auto at = [&](Value v, int64_t i) {
-    return g.op<GatherOp>(
-        {v, i64(i)},
-        {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
-  };
-  SmallVector<Value> padded, blockSizes, grid;
+  SmallVector<Value> imageSizes, blockSizes, padBegin, padEnd;
+  for (int64_t i = 0; i < r; ++i) {
+    auto axis0 = c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0));
+    imageSizes.push_back(g.op<GatherOp>({image, i64(i)}, {axis0}));
+    blockSizes.push_back(g.op<GatherOp>({block, i64(i)}, {axis0}));
+    padBegin.push_back(i64(pads[i]));
+    padEnd.push_back(i64(pads[r + i]));
+  }
+  if (g.failed())
+    return failure();
+  return single(col2imAtRunTime(c, x, imageSizes, blockSizes, padBegin, padEnd,
+                                strides, dilations));
+}
+
+FailureOr<Value> col2imAtRunTime(NodeContext &c, Value x, ArrayRef<Value> image,
+                                 ArrayRef<Value> block,
+                                 ArrayRef<Value> padBegin,
+                                 ArrayRef<Value> padEnd,
+                                 ArrayRef<int64_t> strides,
+                                 ArrayRef<int64_t> dilations) {
+  int64_t r = image.size();
+  OpChain g(c);
+  auto i64 = [&](int64_t v) { return g.i64Constant({}, {v}, "col2im"); };
+  SmallVector<Value> padded, grid;
   Value blockCount = i64(1);
   for (int64_t i = 0; i < r; ++i) {
-    Value b = at(block, i);
-    padded.push_back(g.add(at(image, i), i64(pads[i] + pads[r + i])));
-    blockSizes.push_back(b);
-    blockCount = g.mul(blockCount, b);
-    Value extent = g.add(g.mul(g.sub(b, i64(1)), i64(dilations[i])), i64(1));
+    padded.push_back(g.add(g.add(image[i], padBegin[i]), padEnd[i]));
+    blockCount = g.mul(blockCount, block[i]);
+    Value extent =
+        g.add(g.mul(g.sub(block[i], i64(1)), i64(dilations[i])), i64(1));
     grid.push_back(
         g.add(g.div(g.sub(padded[i], extent), i64(strides[i])), i64(1)));
   }
@@ -94,8 +111,8 @@ FailureOr<Values> convertCol2Im(NodeContext &c) {
   // Unravel k over the block and l over the grid, last axis fastest.
   SmallVector<Value> kAt(r), oAt(r);
   for (int64_t i = r - 1; i >= 0; --i) {
-    kAt[i] = g.op<ModOp>({k, blockSizes[i]});
-    k = g.div(k, blockSizes[i]);
+    kAt[i] = g.op<ModOp>({k, block[i]});
+    k = g.div(k, block[i]);
     oAt[i] = g.op<ModOp>({pos, grid[i]});
     pos = g.div(pos, grid[i]);
   }
@@ -134,12 +151,10 @@ FailureOr<Values> convertCol2Im(NodeContext &c) {
     dims.push_back(g.reshape(p, {1}));
   Value out = g.reshapeBy(summed, g.concat(dims, 0));
   for (int64_t i = 0; i < r; ++i)
-    if (pads[i] || pads[r + i])
-      out = g.sliceBy(out, i + 2, i64(pads[i]),
-                      g.add(i64(pads[i]), at(image, i)));
+    out = g.sliceBy(out, i + 2, padBegin[i], g.add(padBegin[i], image[i]));
   if (g.failed())
     return failure();
-  return Values{out};
+  return out;
 }
 
 } // namespace kiln::onnx_import

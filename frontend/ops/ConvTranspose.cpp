@@ -18,9 +18,14 @@
 // total s (D - 1) + output_padding + (K - 1) d + 1 - out, split as the ONNX
 // reference splits it.
 //
+// Over shapes known only at run time it is instead, per group, the product
+// of the weight's transpose with the input (columns [N, M*K, D1*..*Dr])
+// summed into the output by Col2Im (ops/Col2Im.cpp).
+//
 //===----------------------------------------------------------------------===//
 
 #include "frontend/OnnxOps.h"
+#include "frontend/OpChain.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -76,6 +81,100 @@ FailureOr<Value> insertZeros(NodeContext &c, Value v, int64_t axis,
   return sliceAxis(c, *flat, axis, 0, (n - 1) * stride + 1, 1);
 }
 
+// ConvTranspose over shapes known only at run time: per group, the
+// weight's transpose times the input gives the columns [N, M*K, L] (L the
+// input's spatial positions), which Col2Im sums into the output; its block
+// grid is then the input's spatial size.
+FailureOr<Values> convTransposeAtRunTime(NodeContext &c, int64_t group,
+                                         ArrayRef<int64_t> strides,
+                                         ArrayRef<int64_t> dilations,
+                                         ArrayRef<int64_t> extra,
+                                         ArrayRef<int64_t> outShape) {
+  Value x = c.inputs[0], w = c.inputs[1];
+  int64_t r = typeOf(x).getRank() - 2;
+  std::string autoPad = c.getString("auto_pad", "NOTSET");
+  std::vector<int64_t> pads = ints(c, "pads", std::vector<int64_t>(2 * r, 0));
+  if (autoPad == "VALID")
+    pads.assign(2 * r, 0);
+  else if (autoPad != "NOTSET" && autoPad != "SAME_UPPER" &&
+           autoPad != "SAME_LOWER")
+    return c.error("auto_pad '" + autoPad + "' is not supported");
+  if ((int64_t)pads.size() != 2 * r)
+    return c.error("'pads' needs " + Twine(2 * r) + " values");
+  OpChain g(c);
+  auto i64 = [&](int64_t v) { return g.i64Constant({}, {v}, "deconv"); };
+  auto one = [&](Value v) { return g.reshape(v, {1}); };
+  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  SmallVector<Value> kernel, image, padBegin, padEnd, sizes;
+  Value positions = i64(1), blockCount = i64(1);
+  for (int64_t i = 0; i < r; ++i) {
+    Value in = g.dim(x, i + 2), k = g.dim(w, i + 2);
+    kernel.push_back(k);
+    positions = g.mul(positions, in);
+    blockCount = g.mul(blockCount, k);
+    // natural = s (D - 1) + output_padding + (K - 1) d + 1
+    Value natural = g.add(
+        g.add(g.mul(g.sub(in, i64(1)), i64(strides[i])), i64(extra[i] + 1)),
+        g.mul(g.sub(k, i64(1)), i64(dilations[i])));
+    Value out, begin;
+    if (same || !outShape.empty()) {
+      out = outShape.empty() ? g.mul(in, i64(strides[i])) : i64(outShape[i]);
+      Value total = g.sub(natural, out);
+      Value half = g.div(total, i64(2));
+      begin = !same                     ? i64(pads[i])
+              : autoPad == "SAME_UPPER" ? half
+                                        : g.sub(total, half);
+    } else {
+      begin = i64(pads[i]);
+      out = g.sub(natural, i64(pads[i] + pads[r + i]));
+    }
+    // Col2Im gives natural - begin positions (no end pad, so that its
+    // block grid is the input's); the output's size is then reached by
+    // cropping or by zeros at the end.
+    image.push_back(g.sub(natural, begin));
+    padBegin.push_back(begin);
+    padEnd.push_back(i64(0));
+    sizes.push_back(out);
+  }
+  // x [N, g, C/g, L], w [g, C/g, M/g * K] transposed; columns [N, M * K, L].
+  Value xs = g.reshapeBy(
+      x, g.concat({one(i64(0)), one(i64(group)), one(i64(-1)), one(positions)},
+                  0));
+  Value ws = g.reshapeBy(w, g.concat({one(i64(group)), one(i64(-1)),
+                                      one(g.mul(g.dim(w, 1), blockCount))},
+                                     0));
+  Value cols = g.matmul(g.transpose(ws, {0, 2, 1}), xs);
+  cols = g.reshapeBy(cols,
+                     g.concat({one(i64(0)), one(i64(-1)), one(positions)}, 0));
+  if (g.failed())
+    return failure();
+  auto y = col2imAtRunTime(c, cols, image, kernel, padBegin, padEnd, strides,
+                           dilations);
+  if (failed(y))
+    return failure();
+  SmallVector<Value> extend = {one(i64(0))}; // pads: r begins, r ends
+  SmallVector<int64_t> axes;
+  for (int64_t i = 1; i < r; ++i)
+    extend.push_back(one(i64(0)));
+  for (int64_t i = 0; i < r; ++i) {
+    extend.push_back(one(g.op<MaxOp>({g.sub(sizes[i], image[i]), i64(0)})));
+    axes.push_back(i + 2);
+  }
+  Value out = g.padConstant(*y, g.concat(extend, 0),
+                            g.scalar(typeOf(x).getElementType(), 0),
+                            g.i64Constant({r}, axes, "axes"));
+  for (int64_t i = 0; i < r; ++i)
+    out = g.sliceBy(out, i + 2, i64(0), sizes[i]);
+  if (c.inputs.size() == 3 && c.inputs[2]) {
+    SmallVector<int64_t> biasShape(r + 1, 1);
+    biasShape[0] = ShapedType::kDynamic;
+    out = g.add(out, g.reshape(c.inputs[2], biasShape));
+  }
+  if (g.failed())
+    return failure();
+  return Values{out};
+}
+
 } // namespace
 
 FailureOr<Values> convertConvTranspose(NodeContext &c) {
@@ -85,10 +184,29 @@ FailureOr<Values> convertConvTranspose(NodeContext &c) {
   auto xType = typeOf(x), wType = typeOf(w);
   if (!isa<FloatType>(xType.getElementType()))
     return c.error("ConvTranspose needs a floating-point input");
-  if (wType.getRank() < 3 || !wType.hasStaticShape() ||
-      !xType.hasStaticShape() || xType.getRank() != wType.getRank())
-    return c.error("ConvTranspose needs static input and weight shapes of "
-                   "the same rank >= 3");
+  if (wType.getRank() < 3 || xType.getRank() != wType.getRank())
+    return c.error("ConvTranspose needs an input and a weight of the same "
+                   "rank >= 3");
+  if (!wType.hasStaticShape() || !xType.hasStaticShape()) {
+    size_t r = wType.getRank() - 2;
+    int64_t group = c.getInt("group", 1);
+    std::vector<int64_t> strides =
+        ints(c, "strides", std::vector<int64_t>(r, 1));
+    std::vector<int64_t> dilations =
+        ints(c, "dilations", std::vector<int64_t>(r, 1));
+    std::vector<int64_t> extra =
+        ints(c, "output_padding", std::vector<int64_t>(r, 0));
+    std::vector<int64_t> outShape = ints(c, "output_shape", {});
+    if (outShape.size() == r + 2)
+      outShape.erase(outShape.begin(), outShape.begin() + 2);
+    if (group < 1 || strides.size() != r || dilations.size() != r ||
+        extra.size() != r || (!outShape.empty() && outShape.size() != r))
+      return c.error("ConvTranspose's group, strides, dilations, "
+                     "output_padding and output_shape need one value per "
+                     "spatial axis");
+    return convTransposeAtRunTime(c, group, strides, dilations, extra,
+                                  outShape);
+  }
   size_t r = wType.getRank() - 2;
   int64_t group = c.getInt("group", 1);
   int64_t channels = xType.getDimSize(1);

@@ -1,7 +1,7 @@
 """Window and layout ops over shapes known only at run time, each model
 compiled once and run at several sizes.
 
-References: torch (conv2d, conv1d with groups, fold, pixel_shuffle /
+References: torch (conv2d, conv1d with groups, conv_transpose2d, fold, pixel_shuffle /
 pixel_unshuffle) and numpy (slicing, padding, reshape with allowzero).
 """
 
@@ -100,6 +100,34 @@ class DynamicWindows(kt.KilnTestCase):
             want = fold(torch.from_numpy(cols)).numpy()[:, :, 1:1 + image[0], 0:image[1]]
             (got,) = self.run_at(artifact, "col2im_%d" % n,
                                  [cols, np.array(image, np.int64), np.array(block, np.int64)])
+            self.assertEqual(got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_conv_transpose_at_run_time_sizes(self):
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model(
+            [h.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=2,
+                         strides=[2, 3], pads=[1, 0, 0, 1], dilations=[1, 2],
+                         output_padding=[1, 0])],
+            [tensor("x", T.FLOAT, ["n", "c", "h", "w"]),
+             tensor("w", T.FLOAT, ["c", "mg", "kh", "kw"]),
+             tensor("b", T.FLOAT, ["m"])],
+            [tensor("y", T.FLOAT, None)], 17)
+        artifact = self.compiled(m, "deconv")
+        rng = np.random.default_rng(8)
+        for n, c, mg, hw, k in ((1, 2, 1, 3, 2), (2, 4, 3, 4, 3)):
+            x = rng.standard_normal((n, c, hw, hw + 1)).astype(np.float32)
+            w = rng.standard_normal((c, mg, k, k)).astype(np.float32)
+            b = rng.standard_normal(2 * mg).astype(np.float32)
+            (got,) = self.run_at(artifact, "deconv_%d" % n, [x, w, b])
+            # torch pads symmetrically: transpose without padding, then crop
+            # ONNX's pads (1 top, 0 left, 0 bottom, 1 right).
+            full = torch.nn.functional.conv_transpose2d(
+                torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
+                stride=(2, 3), output_padding=(1, 0), groups=2,
+                dilation=(1, 2)).numpy()
+            want = full[:, :, 1:, :full.shape[3] - 1]
             self.assertEqual(got.shape, want.shape)
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
