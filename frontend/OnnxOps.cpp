@@ -25,6 +25,11 @@ const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
   return nullptr;
 }
 
+const onnx::GraphProto *NodeContext::graphAttr(StringRef name) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a && a->has_g() ? &a->g() : nullptr;
+}
+
 std::optional<int64_t> NodeContext::declaredRank(int i) const {
   if (!declaredRanks || i >= node.output_size())
     return std::nullopt;

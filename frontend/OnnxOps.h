@@ -112,6 +112,8 @@ struct NodeContext {
   std::optional<int64_t> declaredRank(int i) const;
 
   const onnx::AttributeProto *attr(llvm::StringRef name) const;
+  /// The graph attribute `name` (a subgraph), or null.
+  const onnx::GraphProto *graphAttr(llvm::StringRef name) const;
   int64_t getInt(llvm::StringRef name, int64_t fallback) const;
   float getFloat(llvm::StringRef name, float fallback) const;
   std::string getString(llvm::StringRef name, llvm::StringRef fallback) const;

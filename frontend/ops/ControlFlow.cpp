@@ -29,11 +29,6 @@ namespace {
 // The most steps a Scan is unrolled to (each builds the whole body).
 constexpr int64_t kMaxUnroll = 4096;
 
-const onnx::GraphProto *graphAttr(NodeContext &c, StringRef name) {
-  const onnx::AttributeProto *a = c.attr(name);
-  return a && a->has_g() ? &a->g() : nullptr;
-}
-
 // The value of a constant boolean (or integer) scalar, if it is one.
 std::optional<bool> constantCondition(Value v) {
   auto constant = v.getDefiningOp<ConstantOp>();
@@ -160,8 +155,8 @@ FailureOr<Values> scanOnce(NodeContext &c, const ScanSpec &spec, Values states,
 FailureOr<Values> kiln::onnx_import::convertIf(NodeContext &c) {
   if (failed(arity(c, 1, 1)))
     return failure();
-  const onnx::GraphProto *thenBranch = graphAttr(c, "then_branch");
-  const onnx::GraphProto *elseBranch = graphAttr(c, "else_branch");
+  const onnx::GraphProto *thenBranch = c.graphAttr("then_branch");
+  const onnx::GraphProto *elseBranch = c.graphAttr("else_branch");
   if (!thenBranch || !elseBranch)
     return c.error("If needs then_branch and else_branch graphs");
   Value cond = c.inputs[0];
@@ -205,7 +200,7 @@ FailureOr<Values> kiln::onnx_import::convertIf(NodeContext &c) {
 }
 
 FailureOr<Values> kiln::onnx_import::convertScan(NodeContext &c) {
-  ScanSpec spec{graphAttr(c, "body"), ints(c, "scan_input_axes", {}),
+  ScanSpec spec{c.graphAttr("body"), ints(c, "scan_input_axes", {}),
                 ints(c, "scan_input_directions", {}),
                 ints(c, "scan_output_axes", {}),
                 ints(c, "scan_output_directions", {})};

@@ -22,10 +22,10 @@ namespace {
 
 // Subgraph `name` applied to `x`: one input, one output of x's type.
 FailureOr<Value> applyMod(NodeContext &c, StringRef name, Value x) {
-  const onnx::AttributeProto *a = c.attr(name);
-  if (!a || !a->has_g())
+  const onnx::GraphProto *mod = c.graphAttr(name);
+  if (!mod)
     return x;
-  auto outputs = c.subgraph(a->g(), x);
+  auto outputs = c.subgraph(*mod, x);
   if (failed(outputs))
     return failure();
   if (outputs->size() != 1 ||

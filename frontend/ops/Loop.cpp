@@ -39,10 +39,10 @@ std::optional<int64_t> constantScalar(Value v) {
 FailureOr<ImportValues>
 kiln::onnx_import::convertLoop(NodeContext &c, ArrayRef<ImportValue> inputs,
                                const ValueSubgraph &subgraph) {
-  const onnx::AttributeProto *bodyAttr = c.attr("body");
-  if (!bodyAttr || !bodyAttr->has_g())
+  const onnx::GraphProto *bodyGraph = c.graphAttr("body");
+  if (!bodyGraph)
     return c.error("Loop needs a body graph");
-  const onnx::GraphProto &body = bodyAttr->g();
+  const onnx::GraphProto &body = *bodyGraph;
   if (inputs.size() < 2)
     return c.error("Loop needs a trip count and a condition input (either "
                    "may be empty)");

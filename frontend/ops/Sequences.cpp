@@ -36,11 +36,6 @@ namespace {
 // The most elements a sequence built here may have.
 constexpr int64_t kMaxElements = 4096;
 
-const onnx::GraphProto *graphAttr(NodeContext &c, StringRef name) {
-  const onnx::AttributeProto *a = c.attr(name);
-  return a && a->has_g() ? &a->g() : nullptr;
-}
-
 // A scalar integer constant's value.
 std::optional<int64_t> constantScalar(Value v) {
   auto values = constantValues<int64_t>(v);
@@ -236,7 +231,7 @@ FailureOr<ImportValues> splitToSequence(NodeContext &c,
 FailureOr<ImportValues> sequenceMap(NodeContext &c,
                                     ArrayRef<ImportValue> inputs,
                                     const ValueSubgraph &subgraph) {
-  const onnx::GraphProto *body = graphAttr(c, "body");
+  const onnx::GraphProto *body = c.graphAttr("body");
   if (!body)
     return c.error("SequenceMap needs a body graph");
   auto seq = sequenceInput(c, inputs, 0);
@@ -299,8 +294,8 @@ FailureOr<ImportValue> select(NodeContext &c, Value cond, const ImportValue &a,
 
 FailureOr<ImportValues> ifOnValues(NodeContext &c, ArrayRef<ImportValue> inputs,
                                    const ValueSubgraph &subgraph) {
-  const onnx::GraphProto *thenBranch = graphAttr(c, "then_branch");
-  const onnx::GraphProto *elseBranch = graphAttr(c, "else_branch");
+  const onnx::GraphProto *thenBranch = c.graphAttr("then_branch");
+  const onnx::GraphProto *elseBranch = c.graphAttr("else_branch");
   if (!thenBranch || !elseBranch)
     return c.error("If needs then_branch and else_branch graphs");
   auto cond = tensorInput(c, inputs, 0);
@@ -373,8 +368,8 @@ kiln::onnx_import::convertStructural(NodeContext &c,
     OpChain g(c);
     return one(ImportValue::tensor(g.scalar(c.builder.getI1Type(), has)));
   }
-  if (op == "If" && (givesNonTensor(graphAttr(c, "then_branch")) ||
-                     givesNonTensor(graphAttr(c, "else_branch"))))
+  if (op == "If" && (givesNonTensor(c.graphAttr("then_branch")) ||
+                     givesNonTensor(c.graphAttr("else_branch"))))
     return ifOnValues(c, inputs, subgraph);
   if (!isStructural(op)) {
     if (structured)

@@ -202,6 +202,21 @@ def onnx_model(nodes, inputs, outputs, opset, ir_version=None, name="test"):
     return m
 
 
+def ort_model(*args):
+    """onnx_model() at the IR version onnxruntime 1.31 reads."""
+    return onnx_model(*args, ir_version=8)
+
+
+def onnxruntime_outputs(model, feeds):
+    """The outputs onnxruntime (CPU) gives for `feeds`, in graph-input
+    order; skips the test without onnxruntime."""
+    ort = import_or_skip("onnxruntime")
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, dict(zip(names, feeds)))
+
+
 class KilnTestCase(unittest.TestCase):
     """Skips without tools; gives each class a temporary folder `cls.tmp`."""
 

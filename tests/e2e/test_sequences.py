@@ -21,18 +21,6 @@ import numpy as np
 import kiln_testing as kt
 
 
-def ort_model(*args):
-    return kt.onnx_model(*args, ir_version=8)  # what onnxruntime 1.31 reads
-
-
-def onnxruntime_outputs(m, feeds):
-    ort = kt.import_or_skip("onnxruntime")
-    session = ort.InferenceSession(m.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    return session.run(None, dict(zip(names, feeds)))
-
-
 class SequenceTestCase(kt.KilnTestCase):
     def compile_ok(self, model, tag, *options):
         artifact, proc = self.compile(self.save_model(model, tag + ".onnx"),
@@ -70,7 +58,7 @@ class SequenceOps(SequenceTestCase):
     def test_construct_at_erase_length_concat(self):
         """Sequences built inside the model; every output a tensor."""
         from onnx import TensorProto as T, helper as h
-        m = ort_model(
+        m = kt.ort_model(
             [h.make_node("SequenceConstruct", ["a", "b", "c"], ["s"]),
              h.make_node("SequenceErase", ["s", "one"], ["s2"]),
              h.make_node("SequenceAt", ["s", "minus_one"], ["last"]),
@@ -89,7 +77,7 @@ class SequenceOps(SequenceTestCase):
         rng = np.random.default_rng(5)
         feeds = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3)]
         got = self.run_onnx(m, "construct", feeds)
-        want = onnxruntime_outputs(m, feeds)
+        want = kt.onnxruntime_outputs(m, feeds)
         self.assertEqual(len(got), 4)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
@@ -97,7 +85,7 @@ class SequenceOps(SequenceTestCase):
     def test_sequence_input_and_output_through_kiln_run(self):
         """A sequence in (folder and SequenceProto) and out (folder)."""
         from onnx import TensorProto as T, helper as h, numpy_helper as nh
-        m = ort_model(
+        m = kt.ort_model(
             [h.make_node("SequenceInsert", ["s", "x", "pos"], ["grown"]),
              h.make_node("ConcatFromSequence", ["grown"], ["cat"], axis=0)],
             [h.make_tensor_sequence_value_info("s", T.FLOAT, None),
@@ -110,7 +98,7 @@ class SequenceOps(SequenceTestCase):
         rng = np.random.default_rng(6)
         seq = [rng.standard_normal((n, 4)).astype(np.float32) for n in (2, 1, 3)]
         x = rng.standard_normal((1, 4)).astype(np.float32)
-        want_seq, want_cat = onnxruntime_outputs(m, [seq, x])
+        want_seq, want_cat = kt.onnxruntime_outputs(m, [seq, x])
         x_path = self.save_npy(x, "insert_x.npy")
         inputs = {"folder": self.save_folder(seq, "seq_folder"),
                   "proto": self.save_proto(nh.from_list(seq, "s"), "seq.pb")}
@@ -127,7 +115,7 @@ class SequenceOps(SequenceTestCase):
 
     def test_split_to_sequence_lengths_read_at_run_time(self):
         from onnx import TensorProto as T, helper as h
-        m = ort_model(
+        m = kt.ort_model(
             [h.make_node("SplitToSequence", ["x", "lengths"], ["parts"], axis=1)],
             [h.make_tensor_value_info("x", T.FLOAT, [2, 7]),
              h.make_tensor_value_info("lengths", T.INT64, [3])],
@@ -154,7 +142,7 @@ class SequenceOps(SequenceTestCase):
              h.make_node("ReduceSum", ["sq"], ["r"], keepdims=0)],
             "body", [h.make_tensor_value_info("e", T.FLOAT, None)],
             [h.make_tensor_value_info("r", T.FLOAT, None)])
-        m = ort_model(
+        m = kt.ort_model(
             [h.make_node("SequenceMap", ["s"], ["sums"], body=body),
              h.make_node("ConcatFromSequence", ["sums"], ["out"], axis=0,
                          new_axis=1)],
@@ -163,7 +151,7 @@ class SequenceOps(SequenceTestCase):
         artifact = self.compile_ok(m, "map", "--sequence-length", "s=4")
         rng = np.random.default_rng(7)
         seq = [rng.standard_normal(n).astype(np.float32) for n in (3, 1, 5, 2)]
-        (want,) = onnxruntime_outputs(m, [seq])
+        (want,) = kt.onnxruntime_outputs(m, [seq])
         out_dir, _ = self.run_raw(artifact, [self.save_folder(seq, "map_in")], "map")
         np.testing.assert_allclose(np.load(os.path.join(out_dir, "output_0.npy")),
                                    want, rtol=1e-6)
@@ -233,7 +221,7 @@ class LoopUnrolling(SequenceTestCase):
             [h.make_tensor_value_info("cond_out", T.BOOL, []),
              h.make_tensor_value_info("acc_out", T.FLOAT, [2]),
              h.make_tensor_value_info("scan_out", T.FLOAT, [2])])
-        m = ort_model(
+        m = kt.ort_model(
             [h.make_node("Loop", ["trips", "go", "acc0"], ["acc", "scans"], body=body)],
             [h.make_tensor_value_info("x", T.FLOAT, [2]),
              h.make_tensor_value_info("acc0", T.FLOAT, [2])],
@@ -246,7 +234,7 @@ class LoopUnrolling(SequenceTestCase):
     def check(self, m, tag, iterations):
         feeds = [np.array([0.5, -1.25], np.float32), np.array([1, 2], np.float32)]
         got = self.run_onnx(m, tag, feeds)
-        want = onnxruntime_outputs(m, feeds)
+        want = kt.onnxruntime_outputs(m, feeds)
         self.assertEqual(want[1].shape[0], iterations)  # the reference's count
         for g, w in zip(got, want):
             self.assertEqual(g.shape, w.shape)

@@ -17,20 +17,6 @@ import numpy as np
 import kiln_testing as kt
 
 
-
-
-def ort_model(*args):
-    return kt.onnx_model(*args, ir_version=8)  # what onnxruntime 1.31 reads
-
-
-def onnxruntime_outputs(test, m, feeds):
-    ort = kt.import_or_skip("onnxruntime")
-    session = ort.InferenceSession(m.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    return session.run(None, dict(zip(names, feeds)))
-
-
 class Subgraphs(kt.KilnTestCase):
     def test_if_runtime_condition_reads_outer_values(self):
         from onnx import TensorProto as T, helper as h
@@ -41,7 +27,7 @@ class Subgraphs(kt.KilnTestCase):
         other = h.make_graph(
             [h.make_node("Sub", ["x", "y"], ["e"])], "else", [],
             [h.make_tensor_value_info("e", T.FLOAT, [2, 3])])
-        m = ort_model([h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        m = kt.ort_model([h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
                    h.make_node("Greater", ["s", "zero"], ["c"]),
                    h.make_node("If", ["c"], ["out"], then_branch=then,
                                else_branch=other)],
@@ -56,7 +42,7 @@ class Subgraphs(kt.KilnTestCase):
             with self.subTest(sign=sign):
                 x = (sign * np.abs(rng.standard_normal((2, 3)))).astype(np.float32)
                 (got,) = self.run_onnx(m, "if", [x, y, zero])
-                (want,) = onnxruntime_outputs(self, m, [x, y, zero])
+                (want,) = kt.onnxruntime_outputs(m, [x, y, zero])
                 np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
     def test_if_branch_shapes_differ(self):
@@ -65,7 +51,7 @@ class Subgraphs(kt.KilnTestCase):
                             "then", [], [h.make_tensor_value_info("a", T.INT64, [2])])
         other = h.make_graph([h.make_node("Constant", [], ["b"], value_ints=[3])],
                              "else", [], [h.make_tensor_value_info("b", T.INT64, [1])])
-        m = ort_model([h.make_node("If", ["c"], ["out"], then_branch=then,
+        m = kt.ort_model([h.make_node("If", ["c"], ["out"], then_branch=then,
                                else_branch=other)],
                   [h.make_tensor_value_info("c", T.BOOL, [])],
                   [h.make_tensor_value_info("out", T.INT64, None)], 13)
@@ -87,7 +73,7 @@ class Subgraphs(kt.KilnTestCase):
             [h.make_tensor_value_info("s_out", T.FLOAT, [3]),
              h.make_tensor_value_info("y1", T.FLOAT, [3]),
              h.make_tensor_value_info("y2", T.FLOAT, [3])])
-        m = ort_model([h.make_node("Scan", ["s0", "xs"], ["s", "ys1", "ys2"], body=body,
+        m = kt.ort_model([h.make_node("Scan", ["s0", "xs"], ["s", "ys1", "ys2"], body=body,
                                num_scan_inputs=1, scan_input_axes=[1],
                                scan_input_directions=[1],
                                scan_output_axes=[0, -1],
@@ -103,7 +89,7 @@ class Subgraphs(kt.KilnTestCase):
                  rng.standard_normal((3, 5)).astype(np.float32),
                  rng.standard_normal(3).astype(np.float32)]
         got = self.run_onnx(m, "scan", feeds)
-        want = onnxruntime_outputs(self, m, feeds)
+        want = kt.onnxruntime_outputs(m, feeds)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
 
@@ -123,7 +109,7 @@ class Subgraphs(kt.KilnTestCase):
                 scores = rng.uniform(0, 1, (batch, classes, n)).astype(np.float32)
                 scores[0, 0, :4] = 0.5  # ties
                 scores[1, 2, 5], scores[1, 2, 6] = np.inf, -np.inf
-                m = ort_model([h.make_node("NonMaxSuppression",
+                m = kt.ort_model([h.make_node("NonMaxSuppression",
                                        ["b", "s", "m", "iou", "st"], ["sel"],
                                        center_point_box=center)],
                           [h.make_tensor_value_info("b", T.FLOAT, [batch, n, 4]),
@@ -135,14 +121,14 @@ class Subgraphs(kt.KilnTestCase):
                 feeds = [boxes.astype(np.float32), scores, np.array([7], np.int64),
                          np.array([0.3], np.float32), np.array([0.2], np.float32)]
                 (got,) = self.run_onnx(m, "nms%d" % center, feeds)
-                (want,) = onnxruntime_outputs(self, m, feeds)
+                (want,) = kt.onnxruntime_outputs(m, feeds)
                 self.assertGreater(len(want), 10)
                 np.testing.assert_array_equal(got, want)
 
     def test_max_pool_indices_match_torch(self):
         torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h
-        m = ort_model([h.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 3],
+        m = kt.ort_model([h.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 3],
                                strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)],
                   [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 9, 8])],
                   [h.make_tensor_value_info("y", T.FLOAT, None),
@@ -158,7 +144,7 @@ class Subgraphs(kt.KilnTestCase):
 
     def test_unique_along_axis_matches_numpy(self):
         from onnx import TensorProto as T, helper as h
-        m = ort_model([h.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], axis=1)],
+        m = kt.ort_model([h.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], axis=1)],
                   [h.make_tensor_value_info("x", T.INT64, [2, 7])],
                   [h.make_tensor_value_info(o, T.INT64, None)
                    for o in ("y", "idx", "inv", "cnt")], 11)
