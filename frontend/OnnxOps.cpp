@@ -276,6 +276,8 @@ FailureOr<Values> kiln::onnx_import::convertConv(NodeContext &c) {
     return c.error("Conv with auto_pad " + autoPad +
                    " needs the kernel's size at compile time (a static "
                    "weight shape or kernel_shape)");
+  if (c.getInt("group", 1) < 1)
+    return c.error("Conv group must be positive");
   SmallVector<Value> operands = presentInputs(c);
   bool prepadded = false;
   if (same &&

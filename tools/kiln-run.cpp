@@ -243,9 +243,9 @@ std::string describePort(const kiln::PortInfo &port,
                          const std::vector<kiln::TensorInfo> &infos) {
   if (port.kind == kiln::PortInfo::Kind::None)
     return port.name + " optional with no value";
-  const kiln::TensorInfo &first = infos[port.first];
   if (port.kind == kiln::PortInfo::Kind::Tensor)
-    return port.name + " " + kiln::describe(first.dtype, first.shape);
+    return port.name + " " +
+           kiln::describe(infos[port.first].dtype, infos[port.first].shape);
   std::string text = port.name + " sequence of " + std::to_string(port.count);
   for (size_t i = 0; i < port.count; ++i)
     text += std::string(i ? ", " : " ") +

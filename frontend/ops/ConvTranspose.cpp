@@ -105,7 +105,7 @@ FailureOr<Values> convTransposeAtRunTime(NodeContext &c, int64_t group,
   auto i64 = [&](int64_t v) { return g.i64Constant({}, {v}, "deconv"); };
   auto one = [&](Value v) { return g.reshape(v, {1}); };
   bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
-  SmallVector<Value> kernel, image, padBegin, padEnd, sizes;
+  SmallVector<Value> kernel, image, padBegin, padEnd, front, sizes;
   Value positions = i64(1), blockCount = i64(1);
   for (int64_t i = 0; i < r; ++i) {
     Value in = g.dim(x, i + 2), k = g.dim(w, i + 2);
@@ -128,12 +128,16 @@ FailureOr<Values> convTransposeAtRunTime(NodeContext &c, int64_t group,
       begin = i64(pads[i]);
       out = g.sub(natural, i64(pads[i] + pads[r + i]));
     }
-    // Col2Im gives natural - begin positions (no end pad, so that its
-    // block grid is the input's); the output's size is then reached by
-    // cropping or by zeros at the end.
-    image.push_back(g.sub(natural, begin));
-    padBegin.push_back(begin);
+    // Col2Im gives the positions from max(begin, 0) up to natural less the
+    // output_padding (no end pad, so that its block grid is the input's:
+    // the output_padding tail and a negative begin receive nothing); zeros
+    // in front for a negative begin, then cropping or zeros at the end,
+    // give the output's size.
+    Value cut = g.op<MaxOp>({begin, i64(0)});
+    image.push_back(g.sub(g.sub(natural, i64(extra[i])), cut));
+    padBegin.push_back(cut);
     padEnd.push_back(i64(0));
+    front.push_back(g.sub(cut, begin));
     sizes.push_back(out);
   }
   // x [N, g, C/g, L], w [g, C/g, M/g * K] transposed; columns [N, M * K, L].
@@ -152,12 +156,13 @@ FailureOr<Values> convTransposeAtRunTime(NodeContext &c, int64_t group,
                            dilations);
   if (failed(y))
     return failure();
-  SmallVector<Value> extend = {one(i64(0))}; // pads: r begins, r ends
+  SmallVector<Value> extend; // pads: r begins, r ends
   SmallVector<int64_t> axes;
-  for (int64_t i = 1; i < r; ++i)
-    extend.push_back(one(i64(0)));
+  for (int64_t i = 0; i < r; ++i)
+    extend.push_back(one(front[i]));
   for (int64_t i = 0; i < r; ++i) {
-    extend.push_back(one(g.op<MaxOp>({g.sub(sizes[i], image[i]), i64(0)})));
+    Value have = g.add(front[i], image[i]);
+    extend.push_back(one(g.op<MaxOp>({g.sub(sizes[i], have), i64(0)})));
     axes.push_back(i + 2);
   }
   Value out = g.padConstant(*y, g.concat(extend, 0),

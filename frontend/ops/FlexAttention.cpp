@@ -85,7 +85,9 @@ FailureOr<Values> kiln::onnx_import::convertFlexAttention(NodeContext &c) {
     auto heads = iotaAlong(c, q, 1, 1, 0);
     if (failed(heads))
       return failure();
-    Value kvHead = g.div(*heads, g.div(g.dim(q, 1), g.dim(k, 1)));
+    Value ratio = g.op<MaxOp>(
+        {g.div(g.dim(q, 1), g.dim(k, 1)), g.i64Constant({}, {1}, "one")});
+    Value kvHead = g.div(*heads, ratio);
     auto axis1 = c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(1));
     keys = g.op<GatherOp>({k, kvHead}, {axis1});
     values = g.op<GatherOp>({v, kvHead}, {axis1});

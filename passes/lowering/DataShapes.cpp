@@ -392,6 +392,8 @@ Value lowerSliceBy(IndexMath &h, SliceByOp op, ValueRange operands) {
     Value s = entry(starts, k), e = entry(ends, k);
     Value t = stepsSpec ? entry(stepsSpec, k) : h.index(1);
     Value counted = length ? h.cmp(P::slt, h.index(k), length) : Value();
+    if (counted) // an entry past the length divides by a step of 1
+      t = h.select(counted, t, h.index(1));
     for (int64_t i = 0; i < rank; ++i) {
       Value dim = in[i], is = h.eq(axes[k], h.index(i));
       if (counted)

@@ -2,7 +2,8 @@
 compiled once and run at several sizes.
 
 References: torch (conv2d, conv1d with groups, conv_transpose2d, fold, pixel_shuffle /
-pixel_unshuffle) and numpy (slicing, padding, reshape with allowzero).
+pixel_unshuffle), ONNX's reference evaluator (ConvTranspose with auto_pad
+SAME) and numpy (slicing, padding, reshape with allowzero).
 """
 
 import unittest
@@ -130,6 +131,47 @@ class DynamicWindows(kt.KilnTestCase):
             want = full[:, :, 1:, :full.shape[3] - 1]
             self.assertEqual(got.shape, want.shape)
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_conv_transpose_edges(self):
+        """output_padding not below the stride (allowed when below the
+        dilation), against torch; auto_pad SAME with a negative begin pad,
+        against ONNX's reference evaluator."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h
+        rng = np.random.default_rng(9)
+        m = kt.onnx_model(
+            [h.make_node("ConvTranspose", ["x", "w"], ["y"], dilations=[2, 2],
+                         output_padding=[1, 1])],
+            [tensor("x", T.FLOAT, ["n", "c", "h", "w"]),
+             tensor("w", T.FLOAT, ["c", "m", "kh", "kw"])],
+            [tensor("y", T.FLOAT, None)], 17)
+        artifact = self.compiled(m, "deconv_pad")
+        x = rng.standard_normal((1, 1, 2, 2)).astype(np.float32)
+        w = rng.standard_normal((1, 1, 2, 2)).astype(np.float32)
+        (got,) = self.run_at(artifact, "deconv_pad", [x, w])
+        want = torch.nn.functional.conv_transpose2d(
+            torch.from_numpy(x), torch.from_numpy(w), output_padding=1,
+            dilation=2).numpy()
+        self.assertEqual(got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        for mode in ("SAME_UPPER", "SAME_LOWER"):
+            with self.subTest(auto_pad=mode):
+                m = kt.onnx_model(
+                    [h.make_node("ConvTranspose", ["x", "w"], ["y"],
+                                 strides=[3], auto_pad=mode)],
+                    [tensor("x", T.FLOAT, ["n", "c", "d"]),
+                     tensor("w", T.FLOAT, ["c", "m", "k"])],
+                    [tensor("y", T.FLOAT, None)], 17)
+                artifact = self.compiled(m, "deconv_" + mode)
+                x = rng.standard_normal((1, 2, 4)).astype(np.float32)
+                w = rng.standard_normal((2, 3, 1)).astype(np.float32)
+                (got,) = self.run_at(artifact, "deconv_" + mode, [x, w])
+                # onnxruntime clamps the negative total pad to 0 and gives
+                # 10 positions; ONNX's spec and reference give D * s = 12.
+                from onnx.reference import ReferenceEvaluator
+                (want,) = ReferenceEvaluator(m).run(None, {"x": x, "w": w})
+                self.assertEqual(got.shape, want.shape)
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
     def test_pixel_shuffle_both_ways(self):
         torch = kt.import_or_skip("torch")
