@@ -143,6 +143,17 @@ FailureOr<Value> concatOf(NodeContext &c, ValueRange parts, int64_t axis) {
       {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(axis))});
 }
 
+FailureOr<Value> stackAt(NodeContext &c, ArrayRef<Value> pieces, int64_t axis) {
+  SmallVector<Value> parts;
+  for (Value piece : pieces) {
+    auto part = unsqueezeAt(c, piece, axis);
+    if (failed(part))
+      return failure();
+    parts.push_back(*part);
+  }
+  return concatOf(c, parts, axis);
+}
+
 FailureOr<std::vector<int64_t>>
 normalizedAxes(NodeContext &c, std::vector<int64_t> fallback, int64_t rank) {
   std::vector<int64_t> axes;

@@ -472,15 +472,6 @@ Importer::bindInput(const onnx::ValueInfoProto &input, Block *body,
              << "' is a sequence: kiln compiles sequences of a length known "
                 "at compile time; give it with --sequence-length "
              << name << "=K";
-    // A shape given for the sequence applies to each element not given
-    // one of its own.
-    auto shared = bindings.find(name);
-    if (shared != bindings.end()) {
-      SmallVector<int64_t> dims = shared->second;
-      bindings.erase(shared);
-      for (int64_t i = 0; i < length->second; ++i)
-        bindings.try_emplace(name + "[" + std::to_string(i) + "]", dims);
-    }
     SmallVector<Value> elements;
     for (int64_t i = 0; i < length->second; ++i) {
       auto arg = addArg(type->sequence_type().elem_type().tensor_type(),

@@ -225,6 +225,9 @@ normalizedAxes(NodeContext &c, std::vector<int64_t> fallback, int64_t rank);
 /// `x` with a size-1 dim inserted at `axis` (any number of symbolic dims).
 mlir::FailureOr<mlir::Value> unsqueezeAt(NodeContext &c, mlir::Value x,
                                          int64_t axis);
+/// `pieces` of one shape stacked along a new dim `axis`.
+mlir::FailureOr<mlir::Value>
+stackAt(NodeContext &c, llvm::ArrayRef<mlir::Value> pieces, int64_t axis);
 /// The shape of `x` as a 1-D int64 tensor (read at run time when dynamic).
 mlir::FailureOr<mlir::Value> shapeOfValue(NodeContext &c, mlir::Value x);
 /// `v` broadcast to the shape of `like` (at run time when that is dynamic).
@@ -284,6 +287,20 @@ std::optional<std::vector<T>> constantValues(mlir::Value v) {
   else
     return std::nullopt;
   return out;
+}
+
+/// The value of a constant tensor of one element (integer, float or bool),
+/// or nothing when `v` is not one.
+inline std::optional<int64_t> constantScalar(mlir::Value v) {
+  auto constant = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
+  if (!constant || constant.getType().getNumElements() != 1)
+    return std::nullopt;
+  if (auto values = constantValues<int64_t>(v))
+    return values->front();
+  if (!constant.getType().getElementType().isInteger(1))
+    return std::nullopt;
+  std::vector<char> bytes = getConstantBytes(constant.getValue());
+  return llvm::any_of(bytes, [](char b) { return b != 0; }) ? 1 : 0;
 }
 
 //===----------------------------------------------------------------------===//

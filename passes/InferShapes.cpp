@@ -13,7 +13,6 @@
 #include "passes/Passes.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSet.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNINFERSHAPES
@@ -39,25 +38,14 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
                                   << "' (expected NAME=D0xD1x...)";
       bindings[name] = {dims, StringRef(binding).rsplit('=').second.str()};
     }
-    llvm::StringSet<> usedShared;
     for (BlockArgument arg : func.getArguments()) {
       auto nameAttr =
           func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name");
       std::string name = nameAttr ? nameAttr.str()
                                   : "arg" + std::to_string(arg.getArgNumber());
       auto it = bindings.find(name);
-      // A sequence's elements are inputs NAME[i]; a shape given for NAME
-      // applies to each.
-      StringRef sequence = StringRef(name).split('[').first;
-      bool shared = false;
-      if (it == bindings.end() && sequence.size() < name.size()) {
-        it = bindings.find(sequence);
-        shared = true;
-      }
       if (it == bindings.end())
         continue;
-      if (shared)
-        usedShared.insert(sequence);
       auto type = cast<RankedTensorType>(arg.getType());
       ArrayRef<int64_t> dims = it->second.first;
       if (type.getRank() != (int64_t)dims.size())
@@ -77,11 +65,8 @@ struct InferShapes : kiln::impl::KilnInferShapesBase<InferShapes> {
       }
       arg.setType(RankedTensorType::get(merged, type.getElementType(),
                                         type.getEncoding()));
-      if (!shared)
-        bindings.erase(it);
+      bindings.erase(it);
     }
-    for (const auto &entry : usedShared)
-      bindings.erase(entry.getKey());
     if (!bindings.empty()) {
       SmallVector<StringRef> unknown;
       for (auto &entry : bindings)

@@ -29,15 +29,6 @@ namespace {
 // The most steps a Scan is unrolled to (each builds the whole body).
 constexpr int64_t kMaxUnroll = 4096;
 
-// The value of a constant boolean (or integer) scalar, if it is one.
-std::optional<bool> constantCondition(Value v) {
-  auto constant = v.getDefiningOp<ConstantOp>();
-  if (!constant || constant.getType().getNumElements() != 1)
-    return std::nullopt;
-  std::vector<char> bytes = getConstantBytes(constant.getValue());
-  return llvm::any_of(bytes, [](char b) { return b != 0; });
-}
-
 // `v` without its size-1 dim `axis`.
 FailureOr<Value> dropAxis(NodeContext &c, Value v, int64_t axis) {
   SmallVector<int64_t> dims(typeOf(v).getShape());
@@ -60,14 +51,7 @@ FailureOr<Value> stack(NodeContext &c, SmallVector<Value> pieces, int64_t axis,
                        bool reverse) {
   if (reverse)
     std::reverse(pieces.begin(), pieces.end());
-  SmallVector<Value> parts;
-  for (Value piece : pieces) {
-    auto part = unsqueezeAt(c, piece, axis);
-    if (failed(part))
-      return failure();
-    parts.push_back(*part);
-  }
-  return concatOf(c, parts, axis);
+  return stackAt(c, pieces, axis);
 }
 
 struct ScanSpec {
@@ -167,7 +151,7 @@ FailureOr<Values> kiln::onnx_import::convertIf(NodeContext &c) {
       return c.error("If has " + Twine(c.node.output_size()) +
                      " outputs but a branch gives " +
                      Twine(branch->output_size()));
-  if (std::optional<bool> taken = constantCondition(cond))
+  if (std::optional<int64_t> taken = constantScalar(cond))
     return c.subgraph(*taken ? *thenBranch : *elseBranch, {});
   auto thenOutputs = c.subgraph(*thenBranch, {});
   auto elseOutputs = c.subgraph(*elseBranch, {});

@@ -23,17 +23,6 @@ namespace {
 // The most iterations a Loop is unrolled to (each builds the whole body).
 constexpr int64_t kMaxUnroll = 4096;
 
-// The value of a constant scalar (bool or integer), if it is one.
-std::optional<int64_t> constantScalar(Value v) {
-  auto constant = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
-  if (!constant || constant.getType().getNumElements() != 1)
-    return std::nullopt;
-  if (auto values = constantValues<int64_t>(v))
-    return values->front();
-  std::vector<char> bytes = getConstantBytes(constant.getValue());
-  return llvm::any_of(bytes, [](char b) { return b != 0; }) ? 1 : 0;
-}
-
 } // namespace
 
 FailureOr<ImportValues>
@@ -118,14 +107,7 @@ kiln::onnx_import::convertLoop(NodeContext &c, ArrayRef<ImportValue> inputs,
       return c.error("Loop runs no iterations, so the shape of its scan "
                      "output " +
                      Twine(i) + " is unknown");
-    SmallVector<Value> parts;
-    for (Value piece : pieces) {
-      auto part = unsqueezeAt(c, piece, 0);
-      if (failed(part))
-        return failure();
-      parts.push_back(*part);
-    }
-    auto stacked = concatOf(c, parts, 0);
+    auto stacked = stackAt(c, pieces, 0);
     if (failed(stacked))
       return failure();
     results.push_back(ImportValue::tensor(*stacked));

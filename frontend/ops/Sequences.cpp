@@ -36,14 +36,6 @@ namespace {
 // The most elements a sequence built here may have.
 constexpr int64_t kMaxElements = 4096;
 
-// A scalar integer constant's value.
-std::optional<int64_t> constantScalar(Value v) {
-  auto values = constantValues<int64_t>(v);
-  if (!values || values->size() != 1)
-    return std::nullopt;
-  return values->front();
-}
-
 FailureOr<const ImportValue *>
 sequenceInput(NodeContext &c, ArrayRef<ImportValue> inputs, size_t i) {
   if (i >= inputs.size() || inputs[i].kind != ImportValue::Sequence)
@@ -136,14 +128,8 @@ FailureOr<ImportValues> concatFromSequence(NodeContext &c,
   auto axis = normalizeAxis(c, axisAttr->i(), rank + (newAxis ? 1 : 0));
   if (failed(axis))
     return failure();
-  SmallVector<Value> parts;
-  for (Value e : (*seq)->elements) {
-    auto part = newAxis ? unsqueezeAt(c, e, *axis) : FailureOr<Value>(e);
-    if (failed(part))
-      return failure();
-    parts.push_back(*part);
-  }
-  auto result = concatOf(c, parts, *axis);
+  auto result = newAxis ? stackAt(c, (*seq)->elements, *axis)
+                        : concatOf(c, (*seq)->elements, *axis);
   if (failed(result))
     return failure();
   return one(ImportValue::tensor(*result));
@@ -301,13 +287,8 @@ FailureOr<ImportValues> ifOnValues(NodeContext &c, ArrayRef<ImportValue> inputs,
   auto cond = tensorInput(c, inputs, 0);
   if (failed(cond))
     return failure();
-  if (auto taken = constantValues<int64_t>(*cond); taken && taken->size() == 1)
-    return subgraph(taken->front() ? *thenBranch : *elseBranch, {});
-  if (auto bits = cond->getDefiningOp<ConstantOp>()) {
-    std::vector<char> bytes = getConstantBytes(bits.getValue());
-    if (bytes.size() == 1)
-      return subgraph(bytes[0] ? *thenBranch : *elseBranch, {});
-  }
+  if (std::optional<int64_t> taken = constantScalar(*cond))
+    return subgraph(*taken ? *thenBranch : *elseBranch, {});
   auto thenOutputs = subgraph(*thenBranch, {});
   auto elseOutputs = subgraph(*elseBranch, {});
   if (failed(thenOutputs) || failed(elseOutputs))

@@ -36,16 +36,6 @@ using namespace kiln;
 namespace kiln::onnx_import {
 namespace {
 
-// A constant input read as one int64, or nullopt.
-std::optional<int64_t> constantInt(Value v) {
-  if (!v)
-    return std::nullopt;
-  auto values = constantValues<int64_t>(v);
-  if (!values || values->size() != 1)
-    return std::nullopt;
-  return values->front();
-}
-
 enum class Kind { Forward, Inverse, InverseOnesided };
 
 // The DFT of x ([..., L (axis), ..., 1|2]) along `axis`, n points, K
@@ -147,7 +137,7 @@ FailureOr<Values> convertDFT(NodeContext &c) {
                          : Kind::Inverse;
   std::optional<int64_t> fixedLength;
   if (c.inputs.size() > 1 && c.inputs[1]) {
-    fixedLength = constantInt(c.inputs[1]);
+    fixedLength = constantScalar(c.inputs[1]);
     if (!fixedLength)
       return c.error("DFT needs a constant dft_length");
   }
@@ -173,7 +163,7 @@ FailureOr<Values> convertDFT(NodeContext &c) {
       c.opset >= 20 && c.inputs.size() > 2 ? c.inputs[2] : Value();
   std::optional<int64_t> axis =
       axisValue
-          ? constantInt(axisValue)
+          ? constantScalar(axisValue)
           : std::optional<int64_t>(c.opset >= 20 ? -2 : c.getInt("axis", 1));
   if (axis) {
     auto normalized = normalizeAxis(c, *axis, rank);
@@ -219,7 +209,7 @@ FailureOr<Values> convertSTFT(NodeContext &c) {
   if (!type.hasStaticShape() || type.getRank() != 3 ||
       (type.getShape().back() != 1 && type.getShape().back() != 2))
     return c.error("STFT needs a signal [batch, length, 1|2] of static shape");
-  auto step = constantInt(c.inputs[1]);
+  auto step = constantScalar(c.inputs[1]);
   if (!step || *step < 1)
     return c.error("STFT needs a constant positive frame_step");
   int64_t length = type.getDimSize(1), n = length;
@@ -229,7 +219,7 @@ FailureOr<Values> convertSTFT(NodeContext &c) {
     n = typeOf(window).getDimSize(0);
   }
   if (c.inputs.size() > 3 && c.inputs[3]) {
-    auto given = constantInt(c.inputs[3]);
+    auto given = constantScalar(c.inputs[3]);
     if (!given)
       return c.error("STFT needs a constant frame_length");
     n = *given;

@@ -237,7 +237,6 @@ LogicalResult compileModel(const CompileOptions &options) {
   }
   ImportOptions importOptions;
   importOptions.device = options.devices.front();
-  importOptions.inputShapes = options.inputShapes;
   importOptions.emptyOptionals = options.emptyOptionals;
   for (const std::string &text : options.sequenceLengths) {
     auto [name, count] = StringRef(text).rsplit('=');
@@ -249,6 +248,27 @@ LogicalResult compileModel(const CompileOptions &options) {
     }
     importOptions.sequenceLengths[name.str()] = length;
   }
+  // A shape given for a sequence input applies to each of its elements
+  // NAME[i] not given one of their own; the importer and the shape pass
+  // see only the elements' names.
+  std::vector<std::string> inputShapes;
+  for (const std::string &binding : options.inputShapes) {
+    std::string name = StringRef(binding).rsplit('=').first.str();
+    auto length = importOptions.sequenceLengths.find(name);
+    if (length == importOptions.sequenceLengths.end()) {
+      inputShapes.push_back(binding);
+      continue;
+    }
+    std::string dims = StringRef(binding).rsplit('=').second.str();
+    for (int64_t i = 0; i < length->second; ++i) {
+      std::string element = name + "[" + std::to_string(i) + "]";
+      if (llvm::none_of(options.inputShapes, [&](const std::string &b) {
+            return StringRef(b).starts_with(element + "=");
+          }))
+        inputShapes.push_back(element + "=" + dims);
+    }
+  }
+  importOptions.inputShapes = inputShapes;
   OwningOpRef<ModuleOp> module =
       importOnnxModel(context, *model, options.input, importOptions);
   if (!module)
@@ -289,7 +309,7 @@ LogicalResult compileModel(const CompileOptions &options) {
                         printingFlags());
   }
   PipelineOptions pipeline;
-  pipeline.inputShapes = options.inputShapes;
+  pipeline.inputShapes = inputShapes;
   pipeline.devices = options.devices;
   pipeline.profiles = options.profiles;
   pipeline.pins = options.pins;
