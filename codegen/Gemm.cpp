@@ -7,7 +7,8 @@
 // and B. N is the run of C's trailing dims that only B indexes, M the run
 // before it that only A indexes, and the batch whatever leads C. A conv
 // lowered through im2col (N = the output's spatial dims, K = channel and
-// window) and a matmul with any batch dims are both such generics.
+// window) and a matmul with any batch dims are both such generics. When
+// either input can be A, the split with the largest products wins.
 //
 //===----------------------------------------------------------------------===//
 
@@ -135,7 +136,16 @@ std::optional<GemmMatch> kiln::matchGemm(linalg::GenericOp op) {
       op.getNumDpsInits() != 1 || !op.hasPureTensorSemantics() ||
       !isMultiplyAccumulate(op))
     return std::nullopt;
-  if (std::optional<GemmMatch> g = matchOrder(op, 0))
-    return g;
-  return matchOrder(op, 1);
+  std::optional<GemmMatch> first = matchOrder(op, 0);
+  std::optional<GemmMatch> second = matchOrder(op, 1);
+  if (!first || !second)
+    return first ? first : second;
+  // Both orders can fit when a dim of size 1 left a group empty: an im2col
+  // conv at batch 1 reads as 64 matrix-vector products with W's rows as the
+  // batch, or as one [64 x 576] x [576 x 3136] GEMM. Take the one with both
+  // M and N, then the one with fewer batch dims (larger products).
+  auto rank = [](const GemmMatch &g) {
+    return std::make_pair(g.m.empty() || g.n.empty(), g.batch.size());
+  };
+  return rank(*second) < rank(*first) ? second : first;
 }

@@ -263,3 +263,26 @@ func.func @narrow_constant() -> tensor<bf16, #kiln.device<cpu>> {
   }
   return %0 : tensor<bf16, #kiln.device<cpu>>
 }
+
+// The same conv at batch 1. Without the batch, the patches could also be A
+// (transposed, shared) with W's rows as a batch of 8 matrix-vector
+// products; the matcher takes the split with both M and N: one GEMM.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK:      const int64_t [[M:m[0-9]+]] = int64_t(1) * 8, [[N:n[0-9]+]] = int64_t(1) * 4 * 4, [[K:k[0-9]+]] = int64_t(1) * 3 * 2 * 2;
+// CHECK-NEXT: if (!(kiln_sgemm(int64_t(1), false, false, [[M]], [[N]], [[K]], in1, 0, in0, 0, out0, false))) {
+func.func @conv_batch1(%col: tensor<1x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<8x3x2x2xf32, #kiln.device<cpu>>) -> tensor<1x8x4x4xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%col, %w : tensor<1x3x2x2x4x4xf32, #kiln.device<cpu>>, tensor<8x3x2x2xf32, #kiln.device<cpu>>) -> (tensor<1x8x4x4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<1x3x2x2x4x4xf32>, %a1: tensor<8x3x2x2xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<1x8x4x4xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+    %r = linalg.generic {indexing_maps = [#cdim, #wdim, #odim], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x3x2x2x4x4xf32>, tensor<8x3x2x2xf32>) outs(%f : tensor<1x8x4x4xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<1x8x4x4xf32>
+    kiln.yield %r : tensor<1x8x4x4xf32>
+  }
+  return %0 : tensor<1x8x4x4xf32, #kiln.device<cpu>>
+}
