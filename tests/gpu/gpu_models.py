@@ -1,17 +1,29 @@
-"""Model half of scripts/gpu-check.
+"""Model half of scripts/gpu-check: everything happens on the machine that
+runs it, with its own torch (the GPU machine's python3, or the venv here
+for a rehearsal with --device cpu).
 
-prepare (here, with kilnc and torch): exports each model, compiles it for
-cuda:0 at each batch, and saves its input and PyTorch eager's output (CPU).
-run (on the GPU machine, kiln-run only): runs each artifact on cuda:0,
-compares with the saved eager output (relative L2), then times kiln-run
-against PyTorch eager on the GPU (CUDA events, median after warm-up) and
-prints the table last.
+    python3 tests/gpu/gpu_models.py WORK --bin BIN [--device cuda:0]
+        [--models resnet18,mobilenet_v2,bert] [--batches 1,32] [--runs 50]
+        [--systems eager,compile] [--jobs N]
 
-    python3 tests/gpu/gpu_models.py prepare DIR --models mobilenet_v2 --batches 1,32
-    python3 tests/gpu/gpu_models.py run DIR --bin DIR/bin
+Per model: it is built with random weights from a fixed seed
+(tests/models/export_models.py) and exported to ONNX with that torch
+(TorchScript exporter, symbolic batch); BIN/kilnc compiles it for --device at
+each batch (all compiles in parallel, --jobs at a time). Per model and batch:
+  - correctness: kiln-run's output on the device against PyTorch eager on the
+    CPU in float32 (relative L2, bar 1e-4);
+  - latency, median of --runs after warm-up, the same work for every system:
+    the input starts and the output ends in host memory. kiln: kiln-run
+    --bench (wall time of run(), which synchronises). Eager and torch.compile
+    (default inductor, dynamic=False): CUDA events around copy-in, forward,
+    copy-out on a GPU, a wall clock on the CPU; TF32 off for both;
+  - peak device memory: kiln's allocator peak as kiln-run prints it, torch's
+    max_memory_allocated.
+The table comes last. Exit status 1 when a model fails or misses the bar.
 """
 import argparse
-import json
+import concurrent.futures
+import math
 import os
 import re
 import subprocess
@@ -24,7 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 
-TOLERANCE = 1e-5
+TOLERANCE = 1e-4
+WARMUP = 10
 
 
 def rel_l2(a, ref):
@@ -33,108 +46,183 @@ def rel_l2(a, ref):
     return float(np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
-def prepare(args):
-    import torch
-    import export_models
-    os.makedirs(args.dir, exist_ok=True)
-    kilnc = os.path.join(args.kilnc_bin, "kilnc")
-    index = []
-    for name in args.models.split(","):
-        onnx_path = os.path.join(args.dir, name + ".onnx")
-        model = export_models.export(name, "torchscript", onnx_path)
-        for batch in map(int, args.batches.split(",")):
-            stem = "%s.b%d" % (name, batch)
-            x = export_models.example(name, batch)
-            with torch.no_grad():
-                ref = model(x).numpy()
-            np.save(os.path.join(args.dir, stem + ".x.npy"), x.numpy())
-            np.save(os.path.join(args.dir, stem + ".ref.npy"), ref)
-            start = time.time()
-            subprocess.run([kilnc, onnx_path, "-o", os.path.join(args.dir, stem + ".kiln"),
-                            "--device", "cuda:0", "--target-cpu=x86-64-v3",
-                            "--input-shape", export_models.input_shape(name, batch)],
-                           check=True)
-            print("compiled %s in %.1f s" % (stem, time.time() - start), flush=True)
-            index.append(dict(model=name, batch=batch, stem=stem))
-        os.remove(onnx_path)
-    with open(os.path.join(args.dir, "index.json"), "w") as f:
-        json.dump(index, f, indent=1)
+def compile_one(kilnc, onnx_path, artifact, device, shape):
+    start = time.time()
+    proc = subprocess.run([kilnc, onnx_path, "-o", artifact, "--device", device,
+                           "--input-shape", shape], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return "kilnc exited %d: %s" % (proc.returncode, (proc.stderr or proc.stdout).strip())
+    return time.time() - start
 
 
-def torch_latency(name, batch, runs):
-    """PyTorch eager on cuda:0 for the same architecture (weights do not
-    change the time): median ms over `runs` after warm-up, CUDA events."""
+def run_kiln(kiln_run, artifact, x_path, out_dir, runs):
+    """(output, median ms, peak device bytes or None), or a failure string."""
+    proc = subprocess.run([kiln_run, artifact, x_path, "--output-dir", out_dir,
+                           "--bench", str(runs)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return "kiln-run exited %d: %s" % (proc.returncode,
+                                           (proc.stderr or proc.stdout).strip())
+    m = re.search(r"median ([0-9.]+) ms", proc.stdout)
+    peak = re.search(r"peak device memory: \S+ ([0-9]+) bytes", proc.stdout)
+    return (np.load(os.path.join(out_dir, "output_0.npy")),
+            float(m.group(1)) if m else float("nan"),
+            int(peak.group(1)) if peak else None)
+
+
+def time_torch(fn, x, device, runs):
+    """Median ms of copy-in, fn, copy-out, and the peak device bytes."""
     import torch
-    import export_models
-    model, _ = export_models.build(name)
-    model = model.cuda()
-    x = export_models.example(name, batch).cuda()
-    times = []
+    cuda = device.startswith("cuda")
+
+    def step():
+        return fn(x.to(device, non_blocking=False)).to("cpu")
+
     with torch.no_grad():
-        for _ in range(10):
-            model(x)
-        torch.cuda.synchronize()
+        for _ in range(WARMUP):
+            step()
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        times = []
         for _ in range(runs):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            model(x)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-    return float(np.median(times)), torch.cuda.max_memory_allocated()
+            if cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                step()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+            else:
+                start = time.perf_counter()
+                step()
+                times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times)), (torch.cuda.max_memory_allocated() if cuda else None)
 
 
-def run(args):
-    kiln_run = os.path.join(args.bin, "kiln-run")
-    with open(os.path.join(args.dir, "index.json")) as f:
-        index = json.load(f)
-    rows, failed = [], 0
-    for entry in index:
-        stem = os.path.join(args.dir, entry["stem"])
-        out_dir = stem + ".out"
-        proc = subprocess.run([kiln_run, stem + ".kiln", stem + ".x.npy", "--output-dir", out_dir,
-                               "--bench", str(args.runs)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            print("FAIL %s: kiln-run exited %d\n%s%s" % (entry["stem"], proc.returncode,
-                                                          proc.stdout, proc.stderr), flush=True)
-            failed += 1
-            continue
-        err = rel_l2(np.load(os.path.join(out_dir, "output_0.npy")), np.load(stem + ".ref.npy"))
-        ok = err <= TOLERANCE
-        failed += not ok
-        m = re.search(r"median ([0-9.]+) ms", proc.stdout)
-        kiln_ms = float(m.group(1)) if m else float("nan")
-        try:
-            eager_ms, eager_mem = torch_latency(entry["model"], entry["batch"], args.runs)
-        except Exception as e:  # torch missing or broken there: say so
-            print("torch eager for %s failed: %s" % (entry["stem"], e), flush=True)
-            eager_ms, eager_mem = float("nan"), 0
-        print("%s %s: rel L2 %.2e vs eager (cpu); kiln %.3f ms, torch eager %.3f ms" % (
-            "PASS" if ok else "FAIL", entry["stem"], err, kiln_ms, eager_ms), flush=True)
-        rows.append((entry["model"], entry["batch"], err, kiln_ms, eager_ms, eager_mem))
-    print("\nmodel           batch   rel L2    kiln ms   eager ms  kiln/eager  eager peak MiB")
-    for model, batch, err, k, e, mem in rows:
-        print("%-15s %5d  %.2e  %9.3f  %9.3f  %10.2f  %14.1f" % (
-            model, batch, err, k, e, k / e if e == e and e else float("nan"), mem / 2**20))
-    print("kiln ms: kiln-run --bench (host wall time of run(), inputs/outputs copied "
-          "to/from the GPU included); eager ms: CUDA events around the forward pass")
-    return 1 if failed else 0
+def mib(n):
+    return "-" if n is None else "%.1f" % (n / 2**20)
+
+
+def ms(v):
+    return "failed" if v is None or v != v else "%.3f" % v
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("prepare")
-    a.add_argument("dir")
-    a.add_argument("--models", default="mobilenet_v2")
-    a.add_argument("--batches", default="1")
-    a.add_argument("--kilnc-bin", default=os.environ.get("KILN_BIN", os.path.join(REPO, "build", "bin")))
-    b = sub.add_parser("run")
-    b.add_argument("dir")
-    b.add_argument("--bin", required=True)
-    b.add_argument("--runs", type=int, default=50)
+    p.add_argument("work", help="folder for exports, artifacts and outputs")
+    p.add_argument("--bin", required=True, help="folder with kilnc and kiln-run")
+    p.add_argument("--device", default="cuda:0")
+    p.add_argument("--models", default="resnet18,mobilenet_v2,bert")
+    p.add_argument("--batches", default="1,32")
+    p.add_argument("--runs", type=int, default=50)
+    p.add_argument("--systems", default="eager,compile",
+                   help="torch systems to time beside kiln (eager, compile)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count())
     args = p.parse_args()
-    return prepare(args) if args.cmd == "prepare" else run(args)
+
+    import torch
+    import export_models
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    os.makedirs(args.work, exist_ok=True)
+    models = args.models.split(",")
+    batches = [int(b) for b in args.batches.split(",")]
+    systems = [s for s in args.systems.split(",") if s]
+    print("torch %s, device %s" % (torch.__version__, args.device), flush=True)
+
+    start = time.time()
+    for name in models:
+        export_models.export(name, "torchscript", os.path.join(args.work, name + ".onnx"))
+    print("exported %d models in %.1f s" % (len(models), time.time() - start), flush=True)
+
+    jobs = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for name in models:
+            for batch in batches:
+                stem = os.path.join(args.work, "%s.b%d" % (name, batch))
+                jobs[(name, batch)] = pool.submit(
+                    compile_one, os.path.join(args.bin, "kilnc"),
+                    os.path.join(args.work, name + ".onnx"), stem + ".kiln", args.device,
+                    export_models.input_shape(name, batch))
+    compiled = {key: job.result() for key, job in jobs.items()}
+
+    rows, failed = [], 0
+    for name in models:
+        model, _ = export_models.build(name)
+        for batch in batches:
+            stem = os.path.join(args.work, "%s.b%d" % (name, batch))
+            row = dict(model=name, batch=batch, err=None, kiln=None, kiln_peak=None)
+            rows.append(row)
+            x = export_models.example(name, batch)
+            with torch.no_grad():
+                ref = model(x).numpy()
+            np.save(stem + ".x.npy", x.numpy())
+            if isinstance(compiled[(name, batch)], str):
+                print("FAIL %s b%d: %s" % (name, batch, compiled[(name, batch)]), flush=True)
+                failed += 1
+            else:
+                result = run_kiln(os.path.join(args.bin, "kiln-run"), stem + ".kiln",
+                                  stem + ".x.npy", stem + ".out", args.runs)
+                if isinstance(result, str):
+                    print("FAIL %s b%d: %s" % (name, batch, result), flush=True)
+                    failed += 1
+                else:
+                    out, row["kiln"], row["kiln_peak"] = result
+                    row["err"] = rel_l2(out, ref)
+                    ok = row["err"] <= TOLERANCE
+                    failed += not ok
+                    print("%s %s b%d: compiled in %.1f s, rel L2 %.2e vs eager (cpu), "
+                          "kiln %s ms" % ("PASS" if ok else "FAIL", name, batch,
+                                           compiled[(name, batch)], row["err"], ms(row["kiln"])),
+                          flush=True)
+            on_device = model.to(args.device)
+            for system in systems:
+                try:
+                    fn = on_device
+                    if system == "compile":
+                        fn = torch.compile(on_device, dynamic=False)
+                        begin = time.time()
+                        with torch.no_grad():
+                            fn(x.to(args.device))
+                        print("  torch.compile %s b%d: first call %.1f s" % (
+                            name, batch, time.time() - begin), flush=True)
+                    row[system], row[system + "_peak"] = time_torch(fn, x, args.device, args.runs)
+                    print("  %s %s b%d: %s ms" % (system, name, batch, ms(row[system])), flush=True)
+                except Exception as e:  # a torch system that breaks is reported, not fatal
+                    print("  %s %s b%d failed: %s" % (system, name, batch, e), flush=True)
+                    row[system], row[system + "_peak"] = None, None
+            model = on_device.to("cpu")
+
+    print("\nmodel           batch   rel L2     kiln ms" +
+          "".join("  %9s ms" % s for s in systems) +
+          "".join("  kiln/%-7s" % s for s in systems) +
+          "  peak MiB (kiln" + "".join(", " + s for s in systems) + ")")
+    ratios = {s: [] for s in systems}
+    for row in rows:
+        line = "%-15s %5d  %8s  %10s" % (row["model"], row["batch"],
+                                         "-" if row["err"] is None else "%.1e" % row["err"],
+                                         ms(row["kiln"]))
+        line += "".join("  %12s" % ms(row.get(s)) for s in systems)
+        for s in systems:
+            k, o = row["kiln"], row.get(s)
+            if k and o and k == k and o == o:
+                ratios[s].append(k / o)
+                line += "  %11.2f" % (k / o)
+            else:
+                line += "  %11s" % "-"
+        line += "  " + " / ".join([mib(row["kiln_peak"])] + [mib(row.get(s + "_peak"))
+                                                           for s in systems])
+        print(line)
+    print("geomean" + " " * 52 + "".join(
+        "  %11s" % ("%.2f" % math.exp(sum(map(math.log, r)) / len(r)) if r else "-")
+        for r in ratios.values()))
+    print("latency: median of %d runs after warm-up, input and output in host memory for "
+          "every system; kiln: kiln-run --bench wall time; torch: %s; rel L2 against "
+          "PyTorch eager on the cpu (bar %g)" % (
+              args.runs, "CUDA events" if args.device.startswith("cuda") else "wall clock",
+              TOLERANCE))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
