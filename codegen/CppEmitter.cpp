@@ -208,6 +208,9 @@ private:
   bool defersFill(linalg::FillOp fill) override;
   bool absorbed(Operation *op) override;
   bool emitGemmCall(linalg::GenericOp op);
+  linalg::GenericOp planeProducer(linalg::GenericOp op, unsigned &planes);
+  LogicalResult emitPlane(linalg::GenericOp producer, unsigned planes,
+                          std::string indent);
 
   raw_ostream &os;
 };
@@ -375,13 +378,70 @@ static Operation *windowPrologue(linalg::GenericOp op) {
   return def;
 }
 
+/// The all-parallel generic (a pad, say) that makes an input of window
+/// `op` for it alone, when the window's first `planes` loops (its images and
+/// channels) read only what the producer writes at the same indices: the
+/// producer then runs plane by plane inside those loops, just before the
+/// window reads the plane, while it is in cache. Its own inputs must be the
+/// kernel's (nothing in between may overwrite them).
+linalg::GenericOp CppEmitter::planeProducer(linalg::GenericOp op,
+                                            unsigned &planes) {
+  unsigned p = unrolledWindow(op);
+  if (p < 3)
+    return {};
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  Block *kernelBody = &kernel.getBody().front();
+  auto fromKernel = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == kernelBody;
+  };
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    auto producer = input->get().getDefiningOp<linalg::GenericOp>();
+    if (!producer || !input->get().hasOneUse() ||
+        producer.getNumDpsInits() != 1 ||
+        producer.getNumParallelLoops() != producer.getNumLoops() ||
+        !producer.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>() ||
+        !producer.getMatchingIndexingMap(producer.getDpsInitOperand(0))
+             .isIdentity() ||
+        !llvm::all_of(producer.getDpsInputs(), fromKernel))
+      continue;
+    bool kernelReads = true;
+    producer.getRegion().walk(
+        [&](tensor::ExtractOp e) { kernelReads &= fromKernel(e.getTensor()); });
+    if (!kernelReads)
+      continue;
+    // The window's index into the plane, with its taps of one trip at 0.
+    AffineMap read = op.getMatchingIndexingMap(input);
+    SmallVector<AffineExpr> zeroed;
+    for (unsigned d = 0; d < read.getNumDims(); ++d)
+      zeroed.push_back(d >= p && ranges[d] == 1
+                           ? getAffineConstantExpr(0, op.getContext())
+                           : getAffineDimExpr(d, op.getContext()));
+    unsigned n = 0;
+    while (n + 1 < p && n < read.getNumResults() &&
+           read.getResult(n).replaceDims(zeroed) ==
+               getAffineDimExpr(n, op.getContext()) &&
+           loopRange(producer, n) == loopRange(op, n))
+      ++n;
+    if (n == 0 || n == producer.getNumLoops())
+      continue;
+    planes = n;
+    return producer;
+  }
+  return {};
+}
+
 bool CppEmitter::absorbed(Operation *op) {
   if (op->getNumResults() != 1 || !op->getResult(0).hasOneUse())
     return false;
   Operation *user = *op->getUsers().begin();
-  if (auto window = dyn_cast<linalg::GenericOp>(user))
+  if (auto window = dyn_cast<linalg::GenericOp>(user)) {
     if (windowPrologue(window) == op)
       return true;
+    unsigned planes = 0;
+    if (planeProducer(window, planes) == op)
+      return true;
+  }
   if (auto generic = dyn_cast<linalg::GenericOp>(op))
     for (OpOperand *input : generic.getDpsInputOperands())
       if (auto window = input->get().getDefiningOp<linalg::GenericOp>())
@@ -412,6 +472,10 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   Operation *prologue = windowPrologue(op);
   linalg::GenericOp epilogue = windowEpilogue(op);
   unsigned p = unrolledWindow(op);
+  unsigned planes = 0;
+  linalg::GenericOp producer = planeProducer(op, planes);
+  if (producer)
+    declareOperands(producer);
   declareOperands(op); // before the loops
   if (prologue)
     if (auto generic = dyn_cast<linalg::GenericOp>(prologue))
@@ -429,7 +493,7 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   os << "  // linalg.generic: " << iteratorList(op) << "\n";
   // The leading parallel loops are shared out between the threads of the
   // OpenMP pool (the one oneDNN uses too) when there is enough work.
-  if (unsigned shared = parallelPrefix(op)) {
+  if (unsigned shared = producer ? planes : parallelPrefix(op)) {
     std::string work = "int64_t(1)";
     for (const std::string &size : ranges)
       work += " * " + size;
@@ -446,8 +510,11 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
        << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})", dim,
                         size);
     bool opens = dim + 1 == ranges.size() || (around && dim + 1 == p);
-    os << (opens ? " {\n" : "\n");
+    os << (opens || (producer && dim + 1 == planes) ? " {\n" : "\n");
     indent += "  ";
+    if (producer && dim + 1 == planes &&
+        failed(emitPlane(producer, planes, indent)))
+      return failure();
     if (around && dim + 1 == p) {
       outer = indent;
       if (auto fill = dyn_cast_or_null<linalg::FillOp>(prologue))
@@ -481,8 +548,32 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
     }
   }
   os << "  }\n";
+  if (producer)
+    os << "  }\n";
   if (gemm)
     os << "  }\n";
+  return success();
+}
+
+/// The loops of `producer` after its first `planes`, which the caller has
+/// opened: one plane of it.
+LogicalResult CppEmitter::emitPlane(linalg::GenericOp producer, unsigned planes,
+                                    std::string indent) {
+  os << indent << "// linalg.generic: " << iteratorList(producer)
+     << ", one plane\n";
+  for (unsigned d = planes; d < producer.getNumLoops(); ++d) {
+    std::string size = loopRange(producer, d);
+    if (size.empty())
+      return producer.emitOpError()
+             << "has a dynamic loop the kernel emitter cannot size";
+    os << indent
+       << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})", d, size)
+       << (d + 1 == producer.getNumLoops() ? " {\n" : "\n");
+    indent += "  ";
+  }
+  if (failed(emitGenericBody(producer, indent)))
+    return failure();
+  os << indent.substr(2) << "}\n";
   return success();
 }
 

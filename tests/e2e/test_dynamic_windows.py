@@ -1,7 +1,7 @@
 """Window and layout ops over shapes known only at run time, each model
 compiled once and run at several sizes.
 
-References: torch (conv2d, conv1d with groups, conv_transpose2d, fold, pixel_shuffle /
+References: torch (conv2d, depthwise conv2d, conv1d with groups, conv_transpose2d, fold, pixel_shuffle /
 pixel_unshuffle), ONNX's reference evaluator (ConvTranspose with auto_pad
 SAME) and numpy (slicing, padding, reshape with allowzero).
 """
@@ -55,6 +55,46 @@ class DynamicWindows(kt.KilnTestCase):
                         dilation=(1, 2), groups=group).numpy()
                     self.assertEqual(got.shape, want.shape)
                     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_depthwise_conv_after_its_padding(self):
+        """A padded depthwise conv (weights known, taps unrolled) with ReLU6:
+        the CPU code pads each (image, channel) plane just before the window
+        reads it. Static and run-time batch and sizes, strides 1 and 2,
+        channel multipliers 1 and 2."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        c = 6
+        for dims in (["n", c, "h", "w"], [1, c, 9, 10]):
+            for stride in (1, 2):
+                for mult in (1, 2):
+                    tag = "dw_%s_s%d_m%d" % ("sym" if dims[0] == "n" else "static", stride, mult)
+                    with self.subTest(tag):
+                        rng = np.random.default_rng(stride * 10 + mult)
+                        w = rng.standard_normal((c * mult, 1, 3, 3)).astype(np.float32)
+                        b = rng.standard_normal(c * mult).astype(np.float32)
+                        graph = h.make_graph(
+                            [h.make_node("Conv", ["x", "w", "b"], ["y0"], group=c,
+                                         pads=[1, 1, 1, 1], strides=[stride, stride]),
+                             h.make_node("Clip", ["y0", "lo", "hi"], ["y"])],
+                            tag, [tensor("x", T.FLOAT, dims)], [tensor("y", T.FLOAT, None)],
+                            [nh.from_array(w, "w"), nh.from_array(b, "b"),
+                             nh.from_array(np.array(0, np.float32), "lo"),
+                             nh.from_array(np.array(6, np.float32), "hi")])
+                        m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+                        path = self.save_model(m, tag + ".onnx")
+                        cpp = kt.kilnc(path, "--emit=cpp")
+                        kt.assert_success(self, cpp)
+                        self.assertIn("one plane", cpp.stdout)
+                        artifact = self.compiled(m, tag)
+                        sizes = ((2, 9, 10), (1, 5, 7)) if dims[0] == "n" else ((1, 9, 10),)
+                        for n, hh, ww in sizes:
+                            x = rng.standard_normal((n, c, hh, ww)).astype(np.float32) * 3
+                            (got,) = self.run_at(artifact, "%s_%d_%d" % (tag, n, hh), [x])
+                            want = torch.nn.functional.conv2d(
+                                torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
+                                stride=stride, padding=1, groups=c).clamp(0, 6).numpy()
+                            self.assertEqual(got.shape, want.shape)
+                            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
     def test_causal_conv_with_channels_counted_at_run_time(self):
         """CausalConvWithState becomes a depthwise conv whose group count is

@@ -132,30 +132,40 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
 }
 
 // A pad whose input read is guarded (kiln.guarded_read) reads only under its
-// select, with unclamped indices; a depthwise 3x3 window with its taps
-// innermost leaves the output's last dim (d3) out of the threads' collapse:
-// it is the loop that vectorizes around the unrolled taps. Its zero fill
-// and its relu run per element inside that loop, around the taps.
+// select, with unclamped indices. It makes the depthwise window's input
+// alone, and the window reads each (image, channel) plane only where the pad
+// wrote it: the threads share out those two loops, and in each the pad
+// writes its plane just before the window reads it, while it is in cache.
+// The window's taps are innermost and its output's last dim (d3) is the loop
+// that vectorizes around them; its zero fill and its relu run per element
+// inside that loop, around the taps.
 // CHECK-LABEL: // kiln kernel kiln_k5
 // CHECK-NOT:  kiln_minimum
+// CHECK:      #pragma omp parallel for collapse(2) schedule(static)
+// CHECK-NEXT: for (int64_t d0 = 0; d0 < 1; ++d0)
+// CHECK-NEXT:   for (int64_t d1 = 0; d1 < 2; ++d1) {
+// CHECK-NEXT:     // linalg.generic: parallel, parallel, parallel, parallel, one plane
+// CHECK-NEXT:     for (int64_t d2 = 0; d2 < 6; ++d2)
+// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 6; ++d3) {
 // CHECK:      const int64_t [[H:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
 // CHECK-NEXT: const int64_t [[W:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
 // CHECK-NOT:  kiln_minimum
-// CHECK:      const float v{{[0-9]+}} = v{{[0-9]+}} ? (in0[v{{[0-9]+}} * 32 + v{{[0-9]+}} * 16 + [[H]] * 4 + [[W]]]) : v0;
-// CHECK:      #pragma omp parallel for collapse(3) schedule(static)
-// CHECK-NEXT: for (int64_t d0 = 0; d0 < 1; ++d0)
-// CHECK-NEXT:   for (int64_t d1 = 0; d1 < 2; ++d1)
+// CHECK:      const float [[P:v[0-9]+]] = v{{[0-9]+}} ? (in0[v{{[0-9]+}} * 32 + v{{[0-9]+}} * 16 + [[H]] * 4 + [[W]]]) : v0;
+// CHECK-NEXT:         [[T:t[0-9]+]][d0 * 72 + d1 * 36 + d2 * 6 + d3] = [[P]];
+// CHECK-NEXT:       }
 // CHECK-NEXT:     for (int64_t d2 = 0; d2 < 4; ++d2)
 // CHECK-NEXT:       for (int64_t d3 = 0; d3 < 4; ++d3) {
 // CHECK-NEXT:         out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = v0;
 // CHECK-NEXT:         for (int64_t d4 = 0; d4 < 1; ++d4)
 // CHECK-NEXT:           for (int64_t d5 = 0; d5 < 3; ++d5)
 // CHECK-NEXT:             for (int64_t d6 = 0; d6 < 3; ++d6) {
+// CHECK-NEXT:               const float a{{[0-9]+}} = [[T]][d0 * 72 + (d1 + d4) * 36 + (d2 + d5) * 6 + (d3 + d6)];
 // CHECK:                    out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = v{{[0-9]+}};
 // CHECK-NEXT:         }
 // CHECK-NEXT:         const float [[E:a[0-9]+]] = out0[d0 * 32 + d1 * 16 + d2 * 4 + d3];
 // CHECK-NEXT:         const float [[R:v[0-9]+]] = kiln_maximum([[E]], v0);
 // CHECK-NEXT:         out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = [[R]];
+// CHECK-NEXT: }
 // CHECK-NEXT: }
 // CHECK-NEXT: }
 func.func @depthwise(%x: tensor<1x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> tensor<1x2x4x4xf32, #kiln.device<cpu>> {
