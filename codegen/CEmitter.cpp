@@ -215,6 +215,12 @@ std::string quoted(StringRef text) {
 }
 } // namespace
 
+std::string CEmitter::nameBuffer(Value tensor) {
+  std::string name = fresh("t");
+  buffers[tensor] = name;
+  return name;
+}
+
 std::string CEmitter::bufferFor(Value tensor) {
   auto it = buffers.find(tensor);
   if (it != buffers.end())
@@ -252,7 +258,9 @@ std::string CEmitter::index(Value tensor, AffineMap map, bool broadcast) {
       indices.back() =
           "(" + dimExpr(tensor, i) + " == 1 ? 0 : " + indices.back() + ")";
   }
-  return rowMajor(indices, [&](int64_t i) { return dimExpr(tensor, i); });
+  unsigned skip = planeDims.lookup(tensor);
+  return rowMajor(ArrayRef(indices).drop_front(skip),
+                  [&](int64_t i) { return dimExpr(tensor, i + skip); });
 }
 
 // Where argument `arg` (inputs, then outputs) starts in the kernel's dims
@@ -290,8 +298,8 @@ std::string CEmitter::dimExpr(Value tensor, int64_t i) {
 
 std::string CEmitter::numElements(Value tensor) {
   std::string n = "1";
-  for (int64_t i = 0; i < cast<RankedTensorType>(tensor.getType()).getRank();
-       ++i)
+  for (int64_t i = planeDims.lookup(tensor);
+       i < cast<RankedTensorType>(tensor.getType()).getRank(); ++i)
     n = mulExpr(n, dimExpr(tensor, i));
   return n;
 }

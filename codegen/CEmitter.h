@@ -100,6 +100,12 @@ protected:
   }
   /// The pointer expression holding `tensor`, declared on first use.
   std::string bufferFor(mlir::Value tensor);
+  /// Names `tensor`'s buffer without declaring it: the caller declares it
+  /// where it belongs (a plane buffer inside the loops).
+  std::string nameBuffer(mlir::Value tensor);
+  /// Tensors held one plane at a time (a pad run plane by plane): index()
+  /// leaves out their first N indices, numElements() their first N dims.
+  llvm::DenseMap<mlir::Value, unsigned> planeDims;
   /// The row-major offset of `map`'s result in `tensor`; with `broadcast`
   /// (reads of inputs), a dynamic dim that is 1 at run time reads index 0.
   /// How emitGenericBody reads these inputs instead of by their maps (an

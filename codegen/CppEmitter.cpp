@@ -474,8 +474,12 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   unsigned p = unrolledWindow(op);
   unsigned planes = 0;
   linalg::GenericOp producer = planeProducer(op, planes);
-  if (producer)
+  if (producer) {
+    // Its buffer holds one plane, declared in the loops (per thread).
+    nameBuffer(producer.getResult(0));
+    planeDims[producer.getResult(0)] = planes;
     declareOperands(producer);
+  }
   declareOperands(op); // before the loops
   if (prologue)
     if (auto generic = dyn_cast<linalg::GenericOp>(prologue))
@@ -561,6 +565,11 @@ LogicalResult CppEmitter::emitPlane(linalg::GenericOp producer, unsigned planes,
                                     std::string indent) {
   os << indent << "// linalg.generic: " << iteratorList(producer)
      << ", one plane\n";
+  Value plane = producer.getResult(0);
+  auto type = cast<RankedTensorType>(plane.getType());
+  declareBuffer(RankedTensorType::get(type.getShape().drop_front(planes),
+                                      type.getElementType()),
+                bufferFor(plane), numElements(plane));
   for (unsigned d = planes; d < producer.getNumLoops(); ++d) {
     std::string size = loopRange(producer, d);
     if (size.empty())
