@@ -217,7 +217,9 @@ compileSharedObject(const std::string &prelude,
       "-fopenmp",
       "-w"};
   if (!options.targetCpu.empty())
-    common.push_back("-march=" + options.targetCpu);
+    common.push_back("-march=" + (options.targetCpu == "generic"
+                                      ? std::string("x86-64")
+                                      : options.targetCpu));
 #if defined(__x86_64__)
   // float16 arithmetic through float, as on CPUs without AVX512-FP16 (and as
   // numpy computes it): native half-precision arithmetic, which -march
@@ -353,9 +355,15 @@ void publishCached(StringRef path, StringRef bytes) {
 }
 
 std::vector<std::string> targetCpuFeatures(const std::string &targetCpu) {
-  if (targetCpu != "native")
-    return {}; // a named -march is the user's promise
-  return artifact::hostCpuFeatures();
+  if (targetCpu == "native")
+    return artifact::hostCpuFeatures();
+  // The x86-64 levels, in the feature names the runtime checks at load.
+  if (targetCpu == "x86-64-v3")
+    return {"avx", "avx2", "fma"};
+  if (targetCpu == "x86-64-v4")
+    return {"avx",      "avx2",     "fma",     "avx512f",
+            "avx512bw", "avx512vl", "avx512dq"};
+  return {}; // generic, x86-64(-v2) or a CPU named by the user, who vouches
 }
 
 } // namespace kiln

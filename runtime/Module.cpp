@@ -222,7 +222,9 @@ Module Module::load(Tensor file, const std::string &path,
           host.end())
         throw impl->fail("compiled for CPUs with " +
                          feature.get<std::string>() +
-                         ", which this CPU lacks; recompile it here");
+                         ", which this CPU lacks; recompile it here or for "
+                         "a lower level (kilnc --cpu=x86-64-v3 or "
+                         "--cpu=generic)");
     const artifact::Parsed::Span *code = parsed.find("code");
     if (!code)
       throw impl->fail("artifact has no code section");

@@ -122,11 +122,14 @@ static cl::opt<bool> printIR("print-ir-after-all",
                              cl::cat(category));
 static cl::opt<unsigned> optLevel("O", cl::desc("C++ optimization level 0-3"),
                                   cl::Prefix, cl::init(3), cl::cat(category));
-static cl::opt<std::string>
-    targetCpu("target-cpu",
-              cl::desc("CPU to generate code for (-march); 'native' records "
-                       "the host's features, checked at load"),
-              cl::init("native"), cl::cat(category));
+static cl::opt<std::string> targetCpu(
+    "target-cpu",
+    cl::desc("CPU to generate code for: native (default), x86-64-v3, "
+             "x86-64-v4, generic, or any -march name; the features native "
+             "and the x86-64 levels need are recorded and checked at load"),
+    cl::init("native"), cl::value_desc("cpu"), cl::cat(category));
+static cl::alias targetCpuAlias("cpu", cl::desc("alias for --target-cpu"),
+                                cl::aliasopt(targetCpu), cl::cat(category));
 static cl::opt<std::string>
     cudaArch("cuda-arch",
              cl::desc("GPU generation the PTX of cuda kernels targets; it "

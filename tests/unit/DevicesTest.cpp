@@ -490,6 +490,11 @@ TEST_F(DevicesTest, MalformedManifestsAreErrors) {
        "value 0's device must be a non-negative integer, got \"cpu\""},
       {"negative role", [](json &m) { m["values"][0]["device"] = -1; },
        "must be a non-negative integer, got -1"},
+      {"CPU feature this CPU lacks",
+       [](json &m) { m["target"]["cpu_features"] = {"avx512_kiln_test"}; },
+       "compiled for CPUs with avx512_kiln_test, which this CPU lacks; "
+       "recompile it here or for a lower level (kilnc --cpu=x86-64-v3 or "
+       "--cpu=generic)"},
       {"no roles", [](json &m) { m.erase("devices"); }, "malformed manifest"},
       {"roles not a list", [](json &m) { m["devices"] = 3; },
        "devices must be a list of roles"},
