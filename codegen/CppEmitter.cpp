@@ -423,7 +423,9 @@ linalg::GenericOp CppEmitter::planeProducer(linalg::GenericOp op,
                getAffineDimExpr(n, op.getContext()) &&
            loopRange(producer, n) == loopRange(op, n))
       ++n;
-    if (n == 0 || n == producer.getNumLoops())
+    // Images and channels at least: fewer would leave the threads too
+    // little to share at batch 1 (a channel multiplier reads c floordiv M).
+    if (n < 2 || n == producer.getNumLoops())
       continue;
     planes = n;
     return producer;

@@ -46,24 +46,38 @@ def rel_l2(a, ref):
     return float(np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
+def tool(argv, timeout):
+    """CompletedProcess, or a failure string (missing tool, timeout)."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "%s: %s" % (os.path.basename(argv[0]), e)
+
+
 def compile_one(kilnc, onnx_path, artifact, device, shape):
     start = time.time()
-    proc = subprocess.run([kilnc, onnx_path, "-o", artifact, "--device", device,
-                           "--input-shape", shape], capture_output=True, text=True)
+    proc = tool([kilnc, onnx_path, "-o", artifact, "--device", device,
+                 "--input-shape", shape], 900)
+    if isinstance(proc, str):
+        return proc
     if proc.returncode != 0:
         return "kilnc exited %d: %s" % (proc.returncode, (proc.stderr or proc.stdout).strip())
     return time.time() - start
 
 
-def run_kiln(kiln_run, artifact, x_path, out_dir, runs):
-    """(output, median ms, peak device bytes or None), or a failure string."""
-    proc = subprocess.run([kiln_run, artifact, x_path, "--output-dir", out_dir,
-                           "--bench", str(runs)], capture_output=True, text=True)
+def run_kiln(kiln_run, artifact, x_path, out_dir, runs, device):
+    """(output, median ms, peak bytes on `device` or None), or a failure
+    string."""
+    proc = tool([kiln_run, artifact, x_path, "--output-dir", out_dir,
+                 "--bench", str(runs)], 600)
+    if isinstance(proc, str):
+        return proc
     if proc.returncode != 0:
         return "kiln-run exited %d: %s" % (proc.returncode,
                                            (proc.stderr or proc.stdout).strip())
     m = re.search(r"median ([0-9.]+) ms", proc.stdout)
-    peak = re.search(r"peak device memory: \S+ ([0-9]+) bytes", proc.stdout)
+    peak = re.search(r"peak device memory:.*\b%s ([0-9]+) bytes" % re.escape(device),
+                     proc.stdout)
     return (np.load(os.path.join(out_dir, "output_0.npy")),
             float(m.group(1)) if m else float("nan"),
             int(peak.group(1)) if peak else None)
@@ -82,7 +96,7 @@ def time_torch(fn, x, device, runs):
             step()
         if cuda:
             torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+            torch.cuda.reset_peak_memory_stats(device)
         times = []
         for _ in range(runs):
             if cuda:
@@ -97,7 +111,7 @@ def time_torch(fn, x, device, runs):
                 start = time.perf_counter()
                 step()
                 times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times)), (torch.cuda.max_memory_allocated() if cuda else None)
+    return float(np.median(times)), (torch.cuda.max_memory_allocated(device) if cuda else None)
 
 
 def mib(n):
@@ -132,13 +146,20 @@ def main():
     print("torch %s, device %s" % (torch.__version__, args.device), flush=True)
 
     start = time.time()
+    exported = {}
     for name in models:
-        export_models.export(name, "torchscript", os.path.join(args.work, name + ".onnx"))
+        try:
+            export_models.export(name, "torchscript", os.path.join(args.work, name + ".onnx"))
+            exported[name] = None
+        except Exception as e:  # reported per row below
+            exported[name] = "export failed: %s" % e
     print("exported %d models in %.1f s" % (len(models), time.time() - start), flush=True)
 
     jobs = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         for name in models:
+            if exported[name]:
+                continue
             for batch in batches:
                 stem = os.path.join(args.work, "%s.b%d" % (name, batch))
                 jobs[(name, batch)] = pool.submit(
@@ -146,6 +167,9 @@ def main():
                     os.path.join(args.work, name + ".onnx"), stem + ".kiln", args.device,
                     export_models.input_shape(name, batch))
     compiled = {key: job.result() for key, job in jobs.items()}
+    for name in models:
+        for batch in batches:
+            compiled.setdefault((name, batch), exported[name])
 
     rows, failed = [], 0
     for name in models:
@@ -163,7 +187,7 @@ def main():
                 failed += 1
             else:
                 result = run_kiln(os.path.join(args.bin, "kiln-run"), stem + ".kiln",
-                                  stem + ".x.npy", stem + ".out", args.runs)
+                                  stem + ".x.npy", stem + ".out", args.runs, args.device)
                 if isinstance(result, str):
                     print("FAIL %s b%d: %s" % (name, batch, result), flush=True)
                     failed += 1
@@ -172,12 +196,22 @@ def main():
                     row["err"] = rel_l2(out, ref)
                     ok = row["err"] <= TOLERANCE
                     failed += not ok
+                    row["ok"] = ok
                     print("%s %s b%d: compiled in %.1f s, rel L2 %.2e vs eager (cpu), "
                           "kiln %s ms" % ("PASS" if ok else "FAIL", name, batch,
                                            compiled[(name, batch)], row["err"], ms(row["kiln"])),
                           flush=True)
-            on_device = model.to(args.device)
+            try:
+                on_device = model.to(args.device)
+            except Exception as e:  # no such device, out of memory, ...
+                print("  torch on %s failed: %s" % (args.device, e), flush=True)
+                systems_here, on_device = [], model
+            else:
+                systems_here = systems
             for system in systems:
+                row.setdefault(system, None)
+                row.setdefault(system + "_peak", None)
+            for system in systems_here:
                 try:
                     fn = on_device
                     if system == "compile":
@@ -194,10 +228,10 @@ def main():
                     row[system], row[system + "_peak"] = None, None
             model = on_device.to("cpu")
 
-    print("\nmodel           batch   rel L2     kiln ms" +
-          "".join("  %9s ms" % s for s in systems) +
-          "".join("  kiln/%-7s" % s for s in systems) +
-          "  peak MiB (kiln" + "".join(", " + s for s in systems) + ")")
+    head = "%-15s %5s  %8s  %10s" % ("model", "batch", "rel L2", "kiln ms")
+    head += "".join("  %12s" % (s + " ms") for s in systems)
+    head += "".join("  %12s" % ("kiln/" + s) for s in systems)
+    print("\n" + head + "  peak MiB (kiln" + "".join(", " + s for s in systems) + ")")
     ratios = {s: [] for s in systems}
     for row in rows:
         line = "%-15s %5d  %8s  %10s" % (row["model"], row["batch"],
@@ -207,15 +241,17 @@ def main():
         for s in systems:
             k, o = row["kiln"], row.get(s)
             if k and o and k == k and o == o:
-                ratios[s].append(k / o)
-                line += "  %11.2f" % (k / o)
+                if row.get("ok"):  # rows that miss the bar stay out of the means
+                    ratios[s].append(k / o)
+                line += "  %12.2f" % (k / o)
             else:
-                line += "  %11s" % "-"
+                line += "  %12s" % "-"
         line += "  " + " / ".join([mib(row["kiln_peak"])] + [mib(row.get(s + "_peak"))
                                                            for s in systems])
         print(line)
-    print("geomean" + " " * 52 + "".join(
-        "  %11s" % ("%.2f" % math.exp(sum(map(math.log, r)) / len(r)) if r else "-")
+    print("%-15s %5s  %8s  %10s" % ("geomean", "", "", "") + "".join(
+        "  %12s" % "" for _ in systems) + "".join(
+        "  %12s" % ("%.2f" % math.exp(sum(map(math.log, r)) / len(r)) if r else "-")
         for r in ratios.values()))
     print("latency: median of %d runs after warm-up, input and output in host memory for "
           "every system; kiln: kiln-run --bench wall time; torch: %s; rel L2 against "
