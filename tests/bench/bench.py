@@ -4,6 +4,7 @@ torch.compile, on the same models, weights and inputs.
 
     scripts/bench [--models resnet18,mobilenet_v2,bert,mlp] [--batches 1,8]
                   [--systems kiln,ort,eager,compile] [--rounds 5] [--iters K]
+                  [--static-shapes]
                   [--bin DIR] [--work DIR] [--json FILE]
 
 Models: torchvision resnet18 and mobilenet_v2 (weights=None, seed 0, with
@@ -16,8 +17,10 @@ Method, per model:
      17; 14 for bert) with a symbolic batch "N"; its state_dict is saved next
      to it so every process runs the same weights. With --work, exports
      already there are reused.
-  2. kilnc compiles the ONNX once, batch left symbolic, with
-     KILN_CACHE_DIR=none (a cold compile); its wall time is reported.
+  2. kilnc compiles the ONNX once, batch left symbolic (--static-shapes:
+     once per batch, with it fixed, as a model exported at one batch size
+     would be), with KILN_CACHE_DIR=none (a cold compile); its wall time is
+     reported.
   3. Each system runs in its own process for the whole model: a persistent
      worker (this file with --worker, one JSON line per request and reply on
      stdin/stdout) for ort, eager and compile, so torch.compile compiles once
@@ -335,13 +338,13 @@ class Kiln:
 
 # ---------------------------------------------------------------- main side
 
-def compile_kiln(bin_dir, onnx_path, artifact):
+def compile_kiln(bin_dir, onnx_path, artifact, *extra):
     """kilnc, cold; returns (seconds, failure reason or None)."""
     env = dict(os.environ, KILN_CACHE_DIR="none")
     start = time.perf_counter()
     try:
-        proc = subprocess.run([os.path.join(bin_dir, "kilnc"), onnx_path, "-o", artifact],
-                              env=env, capture_output=True, text=True)
+        proc = subprocess.run([os.path.join(bin_dir, "kilnc"), onnx_path, "-o", artifact,
+                               *extra], env=env, capture_output=True, text=True)
     except OSError as e:
         return None, "kilnc: %s" % e
     seconds = time.perf_counter() - start
@@ -355,18 +358,35 @@ def bench_model(name, args, work):
     module = export(name, work)
     result = dict(kilnc_s=None, rss_mib={}, batches={})
     runners = {}
-    if "kiln" in args.systems:
-        artifact = os.path.join(work, name + ".kiln")
-        seconds, reason = compile_kiln(args.bin, os.path.join(work, name + ".onnx"), artifact)
-        result["kilnc_s"] = None if reason else seconds
-        print("%s: kilnc %s" % (name, "FAILED: " + reason if reason else
-                                "%.1f s (cold)" % seconds), flush=True)
-        runners["kiln"] = Kiln(args.bin, artifact, reason)
+
+    def compile_for(batch=None):
+        """kilnc for `batch`, or with the batch symbolic; the Kiln runner."""
+        suffix, extra = "", []
+        if batch is not None:
+            shape = (batch,) + tuple(example(name, 1, seed=0).shape[1:])
+            suffix = ".b%d" % batch
+            extra = ["--input-shape", "%s=%s" % (MODELS[name][1], "x".join(map(str, shape)))]
+        artifact = os.path.join(work, name + suffix + ".kiln")
+        seconds, reason = compile_kiln(args.bin, os.path.join(work, name + ".onnx"), artifact,
+                                       *extra)
+        if result["kilnc_s"] is None and not reason:
+            result["kilnc_s"] = seconds
+        print("%s%s: kilnc %s" % (name, suffix, "FAILED: " + reason if reason else
+                                  "%.1f s (cold)" % seconds), flush=True)
+        return Kiln(args.bin, artifact, reason)
+
+    kiln_rss = None
+    if "kiln" in args.systems and not args.static_shapes:
+        runners["kiln"] = compile_for()
     for system in args.systems:
         if system != "kiln":
             runners[system] = Worker(system, name, work)
     iters = result["iters"] = args.iters or MODELS[name][2]
     for batch in args.batches:
+        if "kiln" in args.systems and args.static_shapes:
+            if "kiln" in runners:
+                kiln_rss = max(kiln_rss or 0.0, runners["kiln"].close() or 0.0) or None
+            runners["kiln"] = compile_for(batch)
         x = example(name, batch, seed=1)
         x_path = os.path.join(work, "%s.b%d.x.npy" % (name, batch))
         np.save(x_path, x.numpy())
@@ -419,6 +439,8 @@ def bench_model(name, args, work):
         result["batches"][batch] = row
     for system, runner in runners.items():
         result["rss_mib"][system] = runner.close()
+    if "kiln" in runners and kiln_rss:
+        result["rss_mib"]["kiln"] = max(kiln_rss, result["rss_mib"]["kiln"] or 0.0)
     return result
 
 
@@ -484,6 +506,9 @@ def parse_args():
     p.add_argument("--systems", type=csv, default=list(SYSTEMS),
                    help="comma-separated subset of %s" % ",".join(SYSTEMS))
     p.add_argument("--rounds", type=int, default=5, help="rounds per model and batch (default: 5)")
+    p.add_argument("--static-shapes", action="store_true",
+                   help="compile kiln once per batch with that batch fixed (default: once, "
+                        "batch symbolic); the kilnc time reported is the first batch's")
     p.add_argument("--iters", type=int, default=None,
                    help="timed runs per round (default: %s)" % ", ".join(
                        "%s %d" % (n, m[2]) for n, m in MODELS.items()))
