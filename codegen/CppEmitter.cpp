@@ -34,6 +34,7 @@ constexpr const char *kPrelude = R"(#include <cmath>
 #include <algorithm>
 #include <map>
 #include <new>
+#include <omp.h>
 
 namespace {
 // NaN-propagating max/min, as arith.maximumf/minimumf (and torch) define them.
@@ -209,6 +210,7 @@ private:
   bool absorbed(Operation *op) override;
   bool emitGemmCall(linalg::GenericOp op);
   linalg::GenericOp planeProducer(linalg::GenericOp op, unsigned &planes);
+  void declarePlanes(Value plane);
   LogicalResult emitPlane(linalg::GenericOp producer, unsigned planes,
                           std::string indent);
 
@@ -496,6 +498,8 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
       return op.emitOpError()
              << "has a dynamic loop the kernel emitter cannot size";
   }
+  if (producer)
+    declarePlanes(producer.getResult(0));
   os << "  // linalg.generic: " << iteratorList(op) << "\n";
   // The leading parallel loops are shared out between the threads of the
   // OpenMP pool (the one oneDNN uses too) when there is enough work.
@@ -561,17 +565,30 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   return success();
 }
 
+/// One buffer of one plane of `plane` per thread, allocated before the
+/// threads start: a failed allocation inside them could not reach the caller.
+void CppEmitter::declarePlanes(Value plane) {
+  std::string name = bufferFor(plane);
+  os << llvm::formatv(
+      "  const int64_t {0}_stride = ({1} + 15) / 16 * 16;\n"
+      "  kiln_scratch {0}_owner(sizeof({2}) * {0}_stride * "
+      "omp_get_max_threads());\n",
+      name, numElements(plane),
+      typeName(cast<RankedTensorType>(plane.getType()).getElementType()));
+}
+
 /// The loops of `producer` after its first `planes`, which the caller has
-/// opened: one plane of it.
+/// opened: one plane of it, in the thread's buffer.
 LogicalResult CppEmitter::emitPlane(linalg::GenericOp producer, unsigned planes,
                                     std::string indent) {
   os << indent << "// linalg.generic: " << iteratorList(producer)
      << ", one plane\n";
   Value plane = producer.getResult(0);
-  auto type = cast<RankedTensorType>(plane.getType());
-  declareBuffer(RankedTensorType::get(type.getShape().drop_front(planes),
-                                      type.getElementType()),
-                bufferFor(plane), numElements(plane));
+  std::string name = bufferFor(plane);
+  os << llvm::formatv("{0}{1} *__restrict {2} = static_cast<{1} *>({2}_owner."
+                      "data) + omp_get_thread_num() * {2}_stride;\n",
+                      indent, typeName(getElementTypeOrSelf(plane.getType())),
+                      name);
   for (unsigned d = planes; d < producer.getNumLoops(); ++d) {
     std::string size = loopRange(producer, d);
     if (size.empty())

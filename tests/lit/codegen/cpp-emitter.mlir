@@ -140,14 +140,17 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
 // The window's taps are innermost and its output's last dim (d3) is the loop
 // that vectorizes around them; its zero fill and its relu run per element
 // inside that loop, around the taps.
+// The plane buffers, one per thread, are allocated before the threads start.
 // CHECK-LABEL: // kiln kernel kiln_k5
 // CHECK-NOT:  kiln_minimum
-// CHECK:      #pragma omp parallel for collapse(2) schedule(static)
+// CHECK:      const int64_t [[T:t[0-9]+]]_stride = (36 + 15) / 16 * 16;
+// CHECK-NEXT: kiln_scratch [[T]]_owner(sizeof(float) * [[T]]_stride * omp_get_max_threads());
+// CHECK-NEXT: // linalg.generic:
+// CHECK-NEXT: #pragma omp parallel for collapse(2) schedule(static)
 // CHECK-NEXT: for (int64_t d0 = 0; d0 < 1; ++d0)
 // CHECK-NEXT:   for (int64_t d1 = 0; d1 < 2; ++d1) {
 // CHECK-NEXT:     // linalg.generic: parallel, parallel, parallel, parallel, one plane
-// CHECK-NEXT: kiln_scratch [[T:t[0-9]+]]_owner(sizeof(float) * 36);
-// CHECK-NEXT: float *__restrict [[T]] = static_cast<float *>([[T]]_owner.data);
+// CHECK-NEXT: float *__restrict [[T]] = static_cast<float *>([[T]]_owner.data) + omp_get_thread_num() * [[T]]_stride;
 // CHECK-NEXT:     for (int64_t d2 = 0; d2 < 6; ++d2)
 // CHECK-NEXT:       for (int64_t d3 = 0; d3 < 6; ++d3) {
 // CHECK:      const int64_t [[H:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
