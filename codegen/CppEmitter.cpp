@@ -570,7 +570,8 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
 void CppEmitter::declarePlanes(Value plane) {
   std::string name = bufferFor(plane);
   os << llvm::formatv(
-      "  const int64_t {0}_stride = ({1} + 15) / 16 * 16;\n"
+      "  const int64_t {0}_stride = (std::max<int64_t>({1}, 1) + 15) / 16 * "
+      "16;\n"
       "  kiln_scratch {0}_owner(sizeof({2}) * {0}_stride * "
       "omp_get_max_threads());\n",
       name, numElements(plane),

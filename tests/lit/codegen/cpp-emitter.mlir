@@ -143,7 +143,7 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
 // The plane buffers, one per thread, are allocated before the threads start.
 // CHECK-LABEL: // kiln kernel kiln_k5
 // CHECK-NOT:  kiln_minimum
-// CHECK:      const int64_t [[T:t[0-9]+]]_stride = (36 + 15) / 16 * 16;
+// CHECK:      const int64_t [[T:t[0-9]+]]_stride = (std::max<int64_t>(36, 1) + 15) / 16 * 16;
 // CHECK-NEXT: kiln_scratch [[T]]_owner(sizeof(float) * [[T]]_stride * omp_get_max_threads());
 // CHECK-NEXT: // linalg.generic:
 // CHECK-NEXT: #pragma omp parallel for collapse(2) schedule(static)
