@@ -145,6 +145,63 @@ inline kiln_sgemm_fn kiln_dnnl_sgemm() {
   return fn;
 }
 
+// C[i] = A[i] * B (+ C[i] when accumulating) for every batch i, with A
+// row-major [m, k] and B packed as [ceil(n / 16)][k][16] panels (zero past
+// n): threads share out the panels, each streamed once per 4 rows of A.
+// False, having written nothing, when m is above max_rows, or 1 (oneDNN's
+// matrix-vector product streams B as fast).
+typedef float kiln_v8 __attribute__((vector_size(32)));
+inline kiln_v8 kiln_load8(const float *p) {
+  kiln_v8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <int R>
+inline void kiln_packed_rows(int64_t k, const float *__restrict a, const float *__restrict b,
+                             float *__restrict c, int64_t ldc, int64_t width, bool accumulate) {
+  kiln_v8 s[R][2];
+  for (int i = 0; i < R; ++i)
+    s[i][0] = s[i][1] = kiln_v8{};
+  for (int64_t x = 0; x < k; ++x) {
+    kiln_v8 b0 = kiln_load8(b + x * 16), b1 = kiln_load8(b + x * 16 + 8);
+    for (int i = 0; i < R; ++i) {
+      float v = a[i * k + x];
+      s[i][0] += v * b0;
+      s[i][1] += v * b1;
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float row[16];
+    __builtin_memcpy(row, &s[i][0], sizeof(kiln_v8));
+    __builtin_memcpy(row + 8, &s[i][1], sizeof(kiln_v8));
+    for (int64_t j = 0; j < width; ++j)
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + row[j] : row[j];
+  }
+}
+inline bool kiln_sgemm_packed(int64_t batch, int64_t m, int64_t n, int64_t k, const float *a,
+                              int64_t strideA, const float *packed, float *c, bool accumulate,
+                              int64_t max_rows) {
+  if (m > max_rows || m == 1)
+    return false;
+  const int64_t panels = (n + 15) / 16;
+#pragma omp parallel for schedule(static) if (batch * m * n * k >= 32768)
+  for (int64_t t = 0; t < batch * panels; ++t) {
+    const int64_t i = t / panels, j = t % panels, width = std::min<int64_t>(16, n - j * 16);
+    const float *b = packed + j * k * 16;
+    for (int64_t r = 0; r < m; r += 4) {
+      const float *ar = a + i * strideA + r * k;
+      float *cr = c + (i * m + r) * n + j * 16;
+      switch (std::min<int64_t>(4, m - r)) {
+      case 4: kiln_packed_rows<4>(k, ar, b, cr, n, width, accumulate); break;
+      case 3: kiln_packed_rows<3>(k, ar, b, cr, n, width, accumulate); break;
+      case 2: kiln_packed_rows<2>(k, ar, b, cr, n, width, accumulate); break;
+      default: kiln_packed_rows<1>(k, ar, b, cr, n, width, accumulate); break;
+      }
+    }
+  }
+  return true;
+}
+
 // C[i] = A[i] * B[i] (+ C[i] when accumulating) for every batch i
 // (row-major; A is [k, m] when transposed, B [n, k]); false, having written
 // nothing, without a library.
@@ -172,6 +229,9 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
   return true;
 }
 )";
+
+static_assert(kPackedColumns == 16,
+              "kiln_sgemm_packed in kPrelude reads panels of 16 columns");
 
 class CppEmitter : public CEmitter {
 public:
@@ -277,13 +337,22 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
   }
   std::string strideA = g->batchedA ? m + " * " + k : "0";
   std::string strideB = g->batchedB ? k + " * " + n : "0";
-  os << llvm::formatv("  if (!({0}kiln_sgemm({1}, {2}, {3}, {4}, {5}, {6}, "
-                      "{7}, {8}, {9}, {10}, "
-                      "{11}, {12}))) {{\n",
-                      check, size(g->batch), g->transA, g->transB, m, n, k,
-                      bufferFor(op.getDpsInputs()[g->a]), strideA,
+  // B packed by kiln-pack-weights: small M streams the panels.
+  std::string packed;
+  if (auto input = op->getAttrOfType<IntegerAttr>(kPackedB))
+    packed = llvm::formatv(
+        "(kiln_sgemm_packed({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}) "
+        "|| ",
+        size(g->batch), m, n, k, bufferFor(op.getDpsInputs()[g->a]), strideA,
+        bufferFor(kernel.getBody().front().getArgument(input.getInt())),
+        bufferFor(op.getResult(0)), !fill, kPackedRows);
+  os << llvm::formatv("  if (!({0}{1}kiln_sgemm({2}, {3}, {4}, {5}, {6}, "
+                      "{7}, {8}, {9}, {10}, {11}, {12}, {13}){14})) {{\n",
+                      check, packed, size(g->batch), g->transA, g->transB, m, n,
+                      k, bufferFor(op.getDpsInputs()[g->a]), strideA,
                       bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
-                      bufferFor(op.getResult(0)), !fill);
+                      bufferFor(op.getResult(0)), !fill,
+                      packed.empty() ? "" : ")");
   if (fill)
     emitFillOp(fill);
   return true;

@@ -42,6 +42,15 @@ inline constexpr llvm::StringLiteral kGuardedRead = "kiln.guarded_read";
 /// innermost, and the C++ emitter then vectorizes the loop around them.
 inline constexpr int64_t kUnrolledTaps = 32;
 
+/// An integer attribute on a kernel-level linalg.generic that is a CPU GEMM
+/// (codegen/Gemm.h): the number of the kernel input that holds its constant
+/// B packed as [ceil(N / kPackedColumns)][K][kPackedColumns] panels,
+/// zero-padded past N (kiln-pack-weights). The C++ kernel streams the panels
+/// when M is at most kPackedRows.
+inline constexpr llvm::StringLiteral kPackedB = "kiln.packed_b";
+inline constexpr int64_t kPackedColumns = 16;
+inline constexpr int64_t kPackedRows = 16;
+
 /// A unit attribute on a kernel-level arith.truncf to a float8 type: values
 /// beyond its range become Inf or NaN instead of its largest finite value
 /// (ONNX Cast's saturate=0).

@@ -64,6 +64,9 @@ void kiln::buildKernelPipeline(OpPassManager &pm) {
   fn.addPass(createKilnFuseElementwise());
   fn.addPass(createKilnLowerKernels());
   fn.addPass(createCanonicalizerPass());
+  // After the canonicalizer: the packed input is named by an attribute, not
+  // read by any op of the kernel body.
+  fn.addPass(createKilnPackWeights());
 }
 
 void kiln::buildCompilePipeline(OpPassManager &pm,
