@@ -103,7 +103,8 @@ struct PackWeights : kiln::impl::KilnPackWeightsBase<PackWeights> {
       DeviceAttr device = kernel.getNumResults()
                               ? getDevice(kernel.getResult(0).getType())
                               : DeviceAttr();
-      if (!device || device.getKind() != "cpu")
+      // sim devices run the C++ kernels too, and must match cpu bit for bit.
+      if (!device || (device.getKind() != "cpu" && device.getKind() != "sim"))
         return;
       Block &body = kernel.getBody().front();
       for (auto gemm : llvm::to_vector(body.getOps<linalg::GenericOp>())) {

@@ -37,7 +37,7 @@ def KilnFuseElementwise : Pass<"kiln-fuse-elementwise", "mlir::func::FuncOp"> {
 def KilnPackWeights : Pass<"kiln-pack-weights", "mlir::func::FuncOp"> {
   let summary = "give CPU GEMMs with a constant B and a small M a packed copy of B";
   let description = [{
-    After kernel lowering: for each linalg.generic in a cpu kernel that is an
+    After kernel lowering: for each linalg.generic in a cpu (or sim) kernel that is an
     f32 GEMM (codegen/Gemm.h) reading a constant B [K, N] (K and N at least
     64; M dynamic or at most kiln::kPackedRows), adds a constant holding B as
     [ceil(N/16)][K][16] panels, zero-padded, as one more kernel input, and
