@@ -337,22 +337,22 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
   }
   std::string strideA = g->batchedA ? m + " * " + k : "0";
   std::string strideB = g->batchedB ? k + " * " + n : "0";
-  // B packed by kiln-pack-weights: small M streams the panels.
-  std::string packed;
+  std::string call = llvm::formatv(
+      "kiln_sgemm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, "
+      "{11})",
+      size(g->batch), g->transA, g->transB, m, n, k,
+      bufferFor(op.getDpsInputs()[g->a]), strideA,
+      bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
+      bufferFor(op.getResult(0)), !fill);
+  // B packed by kiln-pack-weights: small M streams the panels first.
   if (auto input = op->getAttrOfType<IntegerAttr>(kPackedB))
-    packed = llvm::formatv(
+    call = llvm::formatv(
         "(kiln_sgemm_packed({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}) "
-        "|| ",
+        "|| {10})",
         size(g->batch), m, n, k, bufferFor(op.getDpsInputs()[g->a]), strideA,
         bufferFor(kernel.getBody().front().getArgument(input.getInt())),
-        bufferFor(op.getResult(0)), !fill, kPackedRows);
-  os << llvm::formatv("  if (!({0}{1}kiln_sgemm({2}, {3}, {4}, {5}, {6}, "
-                      "{7}, {8}, {9}, {10}, {11}, {12}, {13}){14})) {{\n",
-                      check, packed, size(g->batch), g->transA, g->transB, m, n,
-                      k, bufferFor(op.getDpsInputs()[g->a]), strideA,
-                      bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
-                      bufferFor(op.getResult(0)), !fill,
-                      packed.empty() ? "" : ")");
+        bufferFor(op.getResult(0)), !fill, kPackedRows, call);
+  os << "  if (!(" << check << call << ")) {\n";
   if (fill)
     emitFillOp(fill);
   return true;
@@ -644,7 +644,7 @@ void CppEmitter::declarePlanes(Value plane) {
       "  kiln_scratch {0}_owner(sizeof({2}) * {0}_stride * "
       "omp_get_max_threads());\n",
       name, numElements(plane),
-      typeName(cast<RankedTensorType>(plane.getType()).getElementType()));
+      typeName(getElementTypeOrSelf(plane.getType())));
 }
 
 /// The loops of `producer` after its first `planes`, which the caller has

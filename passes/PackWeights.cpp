@@ -27,22 +27,16 @@ using namespace mlir;
 using namespace kiln;
 
 namespace {
-/// Below these, B is small enough to stay in cache and packing gains
-/// nothing; a static M above kPackedRows never takes the packed path.
+/// Below this K or N, B is small enough to stay in cache and packing gains
+/// nothing.
 constexpr int64_t kMinPackedDim = 64;
 
-/// The static product of `dims`' loop ranges (dynamic ones count as 1), and
-/// whether every one was static.
-int64_t staticProduct(ArrayRef<int64_t> ranges, ArrayRef<unsigned> dims,
-                      bool &allStatic) {
+/// The product of `dims`' loop ranges, dynamic ones counted as 1.
+int64_t staticProduct(ArrayRef<int64_t> ranges, ArrayRef<unsigned> dims) {
   int64_t product = 1;
-  allStatic = true;
-  for (unsigned d : dims) {
-    if (ShapedType::isDynamic(ranges[d]))
-      allStatic = false;
-    else
+  for (unsigned d : dims)
+    if (!ShapedType::isDynamic(ranges[d]))
       product *= ranges[d];
-  }
   return product;
 }
 
@@ -61,13 +55,12 @@ Value packedB(KernelOp kernel, linalg::GenericOp gemm,
   if (!constant)
     return {};
   SmallVector<int64_t> ranges = gemm.getStaticLoopRanges();
-  bool mStatic = false, kStatic = false, nStatic = false;
-  int64_t m = staticProduct(ranges, g->m, mStatic);
-  int64_t k = staticProduct(ranges, g->k, kStatic);
-  int64_t n = staticProduct(ranges, g->n, nStatic);
+  auto dynamic = [&](unsigned d) { return ShapedType::isDynamic(ranges[d]); };
+  int64_t m = staticProduct(ranges, g->m), k = staticProduct(ranges, g->k),
+          n = staticProduct(ranges, g->n);
   // M's static dims alone above kPackedRows: the packed path never runs.
-  if (!kStatic || !nStatic || k < kMinPackedDim || n < kMinPackedDim ||
-      m > kPackedRows)
+  if (llvm::any_of(g->k, dynamic) || llvm::any_of(g->n, dynamic) ||
+      k < kMinPackedDim || n < kMinPackedDim || m > kPackedRows)
     return {};
   if (Value done = packed.lookup(constant))
     return done;
@@ -111,12 +104,16 @@ struct PackWeights : kiln::impl::KilnPackWeightsBase<PackWeights> {
         Value b = packedB(kernel, gemm, packed);
         if (!b)
           continue;
-        kernel->insertOperands(kernel->getNumOperands(), b);
-        BlockArgument arg =
-            body.addArgument(withDevice(b.getType(), nullptr), b.getLoc());
-        gemm->setAttr(kPackedB,
-                      IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                       arg.getArgNumber()));
+        // One input per packed constant, however many GEMMs read it.
+        auto operands = kernel->getOperands();
+        unsigned input = llvm::find(operands, b) - operands.begin();
+        if (input == operands.size()) {
+          kernel->insertOperands(input, b);
+          body.addArgument(withDevice(b.getType(), nullptr), b.getLoc());
+        }
+        gemm->setAttr(
+            kPackedB,
+            IntegerAttr::get(IntegerType::get(&getContext(), 64), input));
       }
     });
   }
