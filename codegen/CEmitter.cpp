@@ -251,7 +251,7 @@ std::string CEmitter::index(Value tensor, AffineMap map, bool broadcast) {
   auto type = cast<RankedTensorType>(tensor.getType());
   SmallVector<std::string> indices;
   for (auto [i, e] : llvm::enumerate(map.getResults())) {
-    indices.push_back(cAffine(e));
+    indices.push_back(cAffine(e, dimNames));
     // A dynamic dim of size 1 repeats along its loop (numpy broadcasting
     // decided at run time); 0 is its only valid index anyway.
     if (broadcast && type.isDynamicDim(i) && isa<AffineDimExpr>(e))
@@ -259,8 +259,22 @@ std::string CEmitter::index(Value tensor, AffineMap map, bool broadcast) {
           "(" + dimExpr(tensor, i) + " == 1 ? 0 : " + indices.back() + ")";
   }
   unsigned skip = planeDims.lookup(tensor);
+  SmallVector<std::string> sizes;
+  for (int64_t i = skip; i < type.getRank(); ++i)
+    sizes.push_back(dimExpr(tensor, i));
+  if (int64_t rows = planeRows.lookup(tensor))
+    sizes.back() = std::to_string(rows);
+  if (int64_t split = planeSplits.lookup(tensor)) {
+    // The last index e lies at (e mod S, e floordiv S) in [S][ceil(W / S)].
+    AffineExpr last = map.getResults().back();
+    indices.back() = cAffine(last % split);
+    indices.push_back(cAffine(last.floorDiv(split)));
+    sizes.back() =
+        std::to_string(llvm::divideCeil(type.getShape().back(), split));
+    sizes.insert(sizes.end() - 1, std::to_string(split));
+  }
   return rowMajor(ArrayRef(indices).drop_front(skip),
-                  [&](int64_t i) { return dimExpr(tensor, i + skip); });
+                  [&](int64_t i) { return sizes[i]; });
 }
 
 // Where argument `arg` (inputs, then outputs) starts in the kernel's dims
@@ -297,10 +311,14 @@ std::string CEmitter::dimExpr(Value tensor, int64_t i) {
 }
 
 std::string CEmitter::numElements(Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  int64_t split = planeSplits.lookup(tensor);
   std::string n = "1";
-  for (int64_t i = planeDims.lookup(tensor);
-       i < cast<RankedTensorType>(tensor.getType()).getRank(); ++i)
-    n = mulExpr(n, dimExpr(tensor, i));
+  for (int64_t i = planeDims.lookup(tensor); i < type.getRank(); ++i)
+    n = mulExpr(n, split && i + 1 == type.getRank()
+                       ? std::to_string(split * llvm::divideCeil(
+                                                    type.getShape()[i], split))
+                       : dimExpr(tensor, i));
   return n;
 }
 

@@ -106,6 +106,20 @@ protected:
   /// Tensors held one plane at a time (a pad run plane by plane): index()
   /// leaves out their first N indices, numElements() their first N dims.
   llvm::DenseMap<mlir::Value, unsigned> planeDims;
+  /// Plane buffers whose last dim is stored split by a stride S: the
+  /// elements at positions q, q + S, q + 2S, ... together, q = 0..S-1 (as
+  /// [S][ceil(W / S)]), so that a window of stride S reads each tap's row
+  /// contiguously. index() and numElements() follow.
+  llvm::DenseMap<mlir::Value, int64_t> planeSplits;
+  /// Plane buffers whose rows are this wide, wider than the tensor's last
+  /// dim (a window's outputs computed at its input plane's row width).
+  llvm::DenseMap<mlir::Value, int64_t> planeRows;
+  /// What index() calls loop dim i, when set (default "di").
+  llvm::SmallVector<std::string> dimNames;
+  /// Points `tensor` at the buffer `name` (the caller restores it).
+  void bindBuffer(mlir::Value tensor, const std::string &name) {
+    buffers[tensor] = name;
+  }
   /// The row-major offset of `map`'s result in `tensor`; with `broadcast`
   /// (reads of inputs), a dynamic dim that is 1 at run time reads index 0.
   /// How emitGenericBody reads these inputs instead of by their maps (an

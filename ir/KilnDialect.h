@@ -42,6 +42,13 @@ inline constexpr llvm::StringLiteral kGuardedRead = "kiln.guarded_read";
 /// innermost, and the C++ emitter then vectorizes the loop around them.
 inline constexpr int64_t kUnrolledTaps = 32;
 
+/// A window with such taps whose innermost output dim has a static stride
+/// S > 1 in its input and at least this many outputs reads a padded plane
+/// that the C++ emitter stores split by S, so that each tap's row is
+/// contiguous (a narrower row gains less than the copy costs). Max pools
+/// that qualify put their taps innermost too.
+inline constexpr int64_t kSplitPlaneWidth = 24;
+
 /// An integer attribute on a kernel-level linalg.generic that is a CPU GEMM
 /// (codegen/Gemm.h): the number of the kernel input that holds its constant
 /// B packed as [ceil(N / kPackedColumns)][K][kPackedColumns] panels,

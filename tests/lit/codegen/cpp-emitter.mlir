@@ -141,9 +141,10 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
 // that vectorizes around them; its zero fill and its relu run per element
 // inside that loop, around the taps.
 // The plane buffers, one per thread, are allocated before the threads start.
+// (Rows at least kSplitPlaneWidth wide: narrower ones are flattened, below.)
 // CHECK-LABEL: // kiln kernel kiln_k5
 // CHECK-NOT:  kiln_minimum
-// CHECK:      const int64_t [[T:t[0-9]+]]_stride = (std::max<int64_t>(36, 1) + 15) / 16 * 16;
+// CHECK:      const int64_t [[T:t[0-9]+]]_stride = (std::max<int64_t>(676, 1) + 15) / 16 * 16;
 // CHECK-NEXT: kiln_scratch [[T]]_owner(sizeof(float) * [[T]]_stride * omp_get_max_threads());
 // CHECK-NEXT: // linalg.generic:
 // CHECK-NEXT: #pragma omp parallel for collapse(2) schedule(static)
@@ -151,30 +152,109 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
 // CHECK-NEXT:   for (int64_t d1 = 0; d1 < 2; ++d1) {
 // CHECK-NEXT:     // linalg.generic: parallel, parallel, parallel, parallel, one plane
 // CHECK-NEXT: float *__restrict [[T]] = static_cast<float *>([[T]]_owner.data) + omp_get_thread_num() * [[T]]_stride;
-// CHECK-NEXT:     for (int64_t d2 = 0; d2 < 6; ++d2)
-// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 6; ++d3) {
+// CHECK-NEXT:     for (int64_t d2 = 0; d2 < 26; ++d2)
+// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 26; ++d3) {
 // CHECK:      const int64_t [[H:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
 // CHECK-NEXT: const int64_t [[W:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
 // CHECK-NOT:  kiln_minimum
-// CHECK:      const float [[P:v[0-9]+]] = v{{[0-9]+}} ? (in0[v{{[0-9]+}} * 32 + v{{[0-9]+}} * 16 + [[H]] * 4 + [[W]]]) : v0;
-// CHECK-NEXT:         [[T]][d2 * 6 + d3] = [[P]];
+// CHECK:      const float [[P:v[0-9]+]] = v{{[0-9]+}} ? (in0[v{{[0-9]+}} * 1152 + v{{[0-9]+}} * 576 + [[H]] * 24 + [[W]]]) : v0;
+// CHECK-NEXT:         [[T]][d2 * 26 + d3] = [[P]];
 // CHECK-NEXT:       }
-// CHECK-NEXT:     for (int64_t d2 = 0; d2 < 4; ++d2)
-// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 4; ++d3) {
-// CHECK-NEXT:         out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = v0;
+// CHECK-NEXT:     for (int64_t d2 = 0; d2 < 24; ++d2)
+// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 24; ++d3) {
+// CHECK-NEXT:         out0[d0 * 1152 + d1 * 576 + d2 * 24 + d3] = v0;
 // CHECK-NEXT:         for (int64_t d4 = 0; d4 < 1; ++d4)
 // CHECK-NEXT:           for (int64_t d5 = 0; d5 < 3; ++d5)
 // CHECK-NEXT:             for (int64_t d6 = 0; d6 < 3; ++d6) {
-// CHECK-NEXT:               const float a{{[0-9]+}} = [[T]][(d2 + d5) * 6 + (d3 + d6)];
-// CHECK:                    out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = v{{[0-9]+}};
+// CHECK-NEXT:               const float a{{[0-9]+}} = [[T]][(d2 + d5) * 26 + (d3 + d6)];
+// CHECK:                    out0[d0 * 1152 + d1 * 576 + d2 * 24 + d3] = v{{[0-9]+}};
 // CHECK-NEXT:         }
-// CHECK-NEXT:         const float [[E:a[0-9]+]] = out0[d0 * 32 + d1 * 16 + d2 * 4 + d3];
+// CHECK-NEXT:         const float [[E:a[0-9]+]] = out0[d0 * 1152 + d1 * 576 + d2 * 24 + d3];
 // CHECK-NEXT:         const float [[R:v[0-9]+]] = kiln_maximum([[E]], v0);
-// CHECK-NEXT:         out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = [[R]];
+// CHECK-NEXT:         out0[d0 * 1152 + d1 * 576 + d2 * 24 + d3] = [[R]];
 // CHECK-NEXT: }
 // CHECK-NEXT: }
 // CHECK-NEXT: }
-func.func @depthwise(%x: tensor<1x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> tensor<1x2x4x4xf32, #kiln.device<cpu>> {
+func.func @depthwise(%x: tensor<1x2x24x24xf32, #kiln.device<cpu>>, %w: tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> tensor<1x2x24x24xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%x, %w : tensor<1x2x24x24xf32, #kiln.device<cpu>>, tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> (tensor<1x2x24x24xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<1x2x24x24xf32>, %a1: tensor<2x1x3x3xf32>):
+    %zero = arith.constant 0.0 : f32
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c24 = arith.constant 24 : index
+    %pe = tensor.empty() : tensor<1x2x26x26xf32>
+    %pad = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%pe : tensor<1x2x26x26xf32>) {
+    ^bb0(%o: f32):
+      %n = linalg.index 0 : index
+      %c = linalg.index 1 : index
+      %h = linalg.index 2 : index
+      %w2 = linalg.index 3 : index
+      %hs = arith.subi %h, %c1 : index
+      %ws = arith.subi %w2, %c1 : index
+      %h0 = arith.cmpi sge, %hs, %c0 : index
+      %h1 = arith.cmpi slt, %hs, %c24 : index
+      %hin = arith.andi %h0, %h1 : i1
+      %w0 = arith.cmpi sge, %ws, %c0 : index
+      %w1 = arith.cmpi slt, %ws, %c24 : index
+      %win = arith.andi %w0, %w1 : i1
+      %in = arith.andi %hin, %win : i1
+      %v = tensor.extract %a0[%n, %c, %hs, %ws] {kiln.guarded_read} : tensor<1x2x24x24xf32>
+      %s = arith.select %in, %v, %zero : f32
+      linalg.yield %s : f32
+    } -> tensor<1x2x26x26xf32>
+    %e = tensor.empty() : tensor<1x2x24x24xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x24x24xf32>) -> tensor<1x2x24x24xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(n, c, oh, ow, i, kh, kw) -> (n, c + i, oh + kh, ow + kw)>, affine_map<(n, c, oh, ow, i, kh, kw) -> (c, i, kh, kw)>, affine_map<(n, c, oh, ow, i, kh, kw) -> (n, c, oh, ow)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%pad, %a1 : tensor<1x2x26x26xf32>, tensor<2x1x3x3xf32>) outs(%f : tensor<1x2x24x24xf32>) {
+    ^bb0(%p: f32, %q: f32, %acc: f32):
+      %m = arith.mulf %p, %q : f32
+      %a = arith.addf %acc, %m : f32
+      linalg.yield %a : f32
+    } -> tensor<1x2x24x24xf32>
+    %re = tensor.empty() : tensor<1x2x24x24xf32>
+    %relu = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (n, c, h, w)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%r : tensor<1x2x24x24xf32>) outs(%re : tensor<1x2x24x24xf32>) {
+    ^bb0(%in: f32, %o: f32):
+      %m = arith.maximumf %in, %zero : f32
+      linalg.yield %m : f32
+    } -> tensor<1x2x24x24xf32>
+    kiln.yield %relu : tensor<1x2x24x24xf32>
+  }
+  return %0 : tensor<1x2x24x24xf32, #kiln.device<cpu>>
+}
+
+// The same window with rows narrower than kSplitPlaneWidth runs them
+// flattened: per plane, after the pad, every output position at the pad's
+// row width (6) in one loop, at row 0 (the taps read the plane at d3 plus
+// their offsets), into a per-thread rows buffer past the plane and its
+// zeroed slack; the fill and the relu run there too. Then the first 4
+// columns of each row are copied out.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK:      const int64_t [[T:t[0-9]+]]_stride = (66 + 15) / 16 * 16;
+// CHECK-NEXT: kiln_scratch [[T]]_owner(sizeof(float) * [[T]]_stride * omp_get_max_threads());
+// CHECK-NEXT: // linalg.generic: parallel, parallel, parallel, parallel, reduction, reduction, reduction, rows flattened
+// CHECK-NEXT: #pragma omp parallel for collapse(2) schedule(static)
+// CHECK:      [[T]][d2 * 6 + d3] =
+// CHECK-NEXT:   }
+// CHECK-NEXT: for (int64_t i = 36; i < 42; ++i)
+// CHECK-NEXT:   [[T]][i] = 0;
+// CHECK-NEXT: float *__restrict [[R:t[0-9]+]] = [[T]] + 42;
+// CHECK-NEXT: for (int64_t d3 = 0; d3 < 24; ++d3) {
+// CHECK-NEXT:   [[R]][0 * 6 + d3] = v0;
+// CHECK-NEXT:   for (int64_t d4 = 0; d4 < 1; ++d4)
+// CHECK-NEXT:     for (int64_t d5 = 0; d5 < 3; ++d5)
+// CHECK-NEXT:       for (int64_t d6 = 0; d6 < 3; ++d6) {
+// CHECK-NEXT:         const float a{{[0-9]+}} = [[T]][(0 + d5) * 6 + (d3 + d6)];
+// CHECK:              [[R]][0 * 6 + d3] = v{{[0-9]+}};
+// CHECK-NEXT:   }
+// CHECK-NEXT:   const float [[E:a[0-9]+]] = [[R]][0 * 6 + d3];
+// CHECK-NEXT:   const float [[V:v[0-9]+]] = kiln_maximum([[E]], v0);
+// CHECK-NEXT:   [[R]][0 * 6 + d3] = [[V]];
+// CHECK-NEXT: }
+// CHECK-NEXT: for (int64_t d2 = 0; d2 < 4; ++d2)
+// CHECK-NEXT:   for (int64_t d3 = 0; d3 < 4; ++d3)
+// CHECK-NEXT:     out0[d0 * 32 + d1 * 16 + d2 * 4 + d3] = [[R]][d2 * 6 + d3];
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+func.func @depthwise_narrow(%x: tensor<1x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> tensor<1x2x4x4xf32, #kiln.device<cpu>> {
   %0 = kiln.kernel(%x, %w : tensor<1x2x4x4xf32, #kiln.device<cpu>>, tensor<2x1x3x3xf32, #kiln.device<cpu>>) -> (tensor<1x2x4x4xf32, #kiln.device<cpu>>) {
   ^bb0(%a0: tensor<1x2x4x4xf32>, %a1: tensor<2x1x3x3xf32>):
     %zero = arith.constant 0.0 : f32
@@ -219,6 +299,7 @@ func.func @depthwise(%x: tensor<1x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<2x1x
   }
   return %0 : tensor<1x2x4x4xf32, #kiln.device<cpu>>
 }
+
 
 // Narrow floats are bits in memory (uint8_t, uint16_t): arith.extf and
 // arith.truncf around them call the prelude's conversions, a float8 truncf
@@ -301,4 +382,65 @@ func.func @conv_batch1(%col: tensor<1x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: ten
     kiln.yield %r : tensor<1x8x4x4xf32>
   }
   return %0 : tensor<1x8x4x4xf32, #kiln.device<cpu>>
+}
+
+// A window whose innermost output dim (25 wide, at least kSplitPlaneWidth)
+// steps by 2 through its pad's plane reads a split copy of the plane: the
+// even columns, then the odd ones, each row [2][26]. Every tap then reads a
+// contiguous row (d5 % 2 picks the half, d5 / 2 the shift), not every other
+// element. The plane buffers hold both copies.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK:      const int64_t [[T:t[0-9]+]]_stride = (std::max<int64_t>(2704, 1) + 15) / 16 * 16;
+// CHECK-NEXT: kiln_scratch [[T]]_owner(sizeof(float) * [[T]]_stride * 2 * omp_get_max_threads());
+// CHECK:      float *__restrict [[T]] = static_cast<float *>([[T]]_owner.data) + omp_get_thread_num() * 2 * [[T]]_stride;
+// CHECK:      [[T]][d2 * 52 + d3] =
+// CHECK:      float *__restrict [[S:t[0-9]+]] = [[T]] + [[T]]_stride;
+// CHECK-NEXT: for (int64_t r = 0; r < int64_t(1) * 52; ++r)
+// CHECK-NEXT:   for (int64_t q = 0; q < 2; ++q)
+// CHECK-NEXT:     for (int64_t h = 0; h < (52 - q + 1) / 2; ++h)
+// CHECK-NEXT:       [[S]][(r * 2 + q) * 26 + h] = [[T]][r * 52 + h * 2 + q];
+// CHECK-NEXT: for (int64_t d2 = 0; d2 < 25; ++d2)
+// CHECK-NEXT:   for (int64_t d3 = 0; d3 < 25; ++d3) {
+// CHECK-NEXT:     out0[d0 * 1250 + d1 * 625 + d2 * 25 + d3] = v0;
+// CHECK-NEXT:     for (int64_t d4 = 0; d4 < 3; ++d4)
+// CHECK-NEXT:       for (int64_t d5 = 0; d5 < 3; ++d5) {
+// CHECK-NEXT:         const float {{a[0-9]+}} = [[S]][((d2 * 2) + d4) * 52 + (d5 % 2) * 26 + (d3 + (d5 / 2))];
+func.func @split_plane(%x: tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> tensor<1x2x25x25xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%x : tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> (tensor<1x2x25x25xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<1x2x50x50xf32>):
+    %low = arith.constant 0xFF800000 : f32
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c50 = arith.constant 50 : index
+    %pe = tensor.empty() : tensor<1x2x52x52xf32>
+    %pad = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%pe : tensor<1x2x52x52xf32>) {
+    ^bb0(%o: f32):
+      %n = linalg.index 0 : index
+      %c = linalg.index 1 : index
+      %h = linalg.index 2 : index
+      %w2 = linalg.index 3 : index
+      %hs = arith.subi %h, %c1 : index
+      %ws = arith.subi %w2, %c1 : index
+      %h0 = arith.cmpi sge, %hs, %c0 : index
+      %h1 = arith.cmpi slt, %hs, %c50 : index
+      %hin = arith.andi %h0, %h1 : i1
+      %w0 = arith.cmpi sge, %ws, %c0 : index
+      %w1 = arith.cmpi slt, %ws, %c50 : index
+      %win = arith.andi %w0, %w1 : i1
+      %in = arith.andi %hin, %win : i1
+      %v = tensor.extract %a0[%n, %c, %hs, %ws] {kiln.guarded_read} : tensor<1x2x50x50xf32>
+      %s = arith.select %in, %v, %low : f32
+      linalg.yield %s : f32
+    } -> tensor<1x2x52x52xf32>
+    %win3 = tensor.empty() : tensor<3x3xf32>
+    %e = tensor.empty() : tensor<1x2x25x25xf32>
+    %f = linalg.fill ins(%low : f32) outs(%e : tensor<1x2x25x25xf32>) -> tensor<1x2x25x25xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(n, c, oh, ow, kh, kw) -> (n, c, oh * 2 + kh, ow * 2 + kw)>, affine_map<(n, c, oh, ow, kh, kw) -> (kh, kw)>, affine_map<(n, c, oh, ow, kh, kw) -> (n, c, oh, ow)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%pad, %win3 : tensor<1x2x52x52xf32>, tensor<3x3xf32>) outs(%f : tensor<1x2x25x25xf32>) {
+    ^bb0(%p: f32, %unused: f32, %acc: f32):
+      %m = arith.maximumf %acc, %p : f32
+      linalg.yield %m : f32
+    } -> tensor<1x2x25x25xf32>
+    kiln.yield %r : tensor<1x2x25x25xf32>
+  }
+  return %0 : tensor<1x2x25x25xf32, #kiln.device<cpu>>
 }

@@ -155,6 +155,26 @@ func.func @max_pool(%x: tensor<1x1x5x5xf32, #kiln.device<cpu>>) -> tensor<1x1x3x
 
 // -----
 
+// A max pool whose output rows are at least kSplitPlaneWidth (24) wide and
+// step by 2 loops its taps innermost, as small conv windows do (the C++
+// emitter splits its plane so that they read contiguous rows); the narrow
+// one above keeps them outside.
+// CHECK-DAG: #[[IN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 * 2 + d4, d3 * 2 + d5)>
+// CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>
+// CHECK-LABEL: func.func @max_pool_wide
+// CHECK: linalg.generic {indexing_maps = [#[[IN]], #{{.+}}, #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+// CHECK: arith.maximumf
+func.func @max_pool_wide(%x: tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> tensor<1x2x25x25xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x : tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> (tensor<1x2x25x25xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x2x50x50xf32, #kiln.device<cpu>>):
+    %y = kiln.max_pool %a {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = false} : tensor<1x2x50x50xf32, #kiln.device<cpu>> -> tensor<1x2x25x25xf32, #kiln.device<cpu>>
+    kiln.yield %y : tensor<1x2x25x25xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<1x2x25x25xf32, #kiln.device<cpu>>
+}
+
+// -----
+
 // reduce mean: a sum over the reduced dims into zeros, then a division by
 // the element count.
 // CHECK-DAG: #[[KEEP:.+]] = affine_map<(d0, d1, d2) -> (d0, 0, 0)>

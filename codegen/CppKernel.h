@@ -1,0 +1,101 @@
+//===- CppKernel.h - the C++ kernel emitter, inside codegen -------*- C++
+//-*-===//
+//
+// Private to codegen: the emitter class behind emitKernelCpp(), whose loops
+// and GEMM calls live in CppEmitter.cpp and whose windows (small conv and
+// pool windows: taps innermost, planes made per thread, split or flattened)
+// in CppWindow.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CPPKERNEL_H
+#define KILN_CODEGEN_CPPKERNEL_H
+
+#include "codegen/CEmitter.h"
+#include "codegen/Gemm.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <optional>
+
+namespace kiln::cpp {
+
+/// Loops with fewer iterations than this run on one thread.
+inline constexpr int64_t kParallelWork = 32768;
+
+/// The f32 GEMM (Gemm.h) `op` is, if any.
+std::optional<GemmMatch> libraryGemm(mlir::linalg::GenericOp op);
+
+/// The number of leading loops of `op` when they are parallel, index its
+/// output in order (d0, d1, ...), and are followed only by reductions that
+/// unroll (kUnrolledTaps); else 0 (CppWindow.cpp).
+unsigned unrolledWindow(mlir::linalg::GenericOp op);
+/// The fill or generic that only initialises window `op`, computed per
+/// element inside its loops.
+mlir::Operation *windowPrologue(mlir::linalg::GenericOp op);
+/// The elementwise generic applied to each element of window `op`,
+/// computed inside the window's loops.
+mlir::linalg::GenericOp windowEpilogue(mlir::linalg::GenericOp op);
+/// The stride by which window `op` (with `p` parallel loops) steps through
+/// `input`'s last dim when its plane is to be stored split; else 0.
+int64_t planeSplit(mlir::linalg::GenericOp op, mlir::OpOperand *input,
+                   unsigned p);
+/// Whether window `op` runs its rows flattened over the plane `producer`
+/// makes per (image, channel).
+bool flatWindow(mlir::linalg::GenericOp op, mlir::linalg::GenericOp producer,
+                unsigned planes, mlir::Operation *prologue,
+                mlir::linalg::GenericOp epilogue);
+
+class CppEmitter : public CEmitter {
+public:
+  CppEmitter(KernelOp kernel, llvm::raw_ostream &os)
+      : CEmitter(kernel, kCppStyle), os(os) {}
+  mlir::LogicalResult emit(llvm::StringRef symbol);
+  mlir::LogicalResult emitDims(llvm::StringRef symbol);
+
+private:
+  llvm::raw_ostream &decls() override { return os; }
+  llvm::raw_ostream &body() override { return os; }
+  void declareBuffer(mlir::RankedTensorType type, const std::string &name,
+                     const std::string &count) override {
+    std::string n =
+        type.hasStaticShape()
+            ? std::to_string(std::max<int64_t>(type.getNumElements(), 1))
+            : "std::max<int64_t>(" + count + ", 1)";
+    os << llvm::formatv(
+        "  kiln_scratch {1}_owner(sizeof({0}) * {2});\n"
+        "  {0} *__restrict {1} = static_cast<{0} *>({1}_owner.data);\n",
+        typeName(type.getElementType()), name, n);
+  }
+  void emitFill(mlir::RankedTensorType, const std::string &count,
+                const std::string &out, const std::string &value) override {
+    os << llvm::formatv(
+        "  for (int64_t i = 0; i < {0}; ++i)\n    {1}[i] = {2};\n", count, out,
+        value);
+  }
+  void emitCopy(const std::string &to, const std::string &from,
+                mlir::RankedTensorType type,
+                const std::string &count) override {
+    os << llvm::formatv("  std::memcpy({0}, {1}, sizeof({2}) * {3});\n", to,
+                        from, typeName(type.getElementType()), count);
+  }
+  mlir::LogicalResult emitGenericLoops(mlir::linalg::GenericOp op) override;
+  bool defersFill(mlir::linalg::FillOp fill) override;
+  bool absorbed(mlir::Operation *op) override;
+  bool emitGemmCall(mlir::linalg::GenericOp op);
+  mlir::linalg::GenericOp planeProducer(mlir::linalg::GenericOp op,
+                                        unsigned &planes);
+  void declarePlanes(mlir::Value plane);
+  mlir::LogicalResult emitPlane(mlir::linalg::GenericOp producer,
+                                unsigned planes, std::string indent);
+  mlir::LogicalResult emitFlatWindow(mlir::linalg::GenericOp op,
+                                     mlir::linalg::GenericOp producer,
+                                     unsigned planes, mlir::Operation *prologue,
+                                     mlir::linalg::GenericOp epilogue);
+
+  llvm::raw_ostream &os;
+};
+
+} // namespace kiln::cpp
+
+#endif // KILN_CODEGEN_CPPKERNEL_H

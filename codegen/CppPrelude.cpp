@@ -1,0 +1,230 @@
+//===- CppPrelude.cpp - what every C++ kernel file starts with -----------===//
+//
+// Includes and helpers of the generated C++: NaN-propagating max/min, f32
+// exp/erf that vectorize, the scratch block cache, OpenMP pinning, and the
+// GEMMs (oneDNN's, found at run time, and kiln's own over packed panels).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CEmitter.h"
+#include "codegen/CppEmitter.h"
+
+using namespace kiln;
+
+namespace {
+constexpr const char *kPrelude = R"(#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <algorithm>
+#include <map>
+#include <new>
+#include <omp.h>
+
+namespace {
+// NaN-propagating max/min, as arith.maximumf/minimumf (and torch) define them.
+// The NaN test is on b, the new element where a accumulates (a window's
+// running max): testing a, GCC folds a chain of them into selects between
+// masks, and the taps of a max pool stop vectorizing (5x slower).
+template <typename T> inline T kiln_maximum(T a, T b) { return (b != b || b > a) ? b : a; }
+// The bits of x as a T of the same size (arith.bitcast).
+template <typename T, typename F> inline T kiln_bitcast(F x) { return __builtin_bit_cast(T, x); }
+template <typename T> inline T kiln_minimum(T a, T b) { return (b != b || b < a) ? b : a; }
+
+// f32 exp and erf without branches or calls, so that loops over them
+// vectorize (with -fno-trapping-math); NaN in, NaN out.
+inline float kiln_pow2i(int32_t n) { return __builtin_bit_cast(float, (n + 127) << 23); }
+// exp(x) = 2^n e^r with n = round(x log2(e)) and r = x - n ln(2), ln(2) in
+// two parts; e^r by Cephes' polynomial; 2^n applied in two halves so that
+// subnormal results come out right. Within 1 ulp of exp.
+inline float kiln_expf(float x) {
+  float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  float n = std::floor(c * 1.44269504088896341f + 0.5f);
+  float r = c - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t k = static_cast<int32_t>(n), h = k / 2;
+  float y = p * kiln_pow2i(h) * kiln_pow2i(k - h);
+  return x != x ? x : y;
+}
+// erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (the rational approximation of
+// Eigen and XLA), +-1 beyond; within 6 ulp of erf.
+inline float kiln_erff(float x) {
+  float c = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
+  float x2 = c * c;
+  float p = -2.72614225801306e-10f;
+  p = p * x2 + 2.77068142495902e-08f;
+  p = p * x2 + -2.10102402082508e-06f;
+  p = p * x2 + -5.69250639462346e-05f;
+  p = p * x2 + -7.34990630326855e-04f;
+  p = p * x2 + -2.95459980854025e-03f;
+  p = p * x2 + -1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * x2 + -2.13374055278905e-04f;
+  q = q * x2 + -1.68282697438203e-03f;
+  q = q * x2 + -7.37332916720468e-03f;
+  q = q * x2 + -1.42647390514189e-02f;
+  float y = c * p / q;
+  return x != x ? x : y;
+}
+} // namespace
+
+// A kernel's local tensors. Blocks go back to a per-thread cache and are
+// reused by the next request they fit (with at most half to spare), so a
+// model run again touches no fresh pages; big blocks would otherwise be
+// mmap'ed and faulted in on every call.
+struct kiln_scratch_cache {
+  std::multimap<size_t, void *> free;
+  ~kiln_scratch_cache() {
+    for (auto &block : free)
+      std::free(block.second);
+  }
+};
+inline kiln_scratch_cache &kiln_scratch_blocks() {
+  thread_local kiln_scratch_cache cache;
+  return cache;
+}
+struct kiln_scratch {
+  explicit kiln_scratch(size_t bytes) : size((bytes + 63) / 64 * 64) {
+    std::multimap<size_t, void *> &free = kiln_scratch_blocks().free;
+    auto it = free.lower_bound(size);
+    if (it != free.end() && it->first <= 2 * size) {
+      size = it->first;
+      data = it->second;
+      free.erase(it);
+    } else if (!(data = std::aligned_alloc(64, size))) {
+      throw std::bad_alloc();
+    }
+  }
+  ~kiln_scratch() { kiln_scratch_blocks().free.emplace(size, data); }
+  kiln_scratch(const kiln_scratch &) = delete;
+  kiln_scratch &operator=(const kiln_scratch &) = delete;
+  size_t size;
+  void *data = nullptr;
+};
+
+// OpenMP's worker threads outlive a parallel loop: the runtime must stay
+// loaded when this code is unloaded, or the idle threads crash the process.
+static const bool kiln_openmp_pinned =
+    dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != nullptr;
+
+// oneDNN's row-major sgemm, dlopen'ed once per process ($KILN_DNNL names the
+// library; "none" turns it off), or null: then kernels run their own loops.
+typedef int (*kiln_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t,
+                             const float *, int64_t, float, float *, int64_t);
+inline kiln_sgemm_fn kiln_dnnl_sgemm() {
+  static const kiln_sgemm_fn fn = []() -> kiln_sgemm_fn {
+    const char *env = std::getenv("KILN_DNNL");
+    if (env && !std::strcmp(env, "none"))
+      return nullptr;
+    const char *names[] = {env && *env ? env : "libdnnl.so.3", "libdnnl.so.2"};
+    for (const char *name : names)
+      if (void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))
+        if (void *sym = dlsym(lib, "dnnl_sgemm"))
+          return reinterpret_cast<kiln_sgemm_fn>(sym);
+    return nullptr;
+  }();
+  return fn;
+}
+
+// C[i] = A[i] * B (+ C[i] when accumulating) for every batch i, with A
+// row-major [m, k] and B packed as [ceil(n / 16)][k][16] panels (zero past
+// n): threads share out the panels, each streamed once per 4 rows of A.
+// False, having written nothing, when m is above max_rows, or 1 (oneDNN's
+// matrix-vector product streams B as fast).
+typedef float kiln_v8 __attribute__((vector_size(32)));
+inline kiln_v8 kiln_load8(const float *p) {
+  kiln_v8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <int R>
+inline void kiln_packed_rows(int64_t k, const float *__restrict a, const float *__restrict b,
+                             float *__restrict c, int64_t ldc, int64_t width, bool accumulate) {
+  kiln_v8 s[R][2];
+  for (int i = 0; i < R; ++i)
+    s[i][0] = s[i][1] = kiln_v8{};
+  for (int64_t x = 0; x < k; ++x) {
+    kiln_v8 b0 = kiln_load8(b + x * 16), b1 = kiln_load8(b + x * 16 + 8);
+    for (int i = 0; i < R; ++i) {
+      float v = a[i * k + x];
+      s[i][0] += v * b0;
+      s[i][1] += v * b1;
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float row[16];
+    __builtin_memcpy(row, &s[i][0], sizeof(kiln_v8));
+    __builtin_memcpy(row + 8, &s[i][1], sizeof(kiln_v8));
+    for (int64_t j = 0; j < width; ++j)
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + row[j] : row[j];
+  }
+}
+inline bool kiln_sgemm_packed(int64_t batch, int64_t m, int64_t n, int64_t k, const float *a,
+                              int64_t strideA, const float *packed, float *c, bool accumulate,
+                              int64_t max_rows) {
+  if (m > max_rows || m == 1)
+    return false;
+  const int64_t panels = (n + 15) / 16;
+#pragma omp parallel for schedule(static) if (batch * m * n * k >= 32768)
+  for (int64_t t = 0; t < batch * panels; ++t) {
+    const int64_t i = t / panels, j = t % panels, width = std::min<int64_t>(16, n - j * 16);
+    const float *b = packed + j * k * 16;
+    for (int64_t r = 0; r < m; r += 4) {
+      const float *ar = a + i * strideA + r * k;
+      float *cr = c + (i * m + r) * n + j * 16;
+      switch (std::min<int64_t>(4, m - r)) {
+      case 4: kiln_packed_rows<4>(k, ar, b, cr, n, width, accumulate); break;
+      case 3: kiln_packed_rows<3>(k, ar, b, cr, n, width, accumulate); break;
+      case 2: kiln_packed_rows<2>(k, ar, b, cr, n, width, accumulate); break;
+      default: kiln_packed_rows<1>(k, ar, b, cr, n, width, accumulate); break;
+      }
+    }
+  }
+  return true;
+}
+
+// C[i] = A[i] * B[i] (+ C[i] when accumulating) for every batch i
+// (row-major; A is [k, m] when transposed, B [n, k]); false, having written
+// nothing, without a library.
+inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                       const float *a, int64_t strideA, const float *b, int64_t strideB, float *c,
+                       bool accumulate) {
+  kiln_sgemm_fn gemm = kiln_dnnl_sgemm();
+  if (!gemm)
+    return false;
+  if (m == 0 || n == 0)
+    return true;
+  if (k == 0) {
+    if (!accumulate)
+      std::memset(c, 0, sizeof(float) * batch * m * n);
+    return true;
+  }
+  for (int64_t i = 0; i < batch; ++i)
+    if (gemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, 1.0f, a + i * strideA,
+             transA ? m : k, b + i * strideB, transB ? k : n, accumulate ? 1.0f : 0.0f,
+             c + i * m * n, n) != 0) {
+      if (i == 0)
+        return false; // rejected before writing anything
+      std::abort();
+    }
+  return true;
+}
+)";
+
+static_assert(kPackedColumns == 16,
+              "kiln_sgemm_packed in kPrelude reads panels of 16 columns");
+} // namespace
+
+std::string kiln::kernelPrelude() {
+  return kPrelude +
+         ("namespace {\n" + narrowFloatFunctions("inline", kCppStyle) +
+          "} // namespace\n");
+}
