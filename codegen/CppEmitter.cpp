@@ -218,9 +218,6 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   return success();
 }
 
-/// One buffer of one plane of `plane` per thread, allocated before the
-/// threads start: a failed allocation inside them could not reach the caller.
-
 LogicalResult CppEmitter::emitDims(StringRef symbol) {
   os << "extern \"C\" const char *" << symbol
      << "_dims(int64_t *dims, void *const *inputs) {\n";

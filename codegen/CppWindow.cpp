@@ -282,6 +282,8 @@ bool CppEmitter::absorbed(Operation *op) {
   return false;
 }
 
+/// One buffer of one plane of `plane` per thread, allocated before the
+/// threads start: a failed allocation inside them could not reach the caller.
 /// A split plane has two: the producer's, and the split copy.
 void CppEmitter::declarePlanes(Value plane) {
   std::string name = bufferFor(plane);
