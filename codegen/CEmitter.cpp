@@ -267,8 +267,8 @@ std::string CEmitter::index(Value tensor, AffineMap map, bool broadcast) {
   if (int64_t split = planeSplits.lookup(tensor)) {
     // The last index e lies at (e mod S, e floordiv S) in [S][ceil(W / S)].
     AffineExpr last = map.getResults().back();
-    indices.back() = cAffine(last % split);
-    indices.push_back(cAffine(last.floorDiv(split)));
+    indices.back() = cAffine(last % split, dimNames);
+    indices.push_back(cAffine(last.floorDiv(split), dimNames));
     sizes.back() =
         std::to_string(llvm::divideCeil(type.getShape().back(), split));
     sizes.insert(sizes.end() - 1, std::to_string(split));

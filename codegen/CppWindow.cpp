@@ -393,7 +393,9 @@ LogicalResult CppEmitter::emitFlatWindow(linalg::GenericOp op,
                       "{0}{4} *__restrict {5} = {3} + {2};\n",
                       indent, size, size + width, name, type, rows);
   // The prologue, window and epilogue write the rows buffer, at row 0.
-  SmallVector<Value> values = {op.getDpsInits()[0], result, last};
+  SmallVector<Value> values = {op.getDpsInits()[0], result};
+  if (epilogue)
+    values.push_back(last);
   SmallVector<std::string> saved;
   for (Value v : values) {
     saved.push_back(bufferFor(v));

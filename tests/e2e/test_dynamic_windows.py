@@ -57,47 +57,96 @@ class DynamicWindows(kt.KilnTestCase):
                     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
     def test_depthwise_conv_after_its_padding(self):
-        """A padded depthwise conv (weights known, taps unrolled) with ReLU6:
-        without a channel multiplier the CPU code pads each (image, channel)
-        plane just before the window reads it. Static and run-time batch and
-        sizes, strides 1 and 2, channel multipliers 1 and 2."""
+        """A padded depthwise conv (weights known, taps unrolled), with ReLU6
+        or alone: without a channel multiplier the CPU code pads each
+        (image, channel) plane just before the window reads it; a static
+        plane narrower than kSplitPlaneWidth (24) at stride 1 runs its rows
+        flattened, and one at least that wide at stride 2 is read from a
+        copy split by 2. Static and run-time batch and sizes, strides 1 and
+        2, channel multipliers 1 and 2."""
         torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h, numpy_helper as nh
         c = 6
-        for dims in (["n", c, "h", "w"], [1, c, 9, 10]):
-            for stride in (1, 2):
-                for mult in (1, 2):
-                    tag = "dw_%s_s%d_m%d" % ("sym" if dims[0] == "n" else "static", stride, mult)
-                    with self.subTest(tag):
-                        rng = np.random.default_rng(stride * 10 + mult)
-                        w = rng.standard_normal((c * mult, 1, 3, 3)).astype(np.float32)
-                        b = rng.standard_normal(c * mult).astype(np.float32)
-                        graph = h.make_graph(
-                            [h.make_node("Conv", ["x", "w", "b"], ["y0"], group=c,
-                                         pads=[1, 1, 1, 1], strides=[stride, stride]),
-                             h.make_node("Clip", ["y0", "lo", "hi"], ["y"])],
-                            tag, [tensor("x", T.FLOAT, dims)], [tensor("y", T.FLOAT, None)],
-                            [nh.from_array(w, "w"), nh.from_array(b, "b"),
-                             nh.from_array(np.array(0, np.float32), "lo"),
-                             nh.from_array(np.array(6, np.float32), "hi")])
-                        m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-                        path = self.save_model(m, tag + ".onnx")
-                        cpp = kt.kilnc(path, "--emit=cpp")
-                        kt.assert_success(self, cpp)
-                        # A multiplier reads channel c // 2: no whole planes
-                        # to share out, so the pad runs whole first.
-                        (self.assertIn if mult == 1 else self.assertNotIn)(
-                            "one plane", cpp.stdout)
-                        artifact = self.compiled(m, tag)
-                        sizes = ((2, 9, 10), (1, 5, 7)) if dims[0] == "n" else ((1, 9, 10),)
-                        for n, hh, ww in sizes:
-                            x = rng.standard_normal((n, c, hh, ww)).astype(np.float32) * 3
-                            (got,) = self.run_at(artifact, "%s_%d_%d" % (tag, n, hh), [x])
-                            want = torch.nn.functional.conv2d(
-                                torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
-                                stride=stride, padding=1, groups=c).clamp(0, 6).numpy()
-                            self.assertEqual(got.shape, want.shape)
-                            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        for dims in (["n", c, "h", "w"], [1, c, 9, 10], [1, c, 9, 50]):
+            for relu6 in ((True,) if dims[0] == "n" else (True, False)):
+                for stride in (1, 2):
+                    for mult in (1, 2):
+                        kind = "sym" if dims[0] == "n" else "static%d" % dims[3]
+                        tag = "dw_%s_s%d_m%d%s" % (kind, stride, mult, "_relu6" if relu6 else "")
+                        with self.subTest(tag):
+                            self.check_depthwise(torch, tag, dims, relu6, stride, mult)
+
+    def check_depthwise(self, torch, tag, dims, relu6, stride, mult):
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        c = dims[1]
+        rng = np.random.default_rng(stride * 10 + mult)
+        w = rng.standard_normal((c * mult, 1, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(c * mult).astype(np.float32)
+        nodes = [h.make_node("Conv", ["x", "w", "b"], ["y0" if relu6 else "y"], group=c,
+                             pads=[1, 1, 1, 1], strides=[stride, stride])]
+        inits = [nh.from_array(w, "w"), nh.from_array(b, "b")]
+        if relu6:
+            nodes.append(h.make_node("Clip", ["y0", "lo", "hi"], ["y"]))
+            inits += [nh.from_array(np.array(0, np.float32), "lo"),
+                      nh.from_array(np.array(6, np.float32), "hi")]
+        graph = h.make_graph(nodes, tag, [tensor("x", T.FLOAT, dims)],
+                             [tensor("y", T.FLOAT, None)], inits)
+        m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+        path = self.save_model(m, tag + ".onnx")
+        cpp = kt.kilnc(path, "--emit=cpp")
+        kt.assert_success(self, cpp)
+        # A multiplier reads channel c // 2: no whole planes to share out,
+        # so the pad runs whole first.
+        (self.assertIn if mult == 1 else self.assertNotIn)("one plane", cpp.stdout)
+        static = dims[0] != "n"
+        (self.assertIn if static and mult == 1 and stride == 1 and dims[3] < 24
+         else self.assertNotIn)("rows flattened", cpp.stdout)
+        (self.assertIn if static and mult == 1 and stride == 2 and dims[3] >= 48
+         else self.assertNotIn)("(r * 2 + q)", cpp.stdout)
+        artifact = self.compiled(m, tag)
+        sizes = ((2, 9, 10), (1, 5, 7)) if dims[0] == "n" else ((1, dims[2], dims[3]),)
+        for n, hh, ww in sizes:
+            x = rng.standard_normal((n, c, hh, ww)).astype(np.float32) * 3
+            (got,) = self.run_at(artifact, "%s_%d_%d" % (tag, n, hh), [x])
+            want = torch.nn.functional.conv2d(
+                torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
+                stride=stride, padding=1, groups=c)
+            if relu6:
+                want = want.clamp(0, 6)
+            want = want.numpy()
+            self.assertEqual(got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_strided_max_pools_with_taps_innermost(self):
+        """Max pools of stride 2 whose rows are at least 24 wide loop their
+        taps innermost, padded (the plane split by 2) or not; NaN wins
+        wherever a window holds one, as in torch."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h
+        rng = np.random.default_rng(7)
+        for k, pad in ((2, 0), (3, 0), (3, 1)):
+            tag = "maxpool_k%d_p%d" % (k, pad)
+            with self.subTest(tag):
+                m = kt.onnx_model(
+                    [h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[k, k],
+                                 strides=[2, 2], pads=[pad] * 4)],
+                    [tensor("x", T.FLOAT, ["n", 3, 20, 60])],
+                    [tensor("y", T.FLOAT, None)], 13)
+                path = self.save_model(m, tag + ".onnx")
+                cpp = kt.kilnc(path, "--emit=cpp")
+                kt.assert_success(self, cpp)
+                (self.assertIn if pad else self.assertNotIn)("(r * 2 + q)", cpp.stdout)
+                artifact = self.compiled(m, tag)
+                x = rng.standard_normal((2, 3, 20, 60)).astype(np.float32)
+                x[0, 1, 4, 7] = np.nan
+                x[1, 2, 11, 40] = np.nan
+                (got,) = self.run_at(artifact, tag, [x])
+                want = torch.nn.functional.max_pool2d(
+                    torch.from_numpy(x), k, stride=2, padding=pad).numpy()
+                self.assertEqual(got.shape, want.shape)
+                self.assertTrue(np.isnan(got).any())
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+                np.testing.assert_allclose(got, want, rtol=0, atol=0)
 
     def test_causal_conv_with_channels_counted_at_run_time(self):
         """CausalConvWithState becomes a depthwise conv whose group count is
