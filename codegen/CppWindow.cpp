@@ -162,6 +162,16 @@ linalg::GenericOp CppEmitter::planeProducer(linalg::GenericOp op,
   return {};
 }
 
+/// Whether `e` reads only dims `from` and after (a window's taps).
+static bool onlyDimsFrom(AffineExpr e, unsigned from) {
+  bool only = true;
+  e.walk([&](AffineExpr x) {
+    if (auto d = dyn_cast<AffineDimExpr>(x))
+      only &= d.getPosition() >= from;
+  });
+  return only;
+}
+
 /// The stride S of window `op`'s innermost output loop in its read of
 /// `input`'s last dim, when that read is (output * S + taps) with S > 1,
 /// the dim static and the loop at least kSplitPlaneWidth long: the plane is
@@ -186,27 +196,11 @@ int64_t cpp::planeSplit(linalg::GenericOp op, OpOperand *input, unsigned p) {
       continue;
     auto dim = dyn_cast<AffineDimExpr>(mul.getLHS());
     auto stride = dyn_cast<AffineConstantExpr>(mul.getRHS());
-    if (!dim || !stride || dim.getPosition() + 1 != p || stride.getValue() < 2)
-      continue;
-    bool onlyTaps = true;
-    taps.walk([&](AffineExpr e) {
-      if (auto d = dyn_cast<AffineDimExpr>(e))
-        onlyTaps &= d.getPosition() >= p;
-    });
-    if (onlyTaps)
+    if (dim && stride && dim.getPosition() + 1 == p && stride.getValue() >= 2 &&
+        onlyDimsFrom(taps, p))
       return stride.getValue();
   }
   return 0;
-}
-
-/// Whether `e` reads only dims `from` and after (a window's taps).
-static bool onlyDimsFrom(AffineExpr e, unsigned from) {
-  bool only = true;
-  e.walk([&](AffineExpr x) {
-    if (auto d = dyn_cast<AffineDimExpr>(x))
-      only &= d.getPosition() >= from;
-  });
-  return only;
 }
 
 /// Whether window `op`, whose plane `producer` makes per (image, channel),
@@ -216,9 +210,9 @@ static bool onlyDimsFrom(AffineExpr e, unsigned from) {
 /// read the plane at (row + taps, column + taps), with unit stride, and
 /// nothing else it, its prologue or its epilogue read may depend on the
 /// row or column, and its init must be its prologue's. For rows narrower
-/// than kSplitPlaneWidth: the loop around
-/// the taps is then long enough to vectorize well (mobilenet_v2's 14x14
-/// depthwise windows, 1 thread: 1.54x faster; 7x7: 1.45x).
+/// than kSplitPlaneWidth: the loop around the taps is then long enough to
+/// vectorize well (mobilenet_v2's 14x14 depthwise windows, 1 thread: 1.54x
+/// faster; 7x7: 1.45x; 28 wide and more was slower).
 bool cpp::flatWindow(linalg::GenericOp op, linalg::GenericOp producer,
                      unsigned planes, Operation *prologue,
                      linalg::GenericOp epilogue) {
