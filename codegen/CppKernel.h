@@ -1,5 +1,4 @@
-//===- CppKernel.h - the C++ kernel emitter, inside codegen -------*- C++
-//-*-===//
+//===- CppKernel.h - the C++ kernel emitter, inside codegen -----*- C++ -*-===//
 //
 // Private to codegen: the emitter class behind emitKernelCpp(), whose loops
 // and GEMM calls live in CppEmitter.cpp and whose windows (small conv and
