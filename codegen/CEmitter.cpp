@@ -258,23 +258,30 @@ std::string CEmitter::index(Value tensor, AffineMap map, bool broadcast) {
       indices.back() =
           "(" + dimExpr(tensor, i) + " == 1 ? 0 : " + indices.back() + ")";
   }
-  unsigned skip = planeDims.lookup(tensor);
-  SmallVector<std::string> sizes;
-  for (int64_t i = skip; i < type.getRank(); ++i)
-    sizes.push_back(dimExpr(tensor, i));
-  if (int64_t rows = planeRows.lookup(tensor))
-    sizes.back() = std::to_string(rows);
   if (int64_t split = planeSplits.lookup(tensor)) {
     // The last index e lies at (e mod S, e floordiv S) in [S][ceil(W / S)].
     AffineExpr last = map.getResults().back();
     indices.back() = cAffine(last % split, dimNames);
     indices.push_back(cAffine(last.floorDiv(split), dimNames));
+  }
+  SmallVector<std::string> sizes = storedSizes(tensor);
+  return rowMajor(ArrayRef(indices).drop_front(planeDims.lookup(tensor)),
+                  [&](int64_t i) { return sizes[i]; });
+}
+
+SmallVector<std::string> CEmitter::storedSizes(Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  SmallVector<std::string> sizes;
+  for (int64_t i = planeDims.lookup(tensor); i < type.getRank(); ++i)
+    sizes.push_back(dimExpr(tensor, i));
+  if (int64_t rows = planeRows.lookup(tensor))
+    sizes.back() = std::to_string(rows);
+  if (int64_t split = planeSplits.lookup(tensor)) {
     sizes.back() =
         std::to_string(llvm::divideCeil(type.getShape().back(), split));
     sizes.insert(sizes.end() - 1, std::to_string(split));
   }
-  return rowMajor(ArrayRef(indices).drop_front(skip),
-                  [&](int64_t i) { return sizes[i]; });
+  return sizes;
 }
 
 // Where argument `arg` (inputs, then outputs) starts in the kernel's dims
@@ -311,14 +318,9 @@ std::string CEmitter::dimExpr(Value tensor, int64_t i) {
 }
 
 std::string CEmitter::numElements(Value tensor) {
-  auto type = cast<RankedTensorType>(tensor.getType());
-  int64_t split = planeSplits.lookup(tensor);
   std::string n = "1";
-  for (int64_t i = planeDims.lookup(tensor); i < type.getRank(); ++i)
-    n = mulExpr(n, split && i + 1 == type.getRank()
-                       ? std::to_string(split * llvm::divideCeil(
-                                                    type.getShape()[i], split))
-                       : dimExpr(tensor, i));
+  for (const std::string &size : storedSizes(tensor))
+    n = mulExpr(n, size);
   return n;
 }
 

@@ -133,6 +133,9 @@ protected:
   /// static, else `dims[k]` for a kernel argument's dim or the scalar its
   /// tensor.empty was sized with; "" when unknown.
   std::string dimExpr(mlir::Value tensor, int64_t i);
+  /// The sizes of `tensor` as its buffer stores it (planeDims, planeRows,
+  /// planeSplits applied), C expressions.
+  llvm::SmallVector<std::string> storedSizes(mlir::Value tensor);
   /// The number of elements of `tensor`, a C expression.
   std::string numElements(mlir::Value tensor);
   /// The trip count of loop `d` of `op`, a C expression ("" when unknown).

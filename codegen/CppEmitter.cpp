@@ -118,6 +118,17 @@ static unsigned parallelPrefix(linalg::GenericOp op) {
   return n;
 }
 
+/// The leading `shared` loops of `op` shared out between the threads of the
+/// OpenMP pool (the one oneDNN uses too) when there is enough work.
+void CppEmitter::emitParallelFor(linalg::GenericOp op, unsigned shared) {
+  std::string work = "int64_t(1)";
+  for (unsigned d = 0; d < op.getNumLoops(); ++d)
+    work += " * " + loopRange(op, d);
+  os << llvm::formatv("#pragma omp parallel for collapse({0}) "
+                      "schedule(static) if ({1} >= {2})\n",
+                      shared, work, kParallelWork);
+}
+
 LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   Operation *prologue = windowPrologue(op);
   linalg::GenericOp epilogue = windowEpilogue(op);
@@ -154,24 +165,14 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   if (producer)
     declarePlanes(producer.getResult(0));
   os << "  // linalg.generic: " << iteratorList(op) << "\n";
-  // The leading parallel loops are shared out between the threads of the
-  // OpenMP pool (the one oneDNN uses too) when there is enough work.
-  if (unsigned shared = producer ? planes : parallelPrefix(op)) {
-    std::string work = "int64_t(1)";
-    for (const std::string &size : ranges)
-      work += " * " + size;
-    os << llvm::formatv("#pragma omp parallel for collapse({0}) "
-                        "schedule(static) if ({1} >= {2})\n",
-                        shared, work, kParallelWork);
-  }
+  if (unsigned shared = producer ? planes : parallelPrefix(op))
+    emitParallelFor(op, shared);
   // With a prologue or epilogue, the last parallel loop's body holds them
   // around the reduction loops.
   bool around = prologue || epilogue;
   std::string indent = "  ", outer;
   for (auto [dim, size] : llvm::enumerate(ranges)) {
-    os << indent
-       << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})", dim,
-                        size);
+    os << indent << forLoop(dim, size);
     bool opens = dim + 1 == ranges.size() || (around && dim + 1 == p);
     os << (opens || (producer && dim + 1 == planes) ? " {\n" : "\n");
     indent += "  ";
@@ -180,13 +181,7 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
       return failure();
     if (around && dim + 1 == p) {
       outer = indent;
-      if (auto fill = dyn_cast_or_null<linalg::FillOp>(prologue))
-        os << indent << bufferFor(fill.getResult(0)) << "["
-           << index(op.getResult(0),
-                    op.getMatchingIndexingMap(op.getDpsInitOperand(0)))
-           << "] = " << scalarOf(fill.getInputs()[0]) << ";\n";
-      else if (prologue && failed(emitGenericBody(
-                               cast<linalg::GenericOp>(prologue), indent)))
+      if (failed(emitWindowPrologue(op, prologue, indent)))
         return failure();
     }
   }
@@ -196,19 +191,8 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
     return failure();
   if (around) {
     os << outer << "}\n";
-    // The epilogue reads the element just computed, where it was written
-    // (a dynamic dim of it cannot broadcast).
-    if (epilogue) {
-      Value result = op.getResult(0);
-      reads[result] =
-          bufferFor(result) + "[" +
-          index(result, op.getMatchingIndexingMap(op.getDpsInitOperand(0))) +
-          "]";
-      LogicalResult ok = emitGenericBody(epilogue, outer);
-      reads.erase(result);
-      if (failed(ok))
-        return failure();
-    }
+    if (failed(emitWindowEpilogue(op, epilogue, outer)))
+      return failure();
   }
   os << "  }\n";
   if (producer)

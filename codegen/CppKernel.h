@@ -22,6 +22,11 @@ namespace kiln::cpp {
 /// Loops with fewer iterations than this run on one thread.
 inline constexpr int64_t kParallelWork = 32768;
 
+/// `for (int64_t dD = 0; dD < SIZE; ++dD)`, the header of loop dim `d`.
+inline std::string forLoop(unsigned d, llvm::StringRef size) {
+  return llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})", d, size);
+}
+
 /// The f32 GEMM (Gemm.h) `op` is, if any.
 std::optional<GemmMatch> libraryGemm(mlir::linalg::GenericOp op);
 
@@ -82,6 +87,13 @@ private:
   bool defersFill(mlir::linalg::FillOp fill) override;
   bool absorbed(mlir::Operation *op) override;
   bool emitGemmCall(mlir::linalg::GenericOp op);
+  void emitParallelFor(mlir::linalg::GenericOp op, unsigned shared);
+  mlir::LogicalResult emitWindowPrologue(mlir::linalg::GenericOp op,
+                                         mlir::Operation *prologue,
+                                         const std::string &indent);
+  mlir::LogicalResult emitWindowEpilogue(mlir::linalg::GenericOp op,
+                                         mlir::linalg::GenericOp epilogue,
+                                         const std::string &indent);
   mlir::linalg::GenericOp planeProducer(mlir::linalg::GenericOp op,
                                         unsigned &planes);
   void declarePlanes(mlir::Value plane);

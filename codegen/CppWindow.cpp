@@ -276,6 +276,38 @@ bool CppEmitter::absorbed(Operation *op) {
   return false;
 }
 
+/// Window `op`'s init (a fill or a generic), written for the element its
+/// loops are at.
+LogicalResult CppEmitter::emitWindowPrologue(linalg::GenericOp op,
+                                             Operation *prologue,
+                                             const std::string &indent) {
+  if (auto fill = dyn_cast_or_null<linalg::FillOp>(prologue))
+    os << indent << bufferFor(fill.getResult(0)) << "["
+       << index(op.getResult(0),
+                op.getMatchingIndexingMap(op.getDpsInitOperand(0)))
+       << "] = " << scalarOf(fill.getInputs()[0]) << ";\n";
+  else if (prologue &&
+           failed(emitGenericBody(cast<linalg::GenericOp>(prologue), indent)))
+    return failure();
+  return success();
+}
+
+/// Window `op`'s epilogue, if any, reading the element just computed where
+/// it was written (a dynamic dim of it cannot broadcast).
+LogicalResult CppEmitter::emitWindowEpilogue(linalg::GenericOp op,
+                                             linalg::GenericOp epilogue,
+                                             const std::string &indent) {
+  if (!epilogue)
+    return success();
+  Value result = op.getResult(0);
+  reads[result] =
+      bufferFor(result) + "[" +
+      index(result, op.getMatchingIndexingMap(op.getDpsInitOperand(0))) + "]";
+  LogicalResult ok = emitGenericBody(epilogue, indent);
+  reads.erase(result);
+  return ok;
+}
+
 /// One buffer of one plane of `plane` per thread, allocated before the
 /// threads start: a failed allocation inside them could not reach the caller.
 /// A split plane has two: the producer's, and the split copy.
@@ -310,8 +342,7 @@ LogicalResult CppEmitter::emitPlane(linalg::GenericOp producer, unsigned planes,
     if (size.empty())
       return producer.emitOpError()
              << "has a dynamic loop the kernel emitter cannot size";
-    os << indent
-       << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})", d, size)
+    os << indent << forLoop(d, size)
        << (d + 1 == producer.getNumLoops() ? " {\n" : "\n");
     indent += "  ";
   }
@@ -365,17 +396,10 @@ LogicalResult CppEmitter::emitFlatWindow(linalg::GenericOp op,
                       "omp_get_max_threads());\n",
                       name, size + width + flat, type);
   os << "  // linalg.generic: " << iteratorList(op) << ", rows flattened\n";
-  std::string work = "int64_t(1)";
-  for (unsigned d = 0; d < op.getNumLoops(); ++d)
-    work += " * " + loopRange(op, d);
-  os << llvm::formatv("#pragma omp parallel for collapse({0}) "
-                      "schedule(static) if ({1} >= {2})\n",
-                      planes, work, kParallelWork);
+  emitParallelFor(op, planes);
   std::string indent = "  ";
   for (unsigned d = 0; d < planes; ++d) {
-    os << indent
-       << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})", d,
-                        loopRange(op, d))
+    os << indent << forLoop(d, loopRange(op, d))
        << (d + 1 == planes ? " {\n" : "\n");
     indent += "  ";
   }
@@ -403,31 +427,19 @@ LogicalResult CppEmitter::emitFlatWindow(linalg::GenericOp op,
   os << llvm::formatv("{0}for (int64_t {1} = 0; {1} < {2}; ++{1}) {{\n", indent,
                       column, flat);
   std::string inner = indent + "  ";
-  AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
-  if (auto fill = dyn_cast_or_null<linalg::FillOp>(prologue))
-    os << inner << rows << "[" << index(result, outMap)
-       << "] = " << scalarOf(fill.getInputs()[0]) << ";\n";
-  else if (prologue &&
-           failed(emitGenericBody(cast<linalg::GenericOp>(prologue), inner)))
+  if (failed(emitWindowPrologue(op, prologue, inner)))
     return failure();
   std::string taps = inner;
   for (unsigned d = p; d < op.getNumLoops(); ++d) {
-    os << taps
-       << llvm::formatv("for (int64_t d{0} = 0; d{0} < {1}; ++d{0})", d,
-                        loopRange(op, d))
+    os << taps << forLoop(d, loopRange(op, d))
        << (d + 1 == op.getNumLoops() ? " {\n" : "\n");
     taps += "  ";
   }
   if (failed(emitGenericBody(op, taps)))
     return failure();
   os << inner << "}\n";
-  if (epilogue) {
-    reads[result] = rows + "[" + index(result, outMap) + "]";
-    LogicalResult ok = emitGenericBody(epilogue, inner);
-    reads.erase(result);
-    if (failed(ok))
-      return failure();
-  }
+  if (failed(emitWindowEpilogue(op, epilogue, inner)))
+    return failure();
   os << indent << "}\n";
   dimNames.clear();
   for (auto [v, buffer] : llvm::zip(values, saved)) {
