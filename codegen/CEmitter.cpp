@@ -226,8 +226,13 @@ std::string CEmitter::bufferFor(Value tensor) {
   if (it != buffers.end())
     return it->second;
   std::string name = fresh("t");
-  declareBuffer(cast<RankedTensorType>(tensor.getType()), name,
-                numElements(tensor));
+  auto type = cast<RankedTensorType>(tensor.getType());
+  auto shared = sharesWhen.find(tensor);
+  if (shared != sharesWhen.end())
+    declareBufferUnless(type, name, numElements(tensor), shared->second.second,
+                        shared->second.first);
+  else
+    declareBuffer(type, name, numElements(tensor));
   buffers[tensor] = name;
   return name;
 }
@@ -284,9 +289,7 @@ SmallVector<std::string> CEmitter::storedSizes(Value tensor) {
   return sizes;
 }
 
-// Where argument `arg` (inputs, then outputs) starts in the kernel's dims
-// array: the ranks of the arguments before it.
-static int64_t dimsOffset(KernelOp kernel, unsigned arg) {
+int64_t kiln::dimsOffset(KernelOp kernel, unsigned arg) {
   SmallVector<Type> types(kernel->getOperandTypes());
   llvm::append_range(types, kernel->getResultTypes());
   int64_t offset = 0;
@@ -774,10 +777,91 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
   return success();
 }
 
+/// Where the size of dim `i` of `tensor` comes from: a kernel argument's
+/// dim, or the index value a tensor.empty was sized with (through
+/// tensor.dim to the dim it reads); null when unknown.
+static std::pair<Value, int64_t> dimOrigin(Value tensor, int64_t i) {
+  if (isa<BlockArgument>(tensor))
+    return {tensor, i};
+  Operation *def = tensor.getDefiningOp();
+  if (auto empty = dyn_cast<tensor::EmptyOp>(def)) {
+    if (!empty.getType().isDynamicDim(i))
+      return {};
+    Value size = empty.getDynamicSize(i);
+    if (auto dim = size.getDefiningOp<tensor::DimOp>())
+      if (std::optional<int64_t> index = dim.getConstantIndex())
+        return dimOrigin(dim.getSource(), *index);
+    return {size, -1};
+  }
+  if (auto cast = dyn_cast<tensor::CastOp>(def))
+    return dimOrigin(cast.getSource(), i);
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(def))
+    return dimOrigin(dps.getDpsInits()[cast<OpResult>(tensor).getResultNumber()],
+                     i);
+  return {};
+}
+
+/// Whether `a` and `b` (of one type) have the same dynamic dims at run time
+/// as far as the kernel shows: a dim that may be 1 and broadcast in one of
+/// them is not.
+static bool sameDims(Value a, Value b) {
+  auto type = cast<RankedTensorType>(a.getType());
+  for (int64_t i = 0; i < type.getRank(); ++i) {
+    if (!type.isDynamicDim(i))
+      continue;
+    std::pair<Value, int64_t> origin = dimOrigin(a, i);
+    if (!origin.first || origin != dimOrigin(b, i))
+      return false;
+  }
+  return true;
+}
+
+/// The first tensor of `value`'s chain of destinations (the tensor whose
+/// buffer every op of the chain updates in place).
+static Value chainRoot(Value value) {
+  while (auto dps = value.getDefiningOp<DestinationStyleOpInterface>()) {
+    if (value.getDefiningOp()->getNumResults() != 1)
+      break;
+    Value init = dps.getDpsInits()[0];
+    Operation *def = init.getDefiningOp();
+    if (!init.hasOneUse() || !def || !isa<linalg::LinalgOp>(def))
+      break;
+    value = init;
+  }
+  return value;
+}
+
+std::string CEmitter::sameDimsAtRunTime(Value input, Value output) {
+  Block &block = kernel.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  auto yielded = llvm::find(yield.getValues(), output);
+  if (yielded == yield.getValues().end())
+    return "";
+  int64_t outputDims = dimsOffset(
+      kernel, block.getNumArguments() +
+                  std::distance(yield.getValues().begin(), yielded));
+  auto type = cast<RankedTensorType>(input.getType());
+  std::string same;
+  for (int64_t i = 0; i < type.getRank(); ++i) {
+    if (!type.isDynamicDim(i))
+      continue;
+    auto [source, at] = dimOrigin(input, i);
+    auto arg = dyn_cast_or_null<BlockArgument>(source);
+    if (!arg || arg.getOwner() != &block)
+      return "";
+    same += llvm::formatv("{0}dims[{1}] == dims[{2}]", same.empty() ? "" : " && ",
+                          dimsOffset(kernel, arg.getArgNumber()) + at,
+                          outputDims + i)
+                .str();
+  }
+  return same;
+}
+
 /// The input of an elementwise generic that its output can overwrite: one
 /// computed in this kernel for this generic alone, of the output's type and
 /// read at the element being written (e.g. a conv's result under its bias
-/// and activation). The generic must not read its own init.
+/// and activation), when their dims agree (sameDims). The generic must not
+/// read its own init.
 static Value inPlaceInput(Operation &op) {
   auto generic = dyn_cast<linalg::GenericOp>(&op);
   if (!generic || generic.getNumDpsInits() != 1 ||
@@ -818,8 +902,17 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
     if (init.hasOneUse() && def && isa<linalg::LinalgOp>(def) &&
         !buffers.count(init))
       buffers[init] = buffers[op.getResult(0)];
-    if (Value input = inPlaceInput(op))
+    Value input = inPlaceInput(op);
+    if (!input)
+      continue;
+    // An input whose dim may be 1 and broadcast is read at index 0 along
+    // it while the output is written along it: in place only when the dims
+    // agree at run time.
+    if (sameDims(input, op.getResult(0)))
       buffers[input] = buffers[op.getResult(0)];
+    else if (std::string same = sameDimsAtRunTime(input, op.getResult(0));
+             !same.empty())
+      sharesWhen[chainRoot(input)] = {buffers[op.getResult(0)], same};
   }
   for (Operation &op : block.without_terminator()) {
     if (absorbed(&op))

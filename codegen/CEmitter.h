@@ -52,6 +52,10 @@ std::string narrowFloatFunctions(const std::string &qualifier,
 /// The spelling of a scalar element type, or "" when unsupported.
 std::string cTypeName(mlir::Type element, const CStyle &style);
 
+/// Where argument `arg` (inputs, then outputs) starts in `kernel`'s dims
+/// array: the ranks of the arguments before it.
+int64_t dimsOffset(KernelOp kernel, unsigned arg);
+
 class CEmitter {
 public:
   CEmitter(KernelOp kernel, const CStyle &style)
@@ -90,6 +94,18 @@ protected:
   virtual llvm::raw_ostream &decls() = 0;
   /// Where statements go.
   virtual llvm::raw_ostream &body() = 0;
+  /// Like declareBuffer, but `name` is to point at the buffer `other`
+  /// whenever `same` (a C condition on the dims) holds at run time: an
+  /// elementwise op's input that its output overwrites when their dims
+  /// agree, and a dim of 1 does not broadcast. By default `name` gets its
+  /// own memory always.
+  virtual void declareBufferUnless(mlir::RankedTensorType type,
+                                   const std::string &name,
+                                   const std::string &count,
+                                   const std::string &same,
+                                   const std::string &other) {
+    declareBuffer(type, name, count);
+  }
 
   // --- Shared pieces for the hooks. ---
   std::string typeName(mlir::Type element) const {
@@ -165,8 +181,15 @@ protected:
 private:
   void copyInit(mlir::Value init, mlir::Value result);
 
+  /// The condition under which an output's buffer is overwritten in place
+  /// from a tensor whose dims may differ (see declareBufferUnless).
+  std::string sameDimsAtRunTime(mlir::Value input, mlir::Value output);
+
   unsigned counter = 0;
   llvm::DenseMap<mlir::Value, std::string> buffers; // tensor -> pointer
+  /// Tensors that share an output's buffer only when their dims turn out
+  /// the same at run time: (the output's buffer, the condition).
+  llvm::DenseMap<mlir::Value, std::pair<std::string, std::string>> sharesWhen;
   llvm::DenseMap<mlir::Value, std::string> scalars; // scalar -> expression
 };
 

@@ -71,6 +71,17 @@ private:
         "  {0} *__restrict {1} = static_cast<{0} *>({1}_owner.data);\n",
         typeName(type.getElementType()), name, n);
   }
+  void declareBufferUnless(mlir::RankedTensorType type,
+                           const std::string &name, const std::string &count,
+                           const std::string &same,
+                           const std::string &other) override {
+    // Not __restrict: it may alias `other`.
+    os << llvm::formatv(
+        "  kiln_scratch {1}_owner(sizeof({0}) * ({2} ? 1 : "
+        "std::max<int64_t>({3}, 1)));\n"
+        "  {0} *{1} = {2} ? {4} : static_cast<{0} *>({1}_owner.data);\n",
+        typeName(type.getElementType()), name, same, count, other);
+  }
   void emitFill(mlir::RankedTensorType, const std::string &count,
                 const std::string &out, const std::string &value) override {
     os << llvm::formatv(
