@@ -214,7 +214,12 @@ LogicalResult CppEmitter::emitDims(StringRef symbol) {
 LogicalResult CppEmitter::emit(StringRef symbol) {
   Block &block = kernel.getBody().front();
   os << "// kiln kernel " << symbol << ", from " << kernel.getLoc() << "\n";
-  os << "extern \"C\" void " << symbol << "(void **buffers) {\n";
+  int64_t imageBytes = perImageBytes(kernel);
+  std::string image = (symbol + "_image").str();
+  if (imageBytes)
+    os << "static void " << image << "(void **buffers) {\n";
+  else
+    os << "extern \"C\" void " << symbol << "(void **buffers) {\n";
   if (hasDynamicShape(kernel))
     os << "  const int64_t *dims = static_cast<const int64_t *>(buffers["
        << block.getNumArguments() + kernel.getNumResults() << "]);\n";
@@ -239,6 +244,8 @@ LogicalResult CppEmitter::emit(StringRef symbol) {
   if (failed(emitOps(inputs, outputs)))
     return failure();
   os << "}\n";
+  if (imageBytes)
+    emitImageLoop(kernel, imageBytes, symbol, image, os);
   return success();
 }
 

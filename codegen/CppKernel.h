@@ -3,7 +3,7 @@
 // Private to codegen: the emitter class behind emitKernelCpp(), whose loops
 // and GEMM calls live in CppEmitter.cpp and whose windows (small conv and
 // pool windows: taps innermost, planes made per thread, split or flattened)
-// in CppWindow.cpp.
+// in CppWindow.cpp; kernels run image by image in CppImages.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +49,24 @@ int64_t planeSplit(mlir::linalg::GenericOp op, mlir::OpOperand *input,
 bool flatWindow(mlir::linalg::GenericOp op, mlir::linalg::GenericOp producer,
                 unsigned planes, mlir::Operation *prologue,
                 mlir::linalg::GenericOp epilogue);
+
+/// A kernel runs image by image only when the largest tensor it makes or
+/// reads is larger than this for the whole batch (a quarter of the L3 cache
+/// of the machines measured): smaller ones stay in cache between passes.
+inline constexpr int64_t kImageLoopBytes = 8 << 20;
+
+/// The bytes of one image of the largest batched tensor (its leading dim
+/// dynamic) `kernel` reads or makes, when it can run its body once per image
+/// (index of that dim) and gains from it: it has several passes, each works
+/// on every image on its own, and one image's loops are still big enough to
+/// share out among threads; else 0 (CppImages.cpp).
+int64_t perImageBytes(KernelOp kernel);
+/// `extern "C" void SYMBOL(void **buffers)`, which calls `imageSymbol` (the
+/// kernel's body) on each image in turn with the leading dims set to 1, when
+/// the batch's `bytes` per image (perImageBytes) add up to more than
+/// kImageLoopBytes; on the whole batch at once otherwise.
+void emitImageLoop(KernelOp kernel, int64_t bytes, llvm::StringRef symbol,
+                   llvm::StringRef imageSymbol, llvm::raw_ostream &os);
 
 class CppEmitter : public CEmitter {
 public:

@@ -148,6 +148,44 @@ class DynamicWindows(kt.KilnTestCase):
                 np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
                 np.testing.assert_allclose(got, want, rtol=0, atol=0)
 
+    def test_conv_kernel_run_image_by_image(self):
+        """A conv kernel (pad, im2col, GEMM, then its bias, a residual add
+        and ReLU) whose largest tensor is over 8 MiB for the batch runs its
+        body image by image; below that, one pass over the batch. The
+        residual's batch is its own symbolic dim, so at run time it can be 1
+        and broadcast over the images, or the conv's input can."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        rng = np.random.default_rng(11)
+        w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1
+        b = rng.standard_normal(32).astype(np.float32)
+        graph = h.make_graph(
+            [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             h.make_node("Add", ["c", "r"], ["s"]),
+             h.make_node("Relu", ["s"], ["y"])], "images",
+            [tensor("x", T.FLOAT, ["n", 16, 64, 64]),
+             tensor("r", T.FLOAT, ["m", 32, 64, 64])],
+            [tensor("y", T.FLOAT, None)],
+            [nh.from_array(w, "w"), nh.from_array(b, "b")])
+        m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+        path = self.save_model(m, "images.onnx")
+        cpp = kt.kilnc(path, "--emit=cpp")
+        kt.assert_success(self, cpp)
+        # One image's im2col buffer: 16 * 9 * 64 * 64 floats.
+        self.assertIn("images * 2359296 <= 8388608", cpp.stdout)
+        artifact = self.compiled(m, "images")
+        # 4 images: 9 MiB of im2col, image by image; 2 images: one pass.
+        for n, m_res in ((4, 4), (4, 1), (1, 4), (2, 2), (1, 1)):
+            with self.subTest(n=n, m=m_res):
+                x = rng.standard_normal((n, 16, 64, 64)).astype(np.float32)
+                r = rng.standard_normal((m_res, 32, 64, 64)).astype(np.float32)
+                (got,) = self.run_at(artifact, "images_%d_%d" % (n, m_res), [x, r])
+                want = torch.relu(torch.nn.functional.conv2d(
+                    torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
+                    padding=1) + torch.from_numpy(r)).numpy()
+                self.assertEqual(got.shape, want.shape)
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
     def test_causal_conv_with_channels_counted_at_run_time(self):
         """CausalConvWithState becomes a depthwise conv whose group count is
         the input's channels, read at run time."""

@@ -1,0 +1,199 @@
+//===- CppImages.cpp - kernels that run one image at a time ---------------===//
+//
+// A kernel of several passes (pad, im2col, GEMM, then its bias and
+// activation) over a batch writes each pass's whole batch before the next
+// pass reads it back; at batch 8 that is tens of MB, far past the caches.
+// When every pass works on each index of the leading dynamic dim (the batch)
+// on its own, the kernel's body runs once per image instead, with that dim
+// set to 1 in a copy of the dims array and every batched buffer advanced to
+// the image: each pass then reads what the one before it just wrote, while
+// it is still in cache, and the kernel's local tensors shrink to one image.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CppKernel.h"
+
+using namespace mlir;
+using namespace kiln;
+
+/// Whether `t` is a tensor whose leading dim is dynamic (a batch).
+static bool batched(Type t) {
+  auto type = dyn_cast<RankedTensorType>(t);
+  return type && type.getRank() > 0 && type.isDynamicDim(0);
+}
+
+/// Whether `op` works on each index of its batched operands' leading dim on
+/// its own: one parallel loop indexes the leading dim of every batched
+/// operand and nothing else, every output is batched, and its body reads
+/// batched tensors only at that loop's index.
+static bool separable(linalg::GenericOp op) {
+  std::optional<unsigned> loop;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!batched(operand.get().getType()))
+      continue;
+    auto dim = dyn_cast<AffineDimExpr>(
+        op.getMatchingIndexingMap(&operand).getResult(0));
+    if (!dim || (loop && *loop != dim.getPosition()))
+      return false;
+    loop = dim.getPosition();
+  }
+  if (!loop) // nothing batched: the same work for every image
+    return llvm::none_of(op.getDpsInits(),
+                         [](Value v) { return batched(v.getType()); });
+  if (op.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel ||
+      !llvm::all_of(op.getDpsInits(),
+                    [](Value v) { return batched(v.getType()); }))
+    return false;
+  for (OpOperand &operand : op->getOpOperands()) {
+    ArrayRef<AffineExpr> results =
+        op.getMatchingIndexingMap(&operand).getResults();
+    if (batched(operand.get().getType()))
+      results = results.drop_front();
+    for (AffineExpr e : results)
+      if (e.isFunctionOfDim(*loop))
+        return false;
+  }
+  WalkResult walk = op.getRegion().walk([&](Operation *inner) {
+    if (auto index = dyn_cast<linalg::IndexOp>(inner);
+        index && index.getDim() == *loop) {
+      for (OpOperand &use : index->getUses()) {
+        auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
+        if (!extract || use.getOperandNumber() != 1 ||
+            !batched(extract.getTensor().getType()))
+          return WalkResult::interrupt();
+      }
+    }
+    if (auto extract = dyn_cast<tensor::ExtractOp>(inner);
+        extract && batched(extract.getTensor().getType())) {
+      auto index = extract.getIndices()[0].getDefiningOp<linalg::IndexOp>();
+      if (!index || index.getDim() != *loop)
+        return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return !walk.wasInterrupted();
+}
+
+/// Whether `size` is only ever the leading dim of local tensors, or the
+/// larger of two such sizes (a broadcast).
+static bool sizesOnlyBatches(Value size) {
+  return llvm::all_of(size.getUses(), [](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto empty = dyn_cast<tensor::EmptyOp>(user))
+      return empty.getType().isDynamicDim(0) && use.getOperandNumber() == 0;
+    return isa<arith::MaxSIOp>(user) && sizesOnlyBatches(user->getResult(0));
+  });
+}
+
+/// Whether `op`, a scalar op outside the passes, keeps to one image: a
+/// tensor.dim of another dim than the leading one, or a size of the leading
+/// dim (its tensor.dim, the larger of two) used only as one.
+static bool keepsToImages(Operation &op) {
+  if (isa<arith::ConstantOp>(op))
+    return true;
+  if (auto dim = dyn_cast<tensor::DimOp>(op)) {
+    std::optional<int64_t> index = dim.getConstantIndex();
+    return index && (*index != 0 || sizesOnlyBatches(dim));
+  }
+  if (auto max = dyn_cast<arith::MaxSIOp>(op))
+    return llvm::all_of(max->getOperands(),
+                        [](Value v) {
+                          auto dim = v.getDefiningOp<tensor::DimOp>();
+                          return (dim && dim.getConstantIndex() == 0) ||
+                                 v.getDefiningOp<arith::MaxSIOp>();
+                        }) &&
+           sizesOnlyBatches(max);
+  return false;
+}
+
+/// The bytes of one image of `t`, a batched tensor; 0 when another of its
+/// dims is dynamic.
+static int64_t imageBytes(RankedTensorType t) {
+  int64_t n = t.getElementTypeBitWidth() / 8;
+  for (int64_t size : t.getShape().drop_front())
+    n = ShapedType::isDynamic(size) ? 0 : n * size;
+  return n;
+}
+
+int64_t cpp::perImageBytes(KernelOp kernel) {
+  if (kernel->getNumResults() == 0)
+    return 0;
+  int64_t largest = 0;
+  for (Type type : kernel->getResultTypes()) {
+    auto tensor = cast<RankedTensorType>(type);
+    // Each image's loops must stay big enough to share out among threads.
+    if (!batched(tensor) ||
+        imageBytes(tensor) < kParallelWork * (tensor.getElementTypeBitWidth() / 8))
+      return 0;
+    largest = std::max(largest, imageBytes(tensor));
+  }
+  for (Type type : kernel->getOperandTypes())
+    if (batched(type))
+      largest = std::max(largest, imageBytes(cast<RankedTensorType>(type)));
+  unsigned passes = 0;
+  for (Operation &op : kernel.getBody().front()) {
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      if (!separable(generic))
+        return 0;
+      ++passes;
+    } else if (isa<arith::ConstantOp, tensor::DimOp, arith::MaxSIOp>(op)) {
+      if (!keepsToImages(op))
+        return 0;
+    } else if (auto cast = dyn_cast<tensor::CastOp>(op)) {
+      if (batched(cast.getSource().getType()) != batched(cast.getType()))
+        return 0;
+    } else if (auto empty = dyn_cast<tensor::EmptyOp>(op)) {
+      if (batched(empty.getType()))
+        largest = std::max(largest, imageBytes(empty.getType()));
+    } else if (!isa<linalg::FillOp, YieldOp>(op)) {
+      return 0;
+    }
+  }
+  // One pass gains nothing from running image by image.
+  return passes > 1 ? largest : 0;
+}
+
+void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,
+                        StringRef imageSymbol, raw_ostream &os) {
+  SmallVector<Type> types(kernel->getOperandTypes());
+  llvm::append_range(types, kernel->getResultTypes());
+  int64_t total = dimsOffset(kernel, types.size());
+  unsigned firstResult = kernel->getNumOperands();
+  os << "// Runs " << imageSymbol
+     << " on each image (index of the leading dim) in turn.\n"
+     << "extern \"C\" void " << symbol << "(void **buffers) {\n"
+     << "  const int64_t *dims = static_cast<const int64_t *>(buffers["
+     << types.size() << "]);\n"
+     << "  const int64_t images = dims[" << dimsOffset(kernel, firstResult)
+     << "];\n"
+     << "  // Small batches stay in cache: one pass over all of them.\n"
+     << "  if (images * " << bytes << " <= " << kImageLoopBytes << ")\n"
+     << "    return " << imageSymbol << "(buffers);\n"
+     << "  int64_t one[" << total << "];\n"
+     << "  std::memcpy(one, dims, sizeof(one));\n";
+  for (auto [i, type] : llvm::enumerate(types))
+    if (batched(type))
+      os << "  one[" << dimsOffset(kernel, i) << "] = 1;\n";
+  os << "  void *image[" << types.size() + 1 << "];\n"
+     << "  image[" << types.size() << "] = one;\n"
+     << "  for (int64_t n = 0; n < images; ++n) {\n";
+  for (auto [i, type] : llvm::enumerate(types)) {
+    os << "    image[" << i << "] = ";
+    if (!batched(type)) {
+      os << "buffers[" << i << "];\n";
+      continue;
+    }
+    // A leading dim of 1 broadcasts: every image reads the same one.
+    auto tensor = cast<RankedTensorType>(type);
+    int64_t at = dimsOffset(kernel, i);
+    os << "static_cast<char *>(buffers[" << i << "]) + (dims[" << at
+       << "] == 1 ? 0 : n) * int64_t(sizeof("
+       << cTypeName(tensor.getElementType(), kCppStyle) << "))";
+    for (int64_t d = 1; d < tensor.getRank(); ++d)
+      os << " * "
+         << (tensor.isDynamicDim(d) ? "dims[" + std::to_string(at + d) + "]"
+                                    : std::to_string(tensor.getDimSize(d)));
+    os << ";\n";
+  }
+  os << "    " << imageSymbol << "(image);\n  }\n}\n";
+}
