@@ -796,8 +796,8 @@ static std::pair<Value, int64_t> dimOrigin(Value tensor, int64_t i) {
   if (auto cast = dyn_cast<tensor::CastOp>(def))
     return dimOrigin(cast.getSource(), i);
   if (auto dps = dyn_cast<DestinationStyleOpInterface>(def))
-    return dimOrigin(dps.getDpsInits()[cast<OpResult>(tensor).getResultNumber()],
-                     i);
+    return dimOrigin(
+        dps.getDpsInits()[cast<OpResult>(tensor).getResultNumber()], i);
   return {};
 }
 
@@ -837,9 +837,9 @@ std::string CEmitter::sameDimsAtRunTime(Value input, Value output) {
   auto yielded = llvm::find(yield.getValues(), output);
   if (yielded == yield.getValues().end())
     return "";
-  int64_t outputDims = dimsOffset(
-      kernel, block.getNumArguments() +
-                  std::distance(yield.getValues().begin(), yielded));
+  int64_t outputDims =
+      dimsOffset(kernel, block.getNumArguments() +
+                             std::distance(yield.getValues().begin(), yielded));
   auto type = cast<RankedTensorType>(input.getType());
   std::string same;
   for (int64_t i = 0; i < type.getRank(); ++i) {
@@ -849,9 +849,9 @@ std::string CEmitter::sameDimsAtRunTime(Value input, Value output) {
     auto arg = dyn_cast_or_null<BlockArgument>(source);
     if (!arg || arg.getOwner() != &block)
       return "";
-    same += llvm::formatv("{0}dims[{1}] == dims[{2}]", same.empty() ? "" : " && ",
-                          dimsOffset(kernel, arg.getArgNumber()) + at,
-                          outputDims + i)
+    same += llvm::formatv(
+                "{0}dims[{1}] == dims[{2}]", same.empty() ? "" : " && ",
+                dimsOffset(kernel, arg.getArgNumber()) + at, outputDims + i)
                 .str();
   }
   return same;

@@ -123,7 +123,8 @@ int64_t cpp::perImageBytes(KernelOp kernel) {
     auto tensor = cast<RankedTensorType>(type);
     // Each image's loops must stay big enough to share out among threads.
     if (!batched(tensor) ||
-        imageBytes(tensor) < kParallelWork * (tensor.getElementTypeBitWidth() / 8))
+        imageBytes(tensor) <
+            kParallelWork * (tensor.getElementTypeBitWidth() / 8))
       return 0;
     largest = std::max(largest, imageBytes(tensor));
   }

@@ -89,9 +89,8 @@ private:
         "  {0} *__restrict {1} = static_cast<{0} *>({1}_owner.data);\n",
         typeName(type.getElementType()), name, n);
   }
-  void declareBufferUnless(mlir::RankedTensorType type,
-                           const std::string &name, const std::string &count,
-                           const std::string &same,
+  void declareBufferUnless(mlir::RankedTensorType type, const std::string &name,
+                           const std::string &count, const std::string &same,
                            const std::string &other) override {
     // Not __restrict: it may alias `other`.
     os << llvm::formatv(
