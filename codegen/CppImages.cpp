@@ -37,12 +37,14 @@ static bool separable(linalg::GenericOp op) {
       return false;
     loop = dim.getPosition();
   }
-  if (!loop) // nothing batched: the same work for every image
-    return llvm::none_of(op.getDpsInits(),
-                         [](Value v) { return batched(v.getType()); });
-  if (op.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel ||
-      !llvm::all_of(op.getDpsInits(),
-                    [](Value v) { return batched(v.getType()); }))
+  if (loop &&
+      (op.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel ||
+       !llvm::all_of(op.getDpsInits(),
+                     [](Value v) { return batched(v.getType()); })))
+    return false;
+  // Nothing batched: the same work for every image.
+  if (!loop && llvm::any_of(op.getDpsInits(),
+                            [](Value v) { return batched(v.getType()); }))
     return false;
   for (OpOperand &operand : op->getOpOperands()) {
     ArrayRef<AffineExpr> results =
@@ -50,12 +52,14 @@ static bool separable(linalg::GenericOp op) {
     if (batched(operand.get().getType()))
       results = results.drop_front();
     for (AffineExpr e : results)
-      if (e.isFunctionOfDim(*loop))
+      if (loop && e.isFunctionOfDim(*loop))
         return false;
   }
+  // A batched tensor read inside the body (a pad's guarded read) must be
+  // read at the image's index: without the loop, not at all.
   WalkResult walk = op.getRegion().walk([&](Operation *inner) {
     if (auto index = dyn_cast<linalg::IndexOp>(inner);
-        index && index.getDim() == *loop) {
+        index && loop && index.getDim() == *loop) {
       for (OpOperand &use : index->getUses()) {
         auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
         if (!extract || use.getOperandNumber() != 1 ||
@@ -66,7 +70,7 @@ static bool separable(linalg::GenericOp op) {
     if (auto extract = dyn_cast<tensor::ExtractOp>(inner);
         extract && batched(extract.getTensor().getType())) {
       auto index = extract.getIndices()[0].getDefiningOp<linalg::IndexOp>();
-      if (!index || index.getDim() != *loop)
+      if (!loop || !index || index.getDim() != *loop)
         return WalkResult::interrupt();
     }
     return WalkResult::advance();
@@ -106,13 +110,22 @@ static bool keepsToImages(Operation &op) {
   return false;
 }
 
-/// The bytes of one image of `t`, a batched tensor; 0 when another of its
-/// dims is dynamic.
-static int64_t imageBytes(RankedTensorType t) {
-  int64_t n = t.getElementTypeBitWidth() / 8;
+/// The elements of one image of `t`, a batched tensor; 0 when another of
+/// its dims is dynamic.
+static int64_t imageElements(RankedTensorType t) {
+  int64_t n = 1;
   for (int64_t size : t.getShape().drop_front())
     n = ShapedType::isDynamic(size) ? 0 : n * size;
   return n;
+}
+
+/// The bytes of one image of `t`, a batched tensor; 0 when unknown.
+static int64_t imageBytes(RankedTensorType t) {
+  Type element = t.getElementType();
+  if (!element.isIntOrFloat())
+    return 0;
+  return imageElements(t) *
+         llvm::divideCeil(element.getIntOrFloatBitWidth(), 8);
 }
 
 int64_t cpp::perImageBytes(KernelOp kernel) {
@@ -122,9 +135,7 @@ int64_t cpp::perImageBytes(KernelOp kernel) {
   for (Type type : kernel->getResultTypes()) {
     auto tensor = cast<RankedTensorType>(type);
     // Each image's loops must stay big enough to share out among threads.
-    if (!batched(tensor) ||
-        imageBytes(tensor) <
-            kParallelWork * (tensor.getElementTypeBitWidth() / 8))
+    if (!batched(tensor) || imageElements(tensor) < kParallelWork)
       return 0;
     largest = std::max(largest, imageBytes(tensor));
   }

@@ -116,3 +116,35 @@ func.func @small_images(%x: tensor<?x16x1024xf32, #kiln.device<cpu>>) -> tensor<
   }
   return %k : tensor<?x16x1024xf32, #kiln.device<cpu>>
 }
+
+// A pass over no image that reads a batched tensor (here image 0 of the
+// input) keeps the kernel one pass over the batch: run per image it would
+// read each image instead.
+#plane = affine_map<(d0, d1) -> (d0, d1)>
+#sub = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-LABEL: // kiln kernel kiln_k3
+// CHECK-NOT: _image
+// CHECK: extern "C" const char *kiln_k3_dims
+func.func @first_image(%x: tensor<?x16x4096xf32, #kiln.device<cpu>>) -> tensor<?x16x4096xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x : tensor<?x16x4096xf32, #kiln.device<cpu>>) -> (tensor<?x16x4096xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x16x4096xf32>):
+    %c0 = arith.constant 0 : index
+    %n = tensor.dim %a, %c0 : tensor<?x16x4096xf32>
+    %e = tensor.empty() : tensor<16x4096xf32>
+    %f = linalg.generic {indexing_maps = [#plane], iterator_types = ["parallel", "parallel"]} outs(%e : tensor<16x4096xf32>) {
+    ^bb0(%o: f32):
+      %i = linalg.index 0 : index
+      %j = linalg.index 1 : index
+      %v = tensor.extract %a[%c0, %i, %j] : tensor<?x16x4096xf32>
+      linalg.yield %v : f32
+    } -> tensor<16x4096xf32>
+    %e2 = tensor.empty(%n) : tensor<?x16x4096xf32>
+    %t = linalg.generic {indexing_maps = [#id, #sub, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%a, %f : tensor<?x16x4096xf32>, tensor<16x4096xf32>) outs(%e2 : tensor<?x16x4096xf32>) {
+    ^bb0(%p: f32, %q: f32, %o: f32):
+      %r = arith.subf %p, %q : f32
+      linalg.yield %r : f32
+    } -> tensor<?x16x4096xf32>
+    kiln.yield %t : tensor<?x16x4096xf32>
+  }
+  return %k : tensor<?x16x4096xf32, #kiln.device<cpu>>
+}
