@@ -449,13 +449,17 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
   return success();
 }
 
+/// Whether the op taking `init` as its destination updates init's buffer in
+/// place: init is that op's alone and made by a linalg op of the kernel.
+static bool updatesInPlace(Value init) {
+  Operation *def = init.getDefiningOp();
+  return init.hasOneUse() && def && isa<linalg::LinalgOp>(def);
+}
+
 void CEmitter::copyInit(Value init, Value result) {
   if (init.getDefiningOp<tensor::EmptyOp>())
     return;
-  // The init's only use: update its buffer in place.
-  Operation *def = init.getDefiningOp();
-  if (!buffers.count(result) && init.hasOneUse() && def &&
-      isa<linalg::LinalgOp>(def)) {
+  if (!buffers.count(result) && updatesInPlace(init)) {
     buffers[result] = bufferFor(init);
     return;
   }
@@ -823,8 +827,7 @@ static Value chainRoot(Value value) {
     if (value.getDefiningOp()->getNumResults() != 1)
       break;
     Value init = dps.getDpsInits()[0];
-    Operation *def = init.getDefiningOp();
-    if (!init.hasOneUse() || !def || !isa<linalg::LinalgOp>(def))
+    if (!updatesInPlace(init))
       break;
     value = init;
   }
@@ -898,9 +901,7 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
     if (!dps || op.getNumResults() != 1 || !buffers.count(op.getResult(0)))
       continue;
     Value init = dps.getDpsInits()[0];
-    Operation *def = init.getDefiningOp();
-    if (init.hasOneUse() && def && isa<linalg::LinalgOp>(def) &&
-        !buffers.count(init))
+    if (updatesInPlace(init) && !buffers.count(init))
       buffers[init] = buffers[op.getResult(0)];
     Value input = inPlaceInput(op);
     if (!input)

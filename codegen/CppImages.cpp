@@ -37,23 +37,22 @@ static bool separable(linalg::GenericOp op) {
       return false;
     loop = dim.getPosition();
   }
-  if (loop &&
-      (op.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel ||
-       !llvm::all_of(op.getDpsInits(),
-                     [](Value v) { return batched(v.getType()); })))
-    return false;
-  // Nothing batched: the same work for every image.
-  if (!loop && llvm::any_of(op.getDpsInits(),
-                            [](Value v) { return batched(v.getType()); }))
-    return false;
-  for (OpOperand &operand : op->getOpOperands()) {
-    ArrayRef<AffineExpr> results =
-        op.getMatchingIndexingMap(&operand).getResults();
-    if (batched(operand.get().getType()))
-      results = results.drop_front();
-    for (AffineExpr e : results)
-      if (loop && e.isFunctionOfDim(*loop))
+  // Without the loop nothing is batched (outputs are operands too): the
+  // same work for every image.
+  if (loop) {
+    auto batchedInit = [](Value v) { return batched(v.getType()); };
+    if (op.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel ||
+        !llvm::all_of(op.getDpsInits(), batchedInit))
+      return false;
+    for (OpOperand &operand : op->getOpOperands()) {
+      ArrayRef<AffineExpr> results =
+          op.getMatchingIndexingMap(&operand).getResults();
+      if (batched(operand.get().getType()))
+        results = results.drop_front();
+      if (llvm::any_of(results,
+                       [&](AffineExpr e) { return e.isFunctionOfDim(*loop); }))
         return false;
+    }
   }
   // A batched tensor read inside the body (a pad's guarded read) must be
   // read at the image's index: without the loop, not at all.
