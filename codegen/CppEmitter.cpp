@@ -41,11 +41,40 @@ static linalg::FillOp zeroFillOf(linalg::GenericOp op) {
   return fill;
 }
 
+/// The kernel input holding the transformed weight of Winograd conv `op`
+/// (kWinogradU), when its zero init is only for its fallback loops.
+static std::optional<unsigned> winogradWeight(linalg::GenericOp op) {
+  auto input = op->getAttrOfType<IntegerAttr>(kWinogradU);
+  if (!input || !zeroFillOf(op) || !matchWinograd(op))
+    return std::nullopt;
+  return input.getInt();
+}
+
 bool CppEmitter::defersFill(linalg::FillOp fill) {
   if (!fill.getResult(0).hasOneUse())
     return false;
   auto user = dyn_cast<linalg::GenericOp>(*fill->getUsers().begin());
-  return user && zeroFillOf(user) == fill && libraryGemm(user);
+  return user && zeroFillOf(user) == fill &&
+         (libraryGemm(user) || winogradWeight(user));
+}
+
+/// `if (!kiln_winograd3x3(...)) {` in front of the loops of a 3x3 conv with
+/// a transformed weight (kWinogradU): the loops run only without oneDNN.
+/// True when emitted.
+bool CppEmitter::emitWinogradCall(linalg::GenericOp op) {
+  std::optional<unsigned> u = winogradWeight(op);
+  if (!u)
+    return false;
+  Value in = op.getDpsInputs()[0];
+  os << llvm::formatv(
+      "  if (!kiln_winograd3x3({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+      "{9})) {\n",
+      loopRange(op, 0), loopRange(op, 2), loopRange(op, 1), dimExpr(in, 2),
+      dimExpr(in, 3), loopRange(op, 5), loopRange(op, 6), bufferFor(in),
+      bufferFor(kernel.getBody().front().getArgument(*u)),
+      bufferFor(op.getResult(0)));
+  emitFillOp(zeroFillOf(op));
+  return true;
 }
 
 /// `if (!kiln_sgemm(...)) {` in front of the loops of an f32 GEMM (Gemm.h):
@@ -154,7 +183,7 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   if (producer && !planeSplits.count(producer.getResult(0)) &&
       flatWindow(op, producer, planes, prologue, epilogue))
     return emitFlatWindow(op, producer, planes, prologue, epilogue);
-  bool gemm = emitGemmCall(op);
+  bool gemm = emitGemmCall(op) || emitWinogradCall(op);
   SmallVector<std::string> ranges;
   for (unsigned d = 0; d < op.getNumLoops(); ++d) {
     ranges.push_back(loopRange(op, d));

@@ -115,6 +115,7 @@ private:
   bool defersFill(mlir::linalg::FillOp fill) override;
   bool absorbed(mlir::Operation *op) override;
   bool emitGemmCall(mlir::linalg::GenericOp op);
+  bool emitWinogradCall(mlir::linalg::GenericOp op);
   void emitParallelFor(mlir::linalg::GenericOp op, unsigned shared);
   mlir::LogicalResult emitWindowPrologue(mlir::linalg::GenericOp op,
                                          mlir::Operation *prologue,

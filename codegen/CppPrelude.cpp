@@ -217,6 +217,111 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
     }
   return true;
 }
+
+// y[n][m][h][w] = sum over ch, i, j of x[n][ch][h + i][w + j] * w[m][ch][i][j]
+// (a 3x3 conv, stride 1) by Winograd F(2x2, 3x3), with x padded to
+// [batch][c][hp][wp] and u the weight transformed as U[16][m][c]
+// (kiln-pack-weights). Images go in chunks of about 4 MiB of transformed
+// tiles: the input transform B^T d B of each 4x4 tile (tiles step by 2, so
+// x needs whole tiles: hp >= 2 * ceil(ho / 2) + 2), 16 oneDNN GEMMs
+// [m x c] x [c x tiles], and the output transform A^T M A of each tile's
+// 2x2 outputs. False, having written nothing, without oneDNN or whole tiles.
+// The 2x2 outputs A^T M A of the tile whose 16 products lie `stride` apart.
+inline void kiln_winograd_out(const float *q, int64_t stride, float r[2][2]) {
+  float a[4][4], s[2][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      a[i][j] = q[(i * 4 + j) * stride];
+  for (int j = 0; j < 4; ++j) {
+    s[0][j] = a[0][j] + a[1][j] + a[2][j];
+    s[1][j] = a[1][j] - a[2][j] - a[3][j];
+  }
+  for (int i = 0; i < 2; ++i) {
+    r[i][0] = s[i][0] + s[i][1] + s[i][2];
+    r[i][1] = s[i][1] - s[i][2] - s[i][3];
+  }
+}
+inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, int64_t wp,
+                             int64_t ho, int64_t wo, const float *x, const float *u, float *y) {
+  kiln_sgemm_fn gemm = kiln_dnnl_sgemm();
+  const int64_t th = (ho + 1) / 2, tw = (wo + 1) / 2, t = th * tw;
+  if (!gemm || hp < 2 * th + 2 || wp < 2 * tw + 2)
+    return false;
+  if (batch == 0 || m == 0 || t == 0)
+    return true;
+  const int64_t chunk =
+      std::max<int64_t>(1, std::min<int64_t>(batch, (int64_t(4) << 20) /
+                                                        std::max<int64_t>(1, 64 * c * t)));
+  kiln_scratch v_owner(sizeof(float) * 16 * std::max<int64_t>(c, 1) * t * chunk);
+  kiln_scratch mt_owner(sizeof(float) * 16 * m * t * chunk);
+  float *__restrict v = static_cast<float *>(v_owner.data);
+  float *__restrict mt = static_cast<float *>(mt_owner.data);
+  for (int64_t n0 = 0; n0 < batch; n0 += chunk) {
+    const int64_t images = std::min(chunk, batch - n0), cols = images * t;
+    const int64_t sv = c * cols, sm = m * cols;
+#pragma omp parallel for collapse(3) schedule(static) if (images * c * t >= 4096)
+    for (int64_t i = 0; i < images; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t ty = 0; ty < th; ++ty) {
+          const float *p = x + ((n0 + i) * c + ch) * hp * wp + 2 * ty * wp;
+          float *o = v + ch * cols + i * t + ty * tw;
+#pragma omp simd
+          for (int64_t tx = 0; tx < tw; ++tx) {
+            float d[4][4], e[4][4];
+            for (int r = 0; r < 4; ++r)
+              for (int j = 0; j < 4; ++j)
+                d[r][j] = p[r * wp + 2 * tx + j];
+            for (int j = 0; j < 4; ++j) {
+              e[0][j] = d[0][j] - d[2][j];
+              e[1][j] = d[1][j] + d[2][j];
+              e[2][j] = d[2][j] - d[1][j];
+              e[3][j] = d[1][j] - d[3][j];
+            }
+            for (int r = 0; r < 4; ++r) {
+              o[(r * 4 + 0) * sv + tx] = e[r][0] - e[r][2];
+              o[(r * 4 + 1) * sv + tx] = e[r][1] + e[r][2];
+              o[(r * 4 + 2) * sv + tx] = e[r][2] - e[r][1];
+              o[(r * 4 + 3) * sv + tx] = e[r][1] - e[r][3];
+            }
+          }
+        }
+    for (int64_t e = 0; e < 16; ++e)
+      if (gemm('N', 'N', m, cols, c, 1.0f, u + e * m * c, c, v + e * sv, cols, 0.0f,
+               mt + e * sm, cols) != 0) {
+        if (n0 == 0 && e == 0)
+          return false; // rejected before writing anything
+        std::abort();
+      }
+#pragma omp parallel for collapse(3) schedule(static) if (images * m * t >= 4096)
+    for (int64_t i = 0; i < images; ++i)
+      for (int64_t mm = 0; mm < m; ++mm)
+        for (int64_t ty = 0; ty < th; ++ty) {
+          const float *q = mt + mm * cols + i * t + ty * tw;
+          float *o = y + ((n0 + i) * m + mm) * ho * wo + 2 * ty * wo;
+          if (2 * ty + 1 < ho && wo % 2 == 0) {
+#pragma omp simd
+            for (int64_t tx = 0; tx < tw; ++tx) {
+              float r[2][2];
+              kiln_winograd_out(q + tx, sm, r);
+              o[2 * tx] = r[0][0];
+              o[2 * tx + 1] = r[0][1];
+              o[wo + 2 * tx] = r[1][0];
+              o[wo + 2 * tx + 1] = r[1][1];
+            }
+            continue;
+          }
+          // The last row or column of an odd size: tiles cut short.
+          for (int64_t tx = 0; tx < tw; ++tx) {
+            float r[2][2];
+            kiln_winograd_out(q + tx, sm, r);
+            for (int64_t dy = 0; dy < 2 && 2 * ty + dy < ho; ++dy)
+              for (int64_t dx = 0; dx < 2 && 2 * tx + dx < wo; ++dx)
+                o[dy * wo + 2 * tx + dx] = r[dy][dx];
+          }
+        }
+  }
+  return true;
+}
 )";
 
 static_assert(kPackedColumns == 16,

@@ -149,3 +149,30 @@ std::optional<GemmMatch> kiln::matchGemm(linalg::GenericOp op) {
   };
   return rank(*second) < rank(*first) ? second : first;
 }
+
+bool kiln::matchWinograd(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumLoops() != 7 || !op.hasPureTensorSemantics() ||
+      !getElementTypeOrSelf(op.getResult(0).getType()).isF32() ||
+      !isMultiplyAccumulate(op))
+    return false;
+  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  if (!weight.hasStaticShape() || weight.getRank() != 4 ||
+      weight.getDimSize(2) != 3 || weight.getDimSize(3) != 3)
+    return false;
+  using Iter = utils::IteratorType;
+  SmallVector<Iter> iterators = {
+      Iter::parallel,  Iter::parallel, Iter::reduction, Iter::reduction,
+      Iter::reduction, Iter::parallel, Iter::parallel};
+  if (op.getIteratorTypesArray() != iterators)
+    return false;
+  MLIRContext *ctx = op.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  auto map = [&](ArrayRef<AffineExpr> exprs) {
+    return AffineMap::get(7, 0, exprs, ctx);
+  };
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  return maps[0] == map({d(0), d(2), d(5) + d(3), d(6) + d(4)}) &&
+         maps[1] == map({d(1), d(2), d(3), d(4)}) &&
+         maps[2] == map({d(0), d(1), d(5), d(6)});
+}

@@ -33,6 +33,14 @@ struct GemmMatch {
 /// (either operand order), K must not be empty, nor both M and N.
 std::optional<GemmMatch> matchGemm(mlir::linalg::GenericOp op);
 
+/// Whether `op` is a direct f32 conv with a 3x3 window, stride and
+/// dilation 1 and no groups: loops [n, m, c, kh, kw, oh, ow] computing
+/// out[n, m, oh, ow] += in[n, c, oh + kh, ow + kw] * w[m, c, kh, kw] (input
+/// 0 the padded input, input 1 the weight of static shape). The CPU runs
+/// such a conv as Winograd F(2x2, 3x3) when its weight is a constant
+/// (kiln-pack-weights, kWinogradU).
+bool matchWinograd(mlir::linalg::GenericOp op);
+
 } // namespace kiln
 
 #endif // KILN_CODEGEN_GEMM_H

@@ -58,6 +58,14 @@ inline constexpr llvm::StringLiteral kPackedB = "kiln.packed_b";
 inline constexpr int64_t kPackedColumns = 16;
 inline constexpr int64_t kPackedRows = 16;
 
+/// An integer attribute on a kernel-level linalg.generic that is a 3x3
+/// conv codegen/Gemm.h's matchWinograd accepts: the number of the kernel
+/// input that holds its constant weight transformed for Winograd F(2x2,
+/// 3x3), U[16][M][C] = (G w G^T) per (m, c), 16 = the 4x4 tile
+/// (kiln-pack-weights). The C++ kernel then runs the conv as 16 GEMMs
+/// between input and output transforms of 4x4 tiles.
+inline constexpr llvm::StringLiteral kWinogradU = "kiln.winograd_u";
+
 /// A unit attribute on a kernel-level arith.truncf to a float8 type: values
 /// beyond its range become Inf or NaN instead of its largest finite value
 /// (ONNX Cast's saturate=0).

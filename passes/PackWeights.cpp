@@ -9,6 +9,11 @@
 // kernel (kiln_sgemm_packed) runs M <= kPackedRows through the panels, and
 // larger M through oneDNN on B as it was (docs/performance.md, step 17).
 //
+// A 3x3 conv that codegen/Gemm.h's matchWinograd accepts, with a constant
+// weight w[M][C][3][3], gets it transformed for Winograd F(2x2, 3x3) as
+// U[16][M][C] (U = G w G^T per (m, c), in float64, then rounded), named by
+// kWinogradU (docs/performance.md, step 21).
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -40,6 +45,66 @@ int64_t staticProduct(ArrayRef<int64_t> ranges, ArrayRef<unsigned> dims) {
   return product;
 }
 
+/// The constant that `v`, an argument of `kernel`'s body, is bound to.
+ConstantOp constantInput(KernelOp kernel, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &kernel.getBody().front())
+    return {};
+  return kernel.getOperand(arg.getArgNumber()).getDefiningOp<ConstantOp>();
+}
+
+/// A new constant of `constant`'s element type and device, of shape `shape`,
+/// holding `out`, after `constant` and named after it with `suffix`.
+Value derivedConstant(ConstantOp constant, ArrayRef<int64_t> shape,
+                      const std::vector<char> &out, StringRef suffix) {
+  auto type = cast<RankedTensorType>(constant.getType());
+  auto outType =
+      RankedTensorType::get(shape, type.getElementType(), type.getEncoding());
+  std::string name = suffix.str();
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(constant.getValue()))
+    name = resource.getRawHandle().getKey().str() + "_" + name;
+  OpBuilder b(constant);
+  b.setInsertionPointAfter(constant);
+  return b.create<ConstantOp>(constant.getLoc(), outType,
+                              makeConstantAttr(outType, out, name));
+}
+
+/// The constant weight of Winograd conv `conv` transformed for it, or null
+/// when the conv does not qualify. `packed` caches one per constant.
+Value winogradU(KernelOp kernel, linalg::GenericOp conv,
+                DenseMap<Operation *, Value> &packed) {
+  if (!matchWinograd(conv))
+    return {};
+  ConstantOp constant = constantInput(kernel, conv.getDpsInputs()[1]);
+  if (!constant)
+    return {};
+  if (Value done = packed.lookup(constant))
+    return done;
+  auto type = cast<RankedTensorType>(constant.getType());
+  int64_t m = type.getDimSize(0), c = type.getDimSize(1);
+  std::vector<char> bytes = getConstantBytes(constant.getValue());
+  if (bytes.size() != size_t(m * c * 9) * sizeof(float))
+    return {};
+  std::vector<char> out(size_t(16 * m * c) * sizeof(float));
+  auto *from = reinterpret_cast<const float *>(bytes.data());
+  auto *to = reinterpret_cast<float *>(out.data());
+  const double g[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+  for (int64_t i = 0; i < m * c; ++i) {
+    const float *w = from + i * 9;
+    double t[4][3]; // G w
+    for (int r = 0; r < 4; ++r)
+      for (int j = 0; j < 3; ++j)
+        t[r][j] = g[r][0] * w[j] + g[r][1] * w[3 + j] + g[r][2] * w[6 + j];
+    for (int r = 0; r < 4; ++r)
+      for (int j = 0; j < 4; ++j)
+        to[(r * 4 + j) * m * c + i] =
+            float(t[r][0] * g[j][0] + t[r][1] * g[j][1] + t[r][2] * g[j][2]);
+  }
+  Value result = derivedConstant(constant, {16, m, c}, out, "winograd");
+  packed[constant] = result;
+  return result;
+}
+
 /// The constant B of `gemm` in `kernel` packed for it, or null when the
 /// GEMM does not qualify. `packed` caches one packing per constant.
 Value packedB(KernelOp kernel, linalg::GenericOp gemm,
@@ -47,11 +112,7 @@ Value packedB(KernelOp kernel, linalg::GenericOp gemm,
   std::optional<GemmMatch> g = matchGemm(gemm);
   if (!g || !g->element.isF32() || g->transA || g->transB || g->batchedB)
     return {};
-  auto arg = dyn_cast<BlockArgument>(gemm.getDpsInputs()[1 - g->a]);
-  if (!arg || arg.getOwner() != &kernel.getBody().front())
-    return {};
-  auto constant =
-      kernel.getOperand(arg.getArgNumber()).getDefiningOp<ConstantOp>();
+  ConstantOp constant = constantInput(kernel, gemm.getDpsInputs()[1 - g->a]);
   if (!constant)
     return {};
   SmallVector<int64_t> ranges = gemm.getStaticLoopRanges();
@@ -76,22 +137,15 @@ Value packedB(KernelOp kernel, linalg::GenericOp gemm,
     for (int64_t i = 0; i < k; ++i)
       to[((j / kPackedColumns) * k + i) * kPackedColumns + j % kPackedColumns] =
           from[i * n + j];
-  auto outType = RankedTensorType::get(
-      {panels, k, kPackedColumns}, type.getElementType(), type.getEncoding());
-  std::string name = "packed";
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(constant.getValue()))
-    name = resource.getRawHandle().getKey().str() + "_packed";
-  OpBuilder b(constant);
-  b.setInsertionPointAfter(constant);
-  Value result = b.create<ConstantOp>(constant.getLoc(), outType,
-                                      makeConstantAttr(outType, out, name));
+  Value result =
+      derivedConstant(constant, {panels, k, kPackedColumns}, out, "packed");
   packed[constant] = result;
   return result;
 }
 
 struct PackWeights : kiln::impl::KilnPackWeightsBase<PackWeights> {
   void runOnOperation() override {
-    DenseMap<Operation *, Value> packed;
+    DenseMap<Operation *, Value> packed, transformed;
     getOperation().walk([&](KernelOp kernel) {
       DeviceAttr device = kernel.getNumResults()
                               ? getDevice(kernel.getResult(0).getType())
@@ -100,20 +154,24 @@ struct PackWeights : kiln::impl::KilnPackWeightsBase<PackWeights> {
       if (!device || (device.getKind() != "cpu" && device.getKind() != "sim"))
         return;
       Block &body = kernel.getBody().front();
-      for (auto gemm : llvm::to_vector(body.getOps<linalg::GenericOp>())) {
-        Value b = packedB(kernel, gemm, packed);
+      for (auto op : llvm::to_vector(body.getOps<linalg::GenericOp>())) {
+        StringRef attr = kPackedB;
+        Value b = packedB(kernel, op, packed);
+        if (!b) {
+          attr = kWinogradU;
+          b = winogradU(kernel, op, transformed);
+        }
         if (!b)
           continue;
-        // One input per packed constant, however many GEMMs read it.
+        // One input per packed constant, however many ops read it.
         auto operands = kernel->getOperands();
         unsigned input = llvm::find(operands, b) - operands.begin();
         if (input == operands.size()) {
           kernel->insertOperands(input, b);
           body.addArgument(withDevice(b.getType(), nullptr), b.getLoc());
         }
-        gemm->setAttr(
-            kPackedB,
-            IntegerAttr::get(IntegerType::get(&getContext(), 64), input));
+        op->setAttr(
+            attr, IntegerAttr::get(IntegerType::get(&getContext(), 64), input));
       }
     });
   }

@@ -12,7 +12,11 @@
 // k..., o...] = input[n, c, o * s + k * d]), so that the reduction reads
 // plain dims and is a GEMM (W as [M, C*K], col as [C*K, O]) that the
 // backends hand to a library (codegen/Gemm.h); a 1x1 window with stride 1
-// and no padding is one already, on the input itself.
+// and no padding is one already, on the input itself. But a 3x3 stride-1
+// conv on the CPU with a constant weight and planes at least
+// kWinogradMinWidth wide stays a direct window (codegen/Gemm.h's
+// matchWinograd), which the C++ kernel runs as Winograd F(2x2, 3x3); its
+// input is padded to whole 2x2 output tiles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +78,36 @@ int64_t taps(ArrayRef<int64_t> kernel, int64_t channels) {
   return n;
 }
 
+// A 3x3 conv on planes narrower than this runs through im2col: resnet18's
+// layer4 (7x7) has 16 tiles per image, too few for the 16 GEMMs of
+// Winograd, while 14x14 at 256 channels measured 1.13 ms against 1.80
+// (docs/performance.md, step 21).
+constexpr int64_t kWinogradMinWidth = 14;
+
+// Whether `op` (a conv whose im2col GEMM would run on the CPU) runs as
+// Winograd F(2x2, 3x3) instead: see the file comment.
+bool winogradConv(ConvOp op, Value weight, RankedTensorType wType,
+                  RankedTensorType outType) {
+  DeviceAttr device = getDevice(op.getResult().getType());
+  if (!device || (device.getKind() != "cpu" && device.getKind() != "sim"))
+    return false;
+  if (wType.getRank() != 4 || wType.getDimSize(2) != 3 ||
+      wType.getDimSize(3) != 3 || wType.getDimSize(0) < 16 ||
+      wType.getDimSize(1) < 16 ||
+      llvm::any_of(op.getStrides(), [](int64_t s) { return s != 1; }) ||
+      llvm::any_of(op.getDilations(), [](int64_t d) { return d != 1; }) ||
+      outType.getDimSize(2) < kWinogradMinWidth ||
+      outType.getDimSize(3) < kWinogradMinWidth)
+    return false;
+  // The weight must be a constant input of the kernel: kiln-pack-weights
+  // transforms it ahead of time.
+  auto arg = dyn_cast<BlockArgument>(weight);
+  auto kernel =
+      arg ? dyn_cast<KernelOp>(arg.getOwner()->getParentOp()) : KernelOp();
+  return kernel &&
+         kernel.getOperand(arg.getArgNumber()).getDefiningOp<ConstantOp>();
+}
+
 // Spatial input exprs: o_i * s_i + k_i * d_i.
 SmallVector<AffineExpr> windowExprs(OpBuilder &b, ArrayRef<int64_t> strides,
                                     ArrayRef<int64_t> dilations, int64_t firstK,
@@ -127,6 +161,18 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   SmallVector<int64_t> begin = {0, 0}, end = {0, 0};
   begin.append(pads.begin(), pads.begin() + r);
   end.append(pads.begin() + r, pads.end());
+  bool gemm =
+      outType.getElementType().isF32() && op.getGroup() == 1 &&
+      wType.hasStaticShape() &&
+      llvm::none_of(outType.getShape().drop_front(2), ShapedType::isDynamic);
+  bool winograd = gemm && winogradConv(op, operands[1], wType, outType);
+  if (winograd) {
+    // Whole tiles: one more row (column) of zeros under an odd output size,
+    // which only the Winograd input transform reads.
+    gemm = false;
+    end[2] += outType.getDimSize(2) % 2;
+    end[3] += outType.getDimSize(3) % 2;
+  }
   Value input = lowering::padTensor(b, loc, operands[0], begin, end, 0);
 
   // Dims: n = 0, m = 1, c = 2, k = 3.., o = 3 + r..
@@ -141,10 +187,6 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
                            ? d(2)
                            : d(1).floorDiv(mg) * cg + d(2);
   SmallVector<AffineExpr> inExprs = {d(0), channel};
-  bool gemm =
-      outType.getElementType().isF32() && op.getGroup() == 1 &&
-      wType.hasStaticShape() &&
-      llvm::none_of(outType.getShape().drop_front(2), ShapedType::isDynamic);
   bool pointwise =
       llvm::all_of(wType.getShape().drop_front(2),
                    [](int64_t k) { return k == 1; }) &&
@@ -167,9 +209,9 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
     wExprs.push_back(d(3 + i));
     outExprs.push_back(d(3 + r + i));
   }
-  // The bias starts the sums of a direct conv. A GEMM starts from zeros (the
-  // library overwrites them) and the bias is added after it, where the
-  // epilogue (an activation) fuses with it.
+  // The bias starts the sums of a direct conv. A GEMM (or Winograd) starts
+  // from zeros (the library overwrites them) and the bias is added after
+  // it, where the epilogue (an activation) fuses with it.
   int64_t rank = outType.getRank();
   auto addBias = [&](Value sums) -> Value {
     Value empty = lowering::emptyResult(b, op, operands);
@@ -191,7 +233,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
             })
         .getResult(0);
   };
-  bool biasAfter = gemm && operands.size() == 3;
+  bool biasAfter = (gemm || winograd) && operands.size() == 3;
   Value init =
       operands.size() == 3 && !biasAfter
           ? addBias(Value())

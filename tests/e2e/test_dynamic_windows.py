@@ -150,7 +150,7 @@ class DynamicWindows(kt.KilnTestCase):
 
     def test_conv_kernel_run_image_by_image(self):
         """A conv kernel (pad, im2col, GEMM, then its bias, a residual add
-        and ReLU) whose largest tensor is over 8 MiB for the batch runs its
+        and ReLU; dilated, so that it does not run as Winograd) whose largest tensor is over 8 MiB for the batch runs its
         body image by image; below that, one pass over the batch. The
         residual's batch is its own symbolic dim, so at run time it can be 1
         and broadcast over the images, or the conv's input can. (With the
@@ -163,7 +163,8 @@ class DynamicWindows(kt.KilnTestCase):
         w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1
         b = rng.standard_normal(32).astype(np.float32)
         graph = h.make_graph(
-            [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+            [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[2, 2, 2, 2],
+                         dilations=[2, 2]),
              h.make_node("Add", ["c", "r"], ["s"]),
              h.make_node("Relu", ["s"], ["y"])], "images",
             [tensor("x", T.FLOAT, ["n", 16, 64, 64]),
@@ -185,9 +186,58 @@ class DynamicWindows(kt.KilnTestCase):
                 (got,) = self.run_at(artifact, "images_%d_%d" % (n, m_res), [x, r])
                 want = torch.relu(torch.nn.functional.conv2d(
                     torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
-                    padding=1) + torch.from_numpy(r)).numpy()
+                    padding=2, dilation=2) + torch.from_numpy(r)).numpy()
                 self.assertEqual(got.shape, want.shape)
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_winograd_conv(self):
+        """A 3x3 stride-1 conv with a constant weight on planes at least 14
+        wide runs as Winograd F(2x2, 3x3) on the CPU: even and odd plane
+        sizes (tiles cut short), asymmetric pads, no bias, several images
+        (in one chunk of transformed tiles, or in several), and without
+        oneDNN (KILN_DNNL=none: the direct loops instead)."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        from unittest import mock
+        cases = [  # c, m, (h, w), pads, bias
+            (16, 24, (14, 16), [1, 1, 1, 1], True),
+            (16, 16, (15, 17), [1, 1, 1, 1], True),
+            (24, 16, (16, 17), [0, 2, 1, 0], False),
+            (64, 16, (48, 48), [1, 1, 1, 1], True),
+        ]
+        for i, (c, m_out, (hh, ww), pads, bias) in enumerate(cases):
+            with self.subTest(c=c, m=m_out, hw=(hh, ww), pads=pads):
+                rng = np.random.default_rng(20 + i)
+                w = rng.standard_normal((m_out, c, 3, 3)).astype(np.float32) * 0.2
+                b = rng.standard_normal(m_out).astype(np.float32)
+                inits = [nh.from_array(w, "w")] + ([nh.from_array(b, "b")] if bias else [])
+                graph = h.make_graph(
+                    [h.make_node("Conv", ["x", "w"] + (["b"] if bias else []), ["c"],
+                                 pads=pads),
+                     h.make_node("Relu", ["c"], ["y"])], "winograd",
+                    [tensor("x", T.FLOAT, ["n", c, hh, ww])],
+                    [tensor("y", T.FLOAT, None)], inits)
+                model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+                tag = "winograd%d" % i
+                path = self.save_model(model, tag + ".onnx")
+                cpp = kt.kilnc(path, "--emit=cpp")
+                kt.assert_success(self, cpp)
+                self.assertIn("kiln_winograd3x3(", cpp.stdout.split("// kiln kernel", 1)[1])
+                artifact = self.compiled(model, tag)
+                for n in (1, 3):
+                    x = rng.standard_normal((n, c, hh, ww)).astype(np.float32)
+                    xt = torch.nn.functional.pad(
+                        torch.from_numpy(x), (pads[1], pads[3], pads[0], pads[2]))
+                    want = torch.relu(torch.nn.functional.conv2d(
+                        xt, torch.from_numpy(w),
+                        torch.from_numpy(b) if bias else None)).numpy()
+                    (got,) = self.run_at(artifact, "%s_%d" % (tag, n), [x])
+                    self.assertEqual(got.shape, want.shape)
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+                    if n == 3:
+                        with mock.patch.dict("os.environ", {"KILN_DNNL": "none"}):
+                            (loops,) = self.run_at(artifact, "%s_none" % tag, [x])
+                        np.testing.assert_allclose(loops, want, rtol=1e-4, atol=1e-4)
 
     def test_causal_conv_with_channels_counted_at_run_time(self):
         """CausalConvWithState becomes a depthwise conv whose group count is
