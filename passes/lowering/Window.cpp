@@ -78,11 +78,11 @@ int64_t taps(ArrayRef<int64_t> kernel, int64_t channels) {
   return n;
 }
 
-// A 3x3 conv on planes narrower than this runs through im2col: resnet18's
-// layer4 (7x7) has 16 tiles per image, too few for the 16 GEMMs of
-// Winograd, while 14x14 at 256 channels measured 1.13 ms against 1.80
+// A 3x3 conv on planes narrower than this runs through im2col. resnet18's
+// layer4 (7x7, 16 tiles per image) measured even at batch 1 and made the
+// model 0.80x at batch 8, where the chunks of images make wider GEMMs
 // (docs/performance.md, step 21).
-constexpr int64_t kWinogradMinWidth = 14;
+constexpr int64_t kWinogradMinWidth = 7;
 
 // Whether `op` (a conv whose im2col GEMM would run on the CPU) runs as
 // Winograd F(2x2, 3x3) instead: see the file comment.

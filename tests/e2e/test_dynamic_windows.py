@@ -191,7 +191,7 @@ class DynamicWindows(kt.KilnTestCase):
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
     def test_winograd_conv(self):
-        """A 3x3 stride-1 conv with a constant weight on planes at least 14
+        """A 3x3 stride-1 conv with a constant weight on planes at least 7
         wide runs as Winograd F(2x2, 3x3) on the CPU: even and odd plane
         sizes (tiles cut short), asymmetric pads, no bias, several images
         (in one chunk of transformed tiles, or in several), and without
@@ -204,6 +204,7 @@ class DynamicWindows(kt.KilnTestCase):
             (16, 16, (15, 17), [1, 1, 1, 1], True),
             (24, 16, (16, 17), [0, 2, 1, 0], False),
             (64, 16, (48, 48), [1, 1, 1, 1], True),
+            (32, 32, (7, 7), [1, 1, 1, 1], True),
         ]
         for i, (c, m_out, (hh, ww), pads, bias) in enumerate(cases):
             with self.subTest(c=c, m=m_out, hw=(hh, ww), pads=pads):

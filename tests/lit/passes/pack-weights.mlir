@@ -56,7 +56,7 @@ func.func @unpacked(%x: tensor<32x64xf32, #kiln.device<cpu>>, %y: tensor<?x8xf32
 
 // -----
 
-// A 3x3 stride-1 cpu conv with a constant weight on planes at least 14 wide
+// A 3x3 stride-1 cpu conv with a constant weight on planes at least 7 wide
 // stays a direct window over its input padded to whole 2x2 output tiles
 // (15 rows out: one more row of zeros, 18 = 15 + 2 + 1); its weight is
 // transformed for Winograd as U[16][M][C], passed as input 3 and named by
@@ -83,12 +83,12 @@ func.func @winograd(%x: tensor<?x16x15x14xf32, #kiln.device<cpu>>) -> tensor<?x2
 // -----
 
 // Through im2col instead: a weight that is no constant, a stride of 2,
-// planes of 7 (too few tiles), fewer than 16 input channels, and a conv on
+// planes of 6 (too few tiles), fewer than 16 input channels, and a conv on
 // a cuda device (cuBLAS runs its GEMM).
 // CHECK-LABEL: func.func @no_winograd
 // CHECK-NOT: kiln.winograd_u
 // CHECK: return
-func.func @no_winograd(%x: tensor<1x16x14x14xf32, #kiln.device<cpu>>, %v: tensor<16x16x3x3xf32, #kiln.device<cpu>>, %s: tensor<1x16x7x7xf32, #kiln.device<cpu>>, %t: tensor<1x8x14x14xf32, #kiln.device<cpu>>, %g: tensor<1x16x14x14xf32, #kiln.device<cuda:0>>) -> (tensor<1x16x14x14xf32, #kiln.device<cpu>>, tensor<1x16x7x7xf32, #kiln.device<cpu>>, tensor<1x16x7x7xf32, #kiln.device<cpu>>, tensor<1x16x14x14xf32, #kiln.device<cpu>>, tensor<1x16x14x14xf32, #kiln.device<cuda:0>>) {
+func.func @no_winograd(%x: tensor<1x16x14x14xf32, #kiln.device<cpu>>, %v: tensor<16x16x3x3xf32, #kiln.device<cpu>>, %s: tensor<1x16x6x6xf32, #kiln.device<cpu>>, %t: tensor<1x8x14x14xf32, #kiln.device<cpu>>, %g: tensor<1x16x14x14xf32, #kiln.device<cuda:0>>) -> (tensor<1x16x14x14xf32, #kiln.device<cpu>>, tensor<1x16x7x7xf32, #kiln.device<cpu>>, tensor<1x16x6x6xf32, #kiln.device<cpu>>, tensor<1x16x14x14xf32, #kiln.device<cpu>>, tensor<1x16x14x14xf32, #kiln.device<cuda:0>>) {
   %w = kiln.constant dense<0.5> : tensor<16x16x3x3xf32> : tensor<16x16x3x3xf32, #kiln.device<cpu>>
   %w8 = kiln.constant dense<0.5> : tensor<16x8x3x3xf32> : tensor<16x8x3x3xf32, #kiln.device<cpu>>
   %wg = kiln.constant dense<0.5> : tensor<16x16x3x3xf32> : tensor<16x16x3x3xf32, #kiln.device<cuda:0>>
@@ -102,10 +102,10 @@ func.func @no_winograd(%x: tensor<1x16x14x14xf32, #kiln.device<cpu>>, %v: tensor
     %y = kiln.conv %a, %c {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1} : tensor<1x16x14x14xf32, #kiln.device<cpu>>, tensor<16x16x3x3xf32, #kiln.device<cpu>> -> tensor<1x16x7x7xf32, #kiln.device<cpu>>
     kiln.yield %y : tensor<1x16x7x7xf32, #kiln.device<cpu>>
   }
-  %k2 = kiln.kernel(%s, %w : tensor<1x16x7x7xf32, #kiln.device<cpu>>, tensor<16x16x3x3xf32, #kiln.device<cpu>>) -> (tensor<1x16x7x7xf32, #kiln.device<cpu>>) {
-  ^bb0(%a: tensor<1x16x7x7xf32, #kiln.device<cpu>>, %c: tensor<16x16x3x3xf32, #kiln.device<cpu>>):
-    %y = kiln.conv %a, %c {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1} : tensor<1x16x7x7xf32, #kiln.device<cpu>>, tensor<16x16x3x3xf32, #kiln.device<cpu>> -> tensor<1x16x7x7xf32, #kiln.device<cpu>>
-    kiln.yield %y : tensor<1x16x7x7xf32, #kiln.device<cpu>>
+  %k2 = kiln.kernel(%s, %w : tensor<1x16x6x6xf32, #kiln.device<cpu>>, tensor<16x16x3x3xf32, #kiln.device<cpu>>) -> (tensor<1x16x6x6xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x16x6x6xf32, #kiln.device<cpu>>, %c: tensor<16x16x3x3xf32, #kiln.device<cpu>>):
+    %y = kiln.conv %a, %c {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1} : tensor<1x16x6x6xf32, #kiln.device<cpu>>, tensor<16x16x3x3xf32, #kiln.device<cpu>> -> tensor<1x16x6x6xf32, #kiln.device<cpu>>
+    kiln.yield %y : tensor<1x16x6x6xf32, #kiln.device<cpu>>
   }
   %k3 = kiln.kernel(%t, %w8 : tensor<1x8x14x14xf32, #kiln.device<cpu>>, tensor<16x8x3x3xf32, #kiln.device<cpu>>) -> (tensor<1x16x14x14xf32, #kiln.device<cpu>>) {
   ^bb0(%a: tensor<1x8x14x14xf32, #kiln.device<cpu>>, %c: tensor<16x8x3x3xf32, #kiln.device<cpu>>):
@@ -117,5 +117,5 @@ func.func @no_winograd(%x: tensor<1x16x14x14xf32, #kiln.device<cpu>>, %v: tensor
     %y = kiln.conv %a, %c {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1} : tensor<1x16x14x14xf32, #kiln.device<cuda:0>>, tensor<16x16x3x3xf32, #kiln.device<cuda:0>> -> tensor<1x16x14x14xf32, #kiln.device<cuda:0>>
     kiln.yield %y : tensor<1x16x14x14xf32, #kiln.device<cuda:0>>
   }
-  return %k0, %k1, %k2, %k3, %k4 : tensor<1x16x14x14xf32, #kiln.device<cpu>>, tensor<1x16x7x7xf32, #kiln.device<cpu>>, tensor<1x16x7x7xf32, #kiln.device<cpu>>, tensor<1x16x14x14xf32, #kiln.device<cpu>>, tensor<1x16x14x14xf32, #kiln.device<cuda:0>>
+  return %k0, %k1, %k2, %k3, %k4 : tensor<1x16x14x14xf32, #kiln.device<cpu>>, tensor<1x16x7x7xf32, #kiln.device<cpu>>, tensor<1x16x6x6xf32, #kiln.device<cpu>>, tensor<1x16x14x14xf32, #kiln.device<cpu>>, tensor<1x16x14x14xf32, #kiln.device<cuda:0>>
 }
