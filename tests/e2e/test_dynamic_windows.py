@@ -194,19 +194,22 @@ class DynamicWindows(kt.KilnTestCase):
         """A 3x3 stride-1 conv with a constant weight on planes at least 7
         wide runs as Winograd F(2x2, 3x3) on the CPU: even and odd plane
         sizes (tiles cut short), asymmetric pads, no bias, several images
-        (in one chunk of transformed tiles, or in several), and without
-        oneDNN (KILN_DNNL=none: the direct loops instead)."""
+        (in one chunk of transformed tiles, or in several, or one image at
+        a time when the kernel runs image by image), and without oneDNN
+        (KILN_DNNL=none: the direct loops instead)."""
         torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h, numpy_helper as nh
         from unittest import mock
-        cases = [  # c, m, (h, w), pads, bias
-            (16, 24, (14, 16), [1, 1, 1, 1], True),
-            (16, 16, (15, 17), [1, 1, 1, 1], True),
-            (24, 16, (16, 17), [0, 2, 1, 0], False),
-            (64, 16, (48, 48), [1, 1, 1, 1], True),
-            (32, 32, (7, 7), [1, 1, 1, 1], True),
+        cases = [  # c, m, (h, w), pads, bias, batches
+            (16, 24, (14, 16), [1, 1, 1, 1], True, (1, 3)),
+            (16, 16, (15, 17), [1, 1, 1, 1], True, (1, 3)),
+            (24, 16, (16, 17), [0, 2, 1, 0], False, (1, 3)),
+            (64, 16, (48, 48), [1, 1, 1, 1], True, (1, 3)),
+            (32, 32, (7, 7), [1, 1, 1, 1], True, (1, 3)),
+            # 4 padded inputs of 2.1 MiB: image by image.
+            (32, 32, (128, 128), [1, 1, 1, 1], True, (4,)),
         ]
-        for i, (c, m_out, (hh, ww), pads, bias) in enumerate(cases):
+        for i, (c, m_out, (hh, ww), pads, bias, batches) in enumerate(cases):
             with self.subTest(c=c, m=m_out, hw=(hh, ww), pads=pads):
                 rng = np.random.default_rng(20 + i)
                 w = rng.standard_normal((m_out, c, 3, 3)).astype(np.float32) * 0.2
@@ -223,9 +226,12 @@ class DynamicWindows(kt.KilnTestCase):
                 path = self.save_model(model, tag + ".onnx")
                 cpp = kt.kilnc(path, "--emit=cpp")
                 kt.assert_success(self, cpp)
-                self.assertIn("kiln_winograd3x3(", cpp.stdout.split("// kiln kernel", 1)[1])
+                kernels = cpp.stdout.split("// kiln kernel", 1)[1]
+                self.assertIn("kiln_winograd3x3(", kernels)
+                if batches == (4,):
+                    self.assertIn("images * 2163200 <= 8388608", kernels)
                 artifact = self.compiled(model, tag)
-                for n in (1, 3):
+                for n in batches:
                     x = rng.standard_normal((n, c, hh, ww)).astype(np.float32)
                     xt = torch.nn.functional.pad(
                         torch.from_numpy(x), (pads[1], pads[3], pads[0], pads[2]))
@@ -235,7 +241,7 @@ class DynamicWindows(kt.KilnTestCase):
                     (got,) = self.run_at(artifact, "%s_%d" % (tag, n), [x])
                     self.assertEqual(got.shape, want.shape)
                     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-                    if n == 3:
+                    if n == batches[-1]:
                         with mock.patch.dict("os.environ", {"KILN_DNNL": "none"}):
                             (loops,) = self.run_at(artifact, "%s_none" % tag, [x])
                         np.testing.assert_allclose(loops, want, rtol=1e-4, atol=1e-4)
