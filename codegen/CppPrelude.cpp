@@ -246,6 +246,22 @@ inline void kiln_winograd_out(const float *q, int64_t stride, float &r00, float 
   r10 = s10 + s11 + s12;
   r11 = s11 - s12 - s13;
 }
+// The outputs of `tiles` whole tiles in a row, their first `Rows` rows.
+template <int Rows>
+inline void kiln_winograd_tiles(const float *q, int64_t stride, float *o, int64_t wo,
+                                int64_t tiles) {
+#pragma omp simd
+  for (int64_t tx = 0; tx < tiles; ++tx) {
+    float r00, r01, r10, r11;
+    kiln_winograd_out(q + tx, stride, r00, r01, r10, r11);
+    o[2 * tx] = r00;
+    o[2 * tx + 1] = r01;
+    if constexpr (Rows == 2) {
+      o[wo + 2 * tx] = r10;
+      o[wo + 2 * tx + 1] = r11;
+    }
+  }
+}
 // y[n][m][h][w] = sum over ch, i, j of x[n][ch][h + i][w + j] * w[m][ch][i][j]
 // (a 3x3 conv, stride 1) by Winograd F(2x2, 3x3), with x padded to
 // [batch][c][hp][wp] and u the weight transformed as U[16][m][c]
@@ -307,25 +323,10 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
           // Whole tiles with vectors; the last tile of an odd width and the
           // last row of an odd height cut short.
           const int64_t whole = wo / 2;
-          if (2 * ty + 1 < ho) {
-#pragma omp simd
-            for (int64_t tx = 0; tx < whole; ++tx) {
-              float r00, r01, r10, r11;
-              kiln_winograd_out(q + tx, sm, r00, r01, r10, r11);
-              o[2 * tx] = r00;
-              o[2 * tx + 1] = r01;
-              o[wo + 2 * tx] = r10;
-              o[wo + 2 * tx + 1] = r11;
-            }
-          } else {
-#pragma omp simd
-            for (int64_t tx = 0; tx < whole; ++tx) {
-              float r00, r01, r10, r11;
-              kiln_winograd_out(q + tx, sm, r00, r01, r10, r11);
-              o[2 * tx] = r00;
-              o[2 * tx + 1] = r01;
-            }
-          }
+          if (2 * ty + 1 < ho)
+            kiln_winograd_tiles<2>(q, sm, o, wo, whole);
+          else
+            kiln_winograd_tiles<1>(q, sm, o, wo, whole);
           if (whole < tw) {
             float r00, r01, r10, r11;
             kiln_winograd_out(q + whole, sm, r00, r01, r10, r11);
