@@ -167,8 +167,10 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
       llvm::none_of(outType.getShape().drop_front(2), ShapedType::isDynamic);
   bool winograd = gemm && winogradConv(op, operands[1], wType, outType);
   if (winograd) {
-    // Whole tiles: one more row (column) of zeros under an odd output size,
-    // which only the Winograd input transform reads.
+    // A direct window: its taps (9 per channel, 16 channels or more) are too
+    // many to unroll, so its loops stay [n, m, c, kh, kw, oh, ow], the form
+    // matchWinograd takes. Whole tiles: one more row (column) of zeros under
+    // an odd output size, which only the Winograd input transform reads.
     gemm = false;
     end[2] += outType.getDimSize(2) % 2;
     end[3] += outType.getDimSize(3) % 2;
