@@ -323,7 +323,8 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
           // Whole tiles with vectors; the last tile of an odd width and the
           // last row of an odd height cut short.
           const int64_t whole = wo / 2;
-          if (2 * ty + 1 < ho)
+          const bool two = 2 * ty + 1 < ho;
+          if (two)
             kiln_winograd_tiles<2>(q, sm, o, wo, whole);
           else
             kiln_winograd_tiles<1>(q, sm, o, wo, whole);
@@ -331,7 +332,7 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
             float r00, r01, r10, r11;
             kiln_winograd_out(q + whole, sm, r00, r01, r10, r11);
             o[2 * whole] = r00;
-            if (2 * ty + 1 < ho)
+            if (two)
               o[wo + 2 * whole] = r10;
           }
         }

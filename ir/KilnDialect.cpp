@@ -120,6 +120,19 @@ DeviceAttr kiln::getDevice(Type type) {
                 : DeviceAttr();
 }
 
+bool kiln::runsCppKernels(DeviceAttr device) {
+  return device && (device.getKind() == "cpu" || device.getKind() == "sim");
+}
+
+ConstantOp kiln::boundConstant(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  auto kernel = arg ? dyn_cast_or_null<KernelOp>(arg.getOwner()->getParentOp())
+                    : KernelOp();
+  if (!kernel || arg.getOwner() != &kernel.getBody().front())
+    return {};
+  return kernel.getOperand(arg.getArgNumber()).getDefiningOp<ConstantOp>();
+}
+
 bool kiln::hasDynamicShape(Operation *op) {
   auto dynamic = [](Type t) {
     auto type = dyn_cast<RankedTensorType>(t);

@@ -125,6 +125,13 @@ mlir::Type toSignless(mlir::Type type);
 #include "ir/KilnOps.h.inc"
 
 namespace kiln {
+/// Whether kernels on `device` run as generated C++ (cpu, and sim, which
+/// must match cpu bit for bit); false for cuda and for no device.
+bool runsCppKernels(DeviceAttr device);
+/// The kiln.constant that `v`, an argument of a kiln.kernel's body, is
+/// bound to; null for anything else.
+ConstantOp boundConstant(mlir::Value v);
+
 /// The result types `op` infers from its operands and attributes (kiln.copy:
 /// its input's shape on its result's device). Fails, with a diagnostic at the
 /// op, when the operands do not fit the op.

@@ -45,14 +45,6 @@ int64_t staticProduct(ArrayRef<int64_t> ranges, ArrayRef<unsigned> dims) {
   return product;
 }
 
-/// The constant that `v`, an argument of `kernel`'s body, is bound to.
-ConstantOp constantInput(KernelOp kernel, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg || arg.getOwner() != &kernel.getBody().front())
-    return {};
-  return kernel.getOperand(arg.getArgNumber()).getDefiningOp<ConstantOp>();
-}
-
 /// A new constant of `constant`'s element type and device, of shape `shape`,
 /// holding `out`, after `constant` and named after it with `suffix`.
 Value derivedConstant(ConstantOp constant, ArrayRef<int64_t> shape,
@@ -71,11 +63,10 @@ Value derivedConstant(ConstantOp constant, ArrayRef<int64_t> shape,
 
 /// The constant weight of Winograd conv `conv` transformed for it, or null
 /// when the conv does not qualify. `packed` caches one per constant.
-Value winogradU(KernelOp kernel, linalg::GenericOp conv,
-                DenseMap<Operation *, Value> &packed) {
+Value winogradU(linalg::GenericOp conv, DenseMap<Operation *, Value> &packed) {
   if (!matchWinograd(conv))
     return {};
-  ConstantOp constant = constantInput(kernel, conv.getDpsInputs()[1]);
+  ConstantOp constant = boundConstant(conv.getDpsInputs()[1]);
   if (!constant)
     return {};
   if (Value done = packed.lookup(constant))
@@ -105,14 +96,13 @@ Value winogradU(KernelOp kernel, linalg::GenericOp conv,
   return result;
 }
 
-/// The constant B of `gemm` in `kernel` packed for it, or null when the
+/// The constant B of `gemm` packed for it, or null when the
 /// GEMM does not qualify. `packed` caches one packing per constant.
-Value packedB(KernelOp kernel, linalg::GenericOp gemm,
-              DenseMap<Operation *, Value> &packed) {
+Value packedB(linalg::GenericOp gemm, DenseMap<Operation *, Value> &packed) {
   std::optional<GemmMatch> g = matchGemm(gemm);
   if (!g || !g->element.isF32() || g->transA || g->transB || g->batchedB)
     return {};
-  ConstantOp constant = constantInput(kernel, gemm.getDpsInputs()[1 - g->a]);
+  ConstantOp constant = boundConstant(gemm.getDpsInputs()[1 - g->a]);
   if (!constant)
     return {};
   SmallVector<int64_t> ranges = gemm.getStaticLoopRanges();
@@ -147,19 +137,16 @@ struct PackWeights : kiln::impl::KilnPackWeightsBase<PackWeights> {
   void runOnOperation() override {
     DenseMap<Operation *, Value> packed, transformed;
     getOperation().walk([&](KernelOp kernel) {
-      DeviceAttr device = kernel.getNumResults()
-                              ? getDevice(kernel.getResult(0).getType())
-                              : DeviceAttr();
-      // sim devices run the C++ kernels too, and must match cpu bit for bit.
-      if (!device || (device.getKind() != "cpu" && device.getKind() != "sim"))
+      if (!kernel.getNumResults() ||
+          !runsCppKernels(getDevice(kernel.getResult(0).getType())))
         return;
       Block &body = kernel.getBody().front();
       for (auto op : llvm::to_vector(body.getOps<linalg::GenericOp>())) {
         StringRef attr = kPackedB;
-        Value b = packedB(kernel, op, packed);
+        Value b = packedB(op, packed);
         if (!b) {
           attr = kWinogradU;
-          b = winogradU(kernel, op, transformed);
+          b = winogradU(op, transformed);
         }
         if (!b)
           continue;

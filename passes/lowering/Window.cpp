@@ -88,8 +88,7 @@ constexpr int64_t kWinogradMinWidth = 7;
 // Winograd F(2x2, 3x3) instead: see the file comment.
 bool winogradConv(ConvOp op, Value weight, RankedTensorType wType,
                   RankedTensorType outType) {
-  DeviceAttr device = getDevice(op.getResult().getType());
-  if (!device || (device.getKind() != "cpu" && device.getKind() != "sim"))
+  if (!runsCppKernels(getDevice(op.getResult().getType())))
     return false;
   if (wType.getRank() != 4 || wType.getDimSize(2) != 3 ||
       wType.getDimSize(3) != 3 || wType.getDimSize(0) < 16 ||
@@ -101,11 +100,7 @@ bool winogradConv(ConvOp op, Value weight, RankedTensorType wType,
     return false;
   // The weight must be a constant input of the kernel: kiln-pack-weights
   // transforms it ahead of time.
-  auto arg = dyn_cast<BlockArgument>(weight);
-  auto kernel =
-      arg ? dyn_cast<KernelOp>(arg.getOwner()->getParentOp()) : KernelOp();
-  return kernel &&
-         kernel.getOperand(arg.getArgNumber()).getDefiningOp<ConstantOp>();
+  return bool(boundConstant(weight));
 }
 
 // Spatial input exprs: o_i * s_i + k_i * d_i.

@@ -150,13 +150,13 @@ class DynamicWindows(kt.KilnTestCase):
 
     def test_conv_kernel_run_image_by_image(self):
         """A conv kernel (pad, im2col, GEMM, then its bias, a residual add
-        and ReLU; dilated, so that it does not run as Winograd) whose largest tensor is over 8 MiB for the batch runs its
-        body image by image; below that, one pass over the batch. The
-        residual's batch is its own symbolic dim, so at run time it can be 1
-        and broadcast over the images, or the conv's input can. (With the
-        conv's input of batch 1 and the residual of 4, the epilogue once
-        overwrote in place the conv result it broadcast: 42% of the output
-        was wrong.)"""
+        and ReLU; dilated, so that it does not run as Winograd) whose largest
+        tensor is over 8 MiB for the batch runs its body image by image;
+        below that, one pass over the batch. The residual's batch is its own
+        symbolic dim, so at run time it can be 1 and broadcast over the
+        images, or the conv's input can. (With the conv's input of batch 1
+        and the residual of 4, the epilogue once overwrote in place the conv
+        result it broadcast: 42% of the output was wrong.)"""
         torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h, numpy_helper as nh
         rng = np.random.default_rng(11)
