@@ -19,116 +19,6 @@ using namespace kiln::cpp;
 
 std::string kiln::cppType(Type t) { return cTypeName(t, kCppStyle); }
 
-/// The f32 GEMM (Gemm.h) `op` is, if any.
-std::optional<GemmMatch> cpp::libraryGemm(linalg::GenericOp op) {
-  std::optional<GemmMatch> g = matchGemm(op);
-  if (!g || !g->element.isF32())
-    return std::nullopt;
-  return g;
-}
-
-/// The zero fill that only initialises `op`. When `op` is a library GEMM,
-/// the GEMM overwrites instead of accumulating, and only its fallback loops
-/// need the fill.
-static linalg::FillOp zeroFillOf(linalg::GenericOp op) {
-  auto fill = op.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
-  if (!fill || !fill.getResult(0).hasOneUse())
-    return {};
-  auto zero = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
-  auto value = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
-  if (!value || !value.getValue().isZero())
-    return {};
-  return fill;
-}
-
-/// The kernel input holding the transformed weight of Winograd conv `op`
-/// (kWinogradU), when its zero init is only for its fallback loops.
-static std::optional<unsigned> winogradWeight(linalg::GenericOp op) {
-  auto input = op->getAttrOfType<IntegerAttr>(kWinogradU);
-  if (!input || !zeroFillOf(op) || !matchWinograd(op))
-    return std::nullopt;
-  return input.getInt();
-}
-
-bool CppEmitter::defersFill(linalg::FillOp fill) {
-  if (!fill.getResult(0).hasOneUse())
-    return false;
-  auto user = dyn_cast<linalg::GenericOp>(*fill->getUsers().begin());
-  return user && zeroFillOf(user) == fill &&
-         (libraryGemm(user) || winogradWeight(user));
-}
-
-/// `if (!kiln_winograd3x3(...)) {` in front of the loops of a 3x3 conv with
-/// a transformed weight (kWinogradU): the loops run only without oneDNN.
-/// True when emitted.
-bool CppEmitter::emitWinogradCall(linalg::GenericOp op) {
-  std::optional<unsigned> u = winogradWeight(op);
-  if (!u)
-    return false;
-  Value in = op.getDpsInputs()[0];
-  os << llvm::formatv(
-      "  if (!kiln_winograd3x3({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-      "{9})) {\n",
-      loopRange(op, 0), loopRange(op, 2), loopRange(op, 1), dimExpr(in, 2),
-      dimExpr(in, 3), loopRange(op, 5), loopRange(op, 6), bufferFor(in),
-      bufferFor(kernel.getBody().front().getArgument(*u)),
-      bufferFor(op.getResult(0)));
-  emitFillOp(zeroFillOf(op));
-  return true;
-}
-
-/// `if (!kiln_sgemm(...)) {` in front of the loops of an f32 GEMM (Gemm.h):
-/// the loops run only without oneDNN, or when a dynamic dim of an operand is
-/// not the loop's size (a dim of 1 broadcasting). True when emitted.
-bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
-  std::optional<GemmMatch> g = libraryGemm(op);
-  if (!g)
-    return false;
-  linalg::FillOp fill = zeroFillOf(op);
-  auto size = [&](ArrayRef<unsigned> dims) {
-    std::string product = "int64_t(1)";
-    for (unsigned d : dims)
-      product += " * " + loopRange(op, d);
-    return product;
-  };
-  std::string m = fresh("m"), n = fresh("n"), k = fresh("k");
-  os << llvm::formatv("  const int64_t {0} = {1}, {2} = {3}, {4} = {5};\n", m,
-                      size(g->m), n, size(g->n), k, size(g->k));
-  std::string check;
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    auto type = cast<RankedTensorType>(input->get().getType());
-    AffineMap map = op.getMatchingIndexingMap(input);
-    for (auto [i, e] : llvm::enumerate(map.getResults()))
-      if (auto d = dyn_cast<AffineDimExpr>(e); d && type.isDynamicDim(i)) {
-        std::string dim = dimExpr(input->get(), i),
-                    range = loopRange(op, d.getPosition());
-        if (dim != range)
-          check += dim + " == " + range + " && ";
-      }
-  }
-  std::string strideA = g->batchedA ? m + " * " + k : "0";
-  std::string strideB = g->batchedB ? k + " * " + n : "0";
-  std::string call = llvm::formatv(
-      "kiln_sgemm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, "
-      "{11})",
-      size(g->batch), g->transA, g->transB, m, n, k,
-      bufferFor(op.getDpsInputs()[g->a]), strideA,
-      bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
-      bufferFor(op.getResult(0)), !fill);
-  // B packed by kiln-pack-weights: small M streams the panels first.
-  if (auto input = op->getAttrOfType<IntegerAttr>(kPackedB))
-    call = llvm::formatv(
-        "(kiln_sgemm_packed({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}) "
-        "|| {10})",
-        size(g->batch), m, n, k, bufferFor(op.getDpsInputs()[g->a]), strideA,
-        bufferFor(kernel.getBody().front().getArgument(input.getInt())),
-        bufferFor(op.getResult(0)), !fill, kPackedRows, call);
-  os << "  if (!(" << check << call << ")) {\n";
-  if (fill)
-    emitFillOp(fill);
-  return true;
-}
-
 /// How many leading loops of `op` to share out between threads: parallel
 /// loops whose dim the output is indexed by (so that no two iterations write
 /// one element), leaving the innermost loop whole to vectorize. In an
@@ -147,6 +37,46 @@ static unsigned parallelPrefix(linalg::GenericOp op) {
   return n;
 }
 
+/// The first of the trailing loops of elementwise `op`, from `from` on, that
+/// can run as one loop: every operand reads them as its last dims, in
+/// order, of static sizes equal to the loops' (contiguous in it), or not at
+/// all; and the body reads no loop index. Else the number of loops.
+unsigned cpp::flatFrom(linalg::GenericOp op, unsigned from) {
+  unsigned n = op.getNumLoops();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  bool indexed = false;
+  op.getRegion().walk([&](linalg::IndexOp) { indexed = true; });
+  if (indexed)
+    return n;
+  for (unsigned d = from; d < n; ++d)
+    if (ShapedType::isDynamic(ranges[d]))
+      return n;
+  for (OpOperand &operand : op->getOpOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    auto type = cast<RankedTensorType>(operand.get().getType());
+    unsigned tail = n - from, r = map.getNumResults();
+    auto reads = [&](AffineExpr e) {
+      for (unsigned d = from; d < n; ++d)
+        if (e.isFunctionOfDim(d))
+          return true;
+      return false;
+    };
+    if (llvm::none_of(map.getResults(), reads))
+      continue;
+    if (r < tail)
+      return n;
+    for (unsigned j = 0; j < r; ++j) {
+      AffineExpr e = map.getResult(j);
+      unsigned d = from + j - (r - tail);
+      if (j < r - tail ? reads(e)
+                       : e != getAffineDimExpr(d, op.getContext()) ||
+                             type.getDimSize(j) != ranges[d])
+        return n;
+    }
+  }
+  return from;
+}
+
 /// The leading `shared` loops of `op` shared out between the threads of the
 /// OpenMP pool (the one oneDNN uses too) when there is enough work.
 void CppEmitter::emitParallelFor(linalg::GenericOp op, unsigned shared) {
@@ -159,6 +89,26 @@ void CppEmitter::emitParallelFor(linalg::GenericOp op, unsigned shared) {
 }
 
 LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
+  // The GEMM whose epilogue `op` is comes first (CppGemm.cpp); `op`'s own
+  // loops run only where the GEMM did not run it tile by tile.
+  for (Value input : op.getDpsInputs())
+    if (auto gemm = input.getDefiningOp<linalg::GenericOp>();
+        gemm && gemmEpilogue(gemm) == op) {
+      if (failed(emitLoops(gemm)))
+        return failure();
+      std::string flag = tiledEpilogues.lookup(op);
+      tiledEpilogues.erase(op);
+      if (flag.empty())
+        return emitLoops(op);
+      os << "  if (!" << flag << ") {\n";
+      LogicalResult ok = emitLoops(op);
+      os << "  }\n";
+      return ok;
+    }
+  return emitLoops(op);
+}
+
+LogicalResult CppEmitter::emitLoops(linalg::GenericOp op) {
   Operation *prologue = windowPrologue(op);
   linalg::GenericOp epilogue = windowEpilogue(op);
   unsigned p = unrolledWindow(op);
@@ -194,13 +144,31 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   if (producer)
     declarePlanes(producer.getResult(0));
   os << "  // linalg.generic: " << iteratorList(op) << "\n";
-  if (unsigned shared = producer ? planes : parallelPrefix(op))
+  unsigned shared = producer ? planes : parallelPrefix(op);
+  // The last two loops of an elementwise generic run as one when the last
+  // is shorter than a few vectors (rows of 7 or 14) and both are contiguous
+  // in every operand: they vectorize then. The loops before stay shared out
+  // between the threads.
+  size_t n = ranges.size();
+  bool flat = !producer && !gemm && !prologue && !epilogue && n >= 3 &&
+              op.getNumParallelLoops() == n &&
+              op.getStaticLoopRanges()[n - 1] < kFlatRowWidth &&
+              flatFrom(op, n - 2) == n - 2;
+  if (flat) {
+    ranges[n - 1] = ranges[n - 2] + " * " + ranges[n - 1];
+    for (unsigned d = 0; d < n; ++d)
+      dimNames.push_back(d == n - 2 ? "0" : "d" + std::to_string(d));
+    shared = std::min<unsigned>(shared, n - 2);
+  }
+  if (shared)
     emitParallelFor(op, shared);
   // With a prologue or epilogue, the last parallel loop's body holds them
   // around the reduction loops.
   bool around = prologue || epilogue;
-  std::string indent = "  ", outer;
+  std::string indent = "  ", outer, acc;
   for (auto [dim, size] : llvm::enumerate(ranges)) {
+    if (flat && dim == n - 2)
+      continue;
     os << indent << forLoop(dim, size);
     bool opens = dim + 1 == ranges.size() || (around && dim + 1 == p);
     os << (opens || (producer && dim + 1 == planes) ? " {\n" : "\n");
@@ -210,17 +178,21 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
       return failure();
     if (around && dim + 1 == p) {
       outer = indent;
-      if (failed(emitWindowPrologue(op, prologue, indent)))
+      acc = fresh("acc");
+      if (failed(emitWindowPrologue(op, prologue, indent, acc)))
         return failure();
     }
   }
   if (ranges.empty())
     os << indent << "{\n";
-  if (failed(emitGenericBody(op, indent)))
+  LogicalResult body = emitGenericBody(op, indent, acc);
+  if (flat)
+    dimNames.clear();
+  if (failed(body))
     return failure();
   if (around) {
     os << outer << "}\n";
-    if (failed(emitWindowEpilogue(op, epilogue, outer)))
+    if (failed(emitWindowEpilogue(op, epilogue, outer, acc)))
       return failure();
   }
   os << "  }\n";

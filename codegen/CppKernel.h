@@ -1,9 +1,11 @@
 //===- CppKernel.h - the C++ kernel emitter, inside codegen -----*- C++ -*-===//
 //
 // Private to codegen: the emitter class behind emitKernelCpp(), whose loops
-// and GEMM calls live in CppEmitter.cpp and whose windows (small conv and
-// pool windows: taps innermost, planes made per thread, split or flattened)
-// in CppWindow.cpp; kernels run image by image in CppImages.cpp.
+// live in CppEmitter.cpp, its library calls (GEMMs, with their epilogues on
+// tiles, and Winograd convs) in CppGemm.cpp, and whose windows (small conv
+// and pool windows: taps innermost, planes made per thread, split or
+// flattened) in CppWindow.cpp (their pads in CppPad.cpp); kernels run image
+// by image in CppImages.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +51,27 @@ int64_t planeSplit(mlir::linalg::GenericOp op, mlir::OpOperand *input,
 bool flatWindow(mlir::linalg::GenericOp op, mlir::linalg::GenericOp producer,
                 unsigned planes, mlir::Operation *prologue,
                 mlir::linalg::GenericOp epilogue);
+
+/// A constant pad: lowering::padTensor's generic, which reads `input` at
+/// each index less `begin` and is `value` outside it (CppPad.cpp).
+struct PadMatch {
+  mlir::Value input;
+  llvm::SmallVector<int64_t> begin;
+  mlir::Value value;
+};
+std::optional<PadMatch> matchPad(mlir::linalg::GenericOp op);
+
+/// Whether `op` is all-parallel over `p` loops, writes its output in loop
+/// order, and does not read its init: elementwise over another op's loops
+/// (a window's, CppWindow.cpp; a GEMM's tiles, CppGemm.cpp).
+bool fitsWindowLoops(mlir::linalg::GenericOp op, unsigned p);
+
+/// The first of the trailing loops of elementwise `op`, from `from` on, that
+/// run as one loop (contiguous in every operand), or its number of loops.
+/// An elementwise generic's rows shorter than kFlatRowWidth run so with the
+/// dim before them.
+unsigned flatFrom(mlir::linalg::GenericOp op, unsigned from);
+inline constexpr int64_t kFlatRowWidth = 16;
 
 /// A kernel runs image by image only when the largest tensor it makes or
 /// reads is larger than this for the whole batch (a quarter of the L3 cache
@@ -112,22 +135,39 @@ private:
                         from, typeName(type.getElementType()), count);
   }
   mlir::LogicalResult emitGenericLoops(mlir::linalg::GenericOp op) override;
+  /// The loops of `op` (and its library call), where it stands.
+  mlir::LogicalResult emitLoops(mlir::linalg::GenericOp op);
   bool defersFill(mlir::linalg::FillOp fill) override;
   bool absorbed(mlir::Operation *op) override;
   bool emitGemmCall(mlir::linalg::GenericOp op);
+  /// The elementwise generic run on each tile of GEMM `op` as it is
+  /// computed (CppGemm.cpp), if any.
+  mlir::linalg::GenericOp gemmEpilogue(mlir::linalg::GenericOp op);
+  std::string emitTiledGemm(mlir::linalg::GenericOp op, const GemmMatch &g,
+                            mlir::linalg::GenericOp epilogue,
+                            const std::string &check, const std::string &args,
+                            const std::string &m);
+  /// Epilogues run tile by tile when the flag they map to is true at run
+  /// time: their own loops run only when it is false.
+  llvm::DenseMap<mlir::Operation *, std::string> tiledEpilogues;
   bool emitWinogradCall(mlir::linalg::GenericOp op);
   void emitParallelFor(mlir::linalg::GenericOp op, unsigned shared);
   mlir::LogicalResult emitWindowPrologue(mlir::linalg::GenericOp op,
                                          mlir::Operation *prologue,
-                                         const std::string &indent);
+                                         const std::string &indent,
+                                         const std::string &acc);
   mlir::LogicalResult emitWindowEpilogue(mlir::linalg::GenericOp op,
                                          mlir::linalg::GenericOp epilogue,
-                                         const std::string &indent);
+                                         const std::string &indent,
+                                         const std::string &acc);
   mlir::linalg::GenericOp planeProducer(mlir::linalg::GenericOp op,
                                         unsigned &planes);
   void declarePlanes(mlir::Value plane);
   mlir::LogicalResult emitPlane(mlir::linalg::GenericOp producer,
                                 unsigned planes, std::string indent);
+  bool emitPadPlane(mlir::linalg::GenericOp producer, const PadMatch &pad,
+                    unsigned planes, const std::string &name,
+                    const std::string &indent);
   mlir::LogicalResult emitFlatWindow(mlir::linalg::GenericOp op,
                                      mlir::linalg::GenericOp producer,
                                      unsigned planes, mlir::Operation *prologue,

@@ -218,6 +218,49 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
   return true;
 }
 
+// kiln_sgemm in one tile of C per thread, each tile's `epilogue(i, m0, m1,
+// n0, n1)` run by its thread right after its GEMM, on what it just wrote. M
+// is em steps of m / em rows (the epilogue's loop over its first M dim), N
+// en steps of n / en columns; tiles split M before N, and the epilogue gets
+// step ranges. (Smaller tiles, to keep each in L2, were slower on
+// mobilenet_v2's 1x1 convs and BERT's linear layers: oneDNN's sgemm works
+// best on large ones.) False, having written nothing, without oneDNN or
+// below 2^20 multiply-adds: a GEMM that small runs on one thread anyway,
+// and the plain call keeps its results bit-identical to those of the same
+// GEMM without an epilogue (a plan that puts the epilogue in another
+// kernel, on another device).
+template <typename F>
+inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m, int64_t n,
+                             int64_t k, const float *a, int64_t strideA, const float *b,
+                             int64_t strideB, float *c, bool accumulate, int64_t em, int64_t en,
+                             const F &epilogue) {
+  kiln_sgemm_fn gemm = kiln_dnnl_sgemm();
+  if (!gemm || batch * m * n * k < (int64_t(1) << 20))
+    return false;
+  const int64_t rows = m / em, cols = n / en, threads = omp_get_max_threads();
+  int64_t tm = em, tn = en;
+  while (batch * ((em + tm - 1) / tm) * ((en + tn - 1) / tn) < threads && (tm > 1 || tn > 1)) {
+    if (tm > 1 && (tm * rows >= tn * cols || tn == 1))
+      tm = (tm + 1) / 2;
+    else
+      tn = (tn + 1) / 2;
+  }
+  const int64_t mt = (em + tm - 1) / tm, nt = (en + tn - 1) / tn;
+#pragma omp parallel for schedule(static) if (batch * m * n * k >= 32768)
+  for (int64_t t = 0; t < batch * mt * nt; ++t) {
+    const int64_t i = t / (mt * nt), m0 = (t / nt) % mt * tm, n0 = t % nt * tn;
+    const int64_t m1 = std::min(em, m0 + tm), n1 = std::min(en, n0 + tn);
+    const int64_t r0 = m0 * rows, c0 = n0 * cols;
+    if (gemm(transA ? 'T' : 'N', transB ? 'T' : 'N', (m1 - m0) * rows, (n1 - n0) * cols, k, 1.0f,
+             a + i * strideA + (transA ? r0 : r0 * k), transA ? m : k,
+             b + i * strideB + (transB ? c0 * k : c0), transB ? k : n, accumulate ? 1.0f : 0.0f,
+             c + i * m * n + r0 * n + c0, n) != 0)
+      std::abort();
+    epilogue(i, m0, m1, n0, n1);
+  }
+  return true;
+}
+
 // Row r of B^T d B from row r of B^T d: (a0 - a2, a1 + a2, a2 - a1, a1 - a3),
 // written `stride` apart. (The transforms are spelled out in scalars: with
 // small arrays GCC left the tile loops scalar, 0.7x slower at 64x56x56.)

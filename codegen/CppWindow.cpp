@@ -45,10 +45,7 @@ unsigned cpp::unrolledWindow(linalg::GenericOp op) {
   return p;
 }
 
-/// Whether `op` is all-parallel over `p` loops, writes its output in loop
-/// order, and does not read its init: its body can run inside the parallel
-/// loops of an unrolledWindow.
-static bool fitsWindowLoops(linalg::GenericOp op, unsigned p) {
+bool cpp::fitsWindowLoops(linalg::GenericOp op, unsigned p) {
   if (op.getNumDpsInits() != 1 || op.getNumLoops() != p ||
       op.getNumParallelLoops() != p ||
       !op.getMatchingBlockArgument(op.getDpsInitOperand(0)).use_empty())
@@ -260,6 +257,9 @@ bool cpp::flatWindow(linalg::GenericOp op, linalg::GenericOp producer,
 bool CppEmitter::absorbed(Operation *op) {
   if (op->getNumResults() != 1 || !op->getResult(0).hasOneUse())
     return false;
+  // A GEMM is emitted with its epilogue (CppGemm.cpp).
+  if (auto gemm = dyn_cast<linalg::GenericOp>(op); gemm && gemmEpilogue(gemm))
+    return true;
   Operation *user = *op->getUsers().begin();
   if (auto window = dyn_cast<linalg::GenericOp>(user)) {
     if (windowPrologue(window) == op)
@@ -276,33 +276,46 @@ bool CppEmitter::absorbed(Operation *op) {
   return false;
 }
 
-/// Window `op`'s init (a fill or a generic), written for the element its
-/// loops are at.
+/// Declares the accumulator `acc` of the element window `op`'s loops are at,
+/// set to the window's init: its prologue (a fill or a generic) or, without
+/// one, the output's element. The taps then add into a register, not into
+/// memory through the output's pointer (mobilenet_v2's 3x3 depthwise window
+/// at 56x56: 1.2x faster with it).
 LogicalResult CppEmitter::emitWindowPrologue(linalg::GenericOp op,
                                              Operation *prologue,
-                                             const std::string &indent) {
-  if (auto fill = dyn_cast_or_null<linalg::FillOp>(prologue))
-    os << indent << bufferFor(fill.getResult(0)) << "["
-       << index(op.getResult(0),
-                op.getMatchingIndexingMap(op.getDpsInitOperand(0)))
-       << "] = " << scalarOf(fill.getInputs()[0]) << ";\n";
-  else if (prologue &&
-           failed(emitGenericBody(cast<linalg::GenericOp>(prologue), indent)))
-    return failure();
-  return success();
+                                             const std::string &indent,
+                                             const std::string &acc) {
+  Value result = op.getResult(0);
+  os << indent << typeName(getElementTypeOrSelf(result.getType())) << " "
+     << acc;
+  if (auto fill = dyn_cast_or_null<linalg::FillOp>(prologue)) {
+    os << " = " << scalarOf(fill.getInputs()[0]) << ";\n";
+    return success();
+  }
+  if (!prologue) {
+    os << " = " << bufferFor(result) << "["
+       << index(result, op.getMatchingIndexingMap(op.getDpsInitOperand(0)))
+       << "];\n";
+    return success();
+  }
+  os << ";\n";
+  return emitGenericBody(cast<linalg::GenericOp>(prologue), indent, acc);
 }
 
-/// Window `op`'s epilogue, if any, reading the element just computed where
-/// it was written (a dynamic dim of it cannot broadcast).
+/// Window `op`'s epilogue, if any, applied to its accumulator `acc`; else
+/// `acc` stored as the window's element.
 LogicalResult CppEmitter::emitWindowEpilogue(linalg::GenericOp op,
                                              linalg::GenericOp epilogue,
-                                             const std::string &indent) {
-  if (!epilogue)
-    return success();
+                                             const std::string &indent,
+                                             const std::string &acc) {
   Value result = op.getResult(0);
-  reads[result] =
-      bufferFor(result) + "[" +
-      index(result, op.getMatchingIndexingMap(op.getDpsInitOperand(0))) + "]";
+  if (!epilogue) {
+    os << indent << bufferFor(result) << "["
+       << index(result, op.getMatchingIndexingMap(op.getDpsInitOperand(0)))
+       << "] = " << acc << ";\n";
+    return success();
+  }
+  reads[result] = acc;
   LogicalResult ok = emitGenericBody(epilogue, indent);
   reads.erase(result);
   return ok;
@@ -337,18 +350,23 @@ LogicalResult CppEmitter::emitPlane(linalg::GenericOp producer, unsigned planes,
   os << llvm::formatv("{0}{1} *__restrict {2} = static_cast<{1} *>({2}_owner."
                       "data) + omp_get_thread_num() * {3}{2}_stride;\n",
                       indent, type, name, split ? "2 * " : "");
-  for (unsigned d = planes; d < producer.getNumLoops(); ++d) {
-    std::string size = loopRange(producer, d);
-    if (size.empty())
-      return producer.emitOpError()
-             << "has a dynamic loop the kernel emitter cannot size";
-    os << indent << forLoop(d, size)
-       << (d + 1 == producer.getNumLoops() ? " {\n" : "\n");
-    indent += "  ";
+  std::optional<PadMatch> pad = matchPad(producer);
+  if (pad && emitPadPlane(producer, *pad, planes, name, indent)) {
+    indent += std::string(2 * (producer.getNumLoops() - planes), ' ');
+  } else {
+    for (unsigned d = planes; d < producer.getNumLoops(); ++d) {
+      std::string size = loopRange(producer, d);
+      if (size.empty())
+        return producer.emitOpError()
+               << "has a dynamic loop the kernel emitter cannot size";
+      os << indent << forLoop(d, size)
+         << (d + 1 == producer.getNumLoops() ? " {\n" : "\n");
+      indent += "  ";
+    }
+    if (failed(emitGenericBody(producer, indent)))
+      return failure();
+    os << indent.substr(2) << "}\n";
   }
-  if (failed(emitGenericBody(producer, indent)))
-    return failure();
-  os << indent.substr(2) << "}\n";
   if (!split)
     return success();
   // The window reads the split copy, row by row: [rows][split][ceil(W/split)].
@@ -426,8 +444,8 @@ LogicalResult CppEmitter::emitFlatWindow(linalg::GenericOp op,
   std::string column = "d" + std::to_string(p - 1);
   os << llvm::formatv("{0}for (int64_t {1} = 0; {1} < {2}; ++{1}) {{\n", indent,
                       column, flat);
-  std::string inner = indent + "  ";
-  if (failed(emitWindowPrologue(op, prologue, inner)))
+  std::string inner = indent + "  ", acc = fresh("acc");
+  if (failed(emitWindowPrologue(op, prologue, inner, acc)))
     return failure();
   std::string taps = inner;
   for (unsigned d = p; d < op.getNumLoops(); ++d) {
@@ -435,10 +453,10 @@ LogicalResult CppEmitter::emitFlatWindow(linalg::GenericOp op,
        << (d + 1 == op.getNumLoops() ? " {\n" : "\n");
     taps += "  ";
   }
-  if (failed(emitGenericBody(op, taps)))
+  if (failed(emitGenericBody(op, taps, acc)))
     return failure();
   os << inner << "}\n";
-  if (failed(emitWindowEpilogue(op, epilogue, inner)))
+  if (failed(emitWindowEpilogue(op, epilogue, inner, acc)))
     return failure();
   os << indent << "}\n";
   dimNames.clear();

@@ -246,6 +246,81 @@ class DynamicWindows(kt.KilnTestCase):
                             (loops,) = self.run_at(artifact, "%s_none" % tag, [x])
                         np.testing.assert_allclose(loops, want, rtol=1e-4, atol=1e-4)
 
+    def test_gemm_epilogue_on_tiles(self):
+        """A GEMM whose result only an elementwise op reads runs that
+        epilogue on each tile right after computing it (kiln_sgemm_tiles):
+        1x1 convs with bias and ReLU6 or a residual add, an im2col conv, and
+        a matmul whose rows are two dims (batch and sequence) with a GELU;
+        one image and several, and without oneDNN (KILN_DNNL=none: the
+        GEMM's loops, then the epilogue's)."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        from unittest import mock
+        F = torch.nn.functional
+        rng = np.random.default_rng(7)
+
+        def weight(*shape):
+            return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+        w1, b1 = weight(96, 16, 1, 1), weight(96)
+        w2, b2 = weight(32, 64, 1, 1), weight(32)
+        w3, b3 = weight(24, 8, 3, 3), weight(24)
+        w4, b4 = weight(64, 128), weight(128)
+        sqrt2 = nh.from_array(np.array(2 ** 0.5, np.float32), "sqrt2")
+        one = nh.from_array(np.array(1.0, np.float32), "one")
+        half = nh.from_array(np.array(0.5, np.float32), "half")
+        lo = nh.from_array(np.array(0.0, np.float32), "lo")
+        hi = nh.from_array(np.array(6.0, np.float32), "hi")
+        cases = [  # tag, nodes, inits, inputs (shape without batch), reference
+            ("relu6", [h.make_node("Conv", ["x", "w", "b"], ["c"]),
+                       h.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+             [nh.from_array(w1, "w"), nh.from_array(b1, "b"), lo, hi], [(16, 28, 28)],
+             lambda x: F.conv2d(x, torch.from_numpy(w1), torch.from_numpy(b1)).clamp(0, 6)),
+            ("residual", [h.make_node("Conv", ["x", "w", "b"], ["c"]),
+                          h.make_node("Add", ["c", "r"], ["s"]),
+                          h.make_node("Relu", ["s"], ["y"])],
+             [nh.from_array(w2, "w"), nh.from_array(b2, "b")], [(64, 7, 7), (32, 7, 7)],
+             lambda x, r: torch.relu(
+                 F.conv2d(x, torch.from_numpy(w2), torch.from_numpy(b2)) + r)),
+            ("im2col", [h.make_node("Conv", ["x", "w", "b"], ["c"], strides=[2, 2],
+                                    pads=[1, 1, 1, 1]),
+                        h.make_node("Relu", ["c"], ["y"])],
+             [nh.from_array(w3, "w"), nh.from_array(b3, "b")], [(8, 15, 15)],
+             lambda x: torch.relu(F.conv2d(x, torch.from_numpy(w3), torch.from_numpy(b3),
+                                           stride=2, padding=1))),
+            ("gelu", [h.make_node("MatMul", ["x", "w"], ["m"]),
+                      h.make_node("Add", ["m", "b"], ["a"]),
+                      h.make_node("Div", ["a", "sqrt2"], ["d"]),
+                      h.make_node("Erf", ["d"], ["e"]),
+                      h.make_node("Add", ["e", "one"], ["e1"]),
+                      h.make_node("Mul", ["a", "e1"], ["p"]),
+                      h.make_node("Mul", ["p", "half"], ["y"])],
+             [nh.from_array(w4, "w"), nh.from_array(b4, "b"), sqrt2, one, half], [(24, 64)],
+             lambda x: F.gelu(x @ torch.from_numpy(w4) + torch.from_numpy(b4))),
+        ]
+        for tag, nodes, inits, shapes, reference in cases:
+            with self.subTest(case=tag):
+                names = ["x", "r"][:len(shapes)]
+                graph = h.make_graph(
+                    nodes, tag, [tensor(n, T.FLOAT, ["n", *s]) for n, s in zip(names, shapes)],
+                    [tensor("y", T.FLOAT, None)], inits)
+                model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+                path = self.save_model(model, "tiles_%s.onnx" % tag)
+                cpp = kt.kilnc(path, "--emit=cpp")
+                kt.assert_success(self, cpp)
+                self.assertIn("kiln_sgemm_tiles(", cpp.stdout)
+                artifact = self.compiled(model, "tiles_" + tag)
+                for n in (1, 3):
+                    xs = [rng.standard_normal((n, *s)).astype(np.float32) for s in shapes]
+                    want = reference(*map(torch.from_numpy, xs)).numpy()
+                    (got,) = self.run_at(artifact, "tiles_%s_%d" % (tag, n), xs)
+                    self.assertEqual(got.shape, want.shape)
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+                    if n == 3:
+                        with mock.patch.dict("os.environ", {"KILN_DNNL": "none"}):
+                            (loops,) = self.run_at(artifact, "tiles_%s_none" % tag, xs)
+                        np.testing.assert_allclose(loops, want, rtol=1e-4, atol=1e-4)
+
     def test_causal_conv_with_channels_counted_at_run_time(self):
         """CausalConvWithState becomes a depthwise conv whose group count is
         the input's channels, read at run time."""

@@ -7,6 +7,8 @@
 #cdim = affine_map<(n, m, c, kh, kw, oh, ow) -> (n, c, kh, kw, oh, ow)>
 #wdim = affine_map<(n, m, c, kh, kw, oh, ow) -> (m, c, kh, kw)>
 #odim = affine_map<(n, m, c, kh, kw, oh, ow) -> (n, m, oh, ow)>
+#id4 = affine_map<(n, m, h, w) -> (n, m, h, w)>
+#bias = affine_map<(n, m, h, w) -> (m)>
 
 // A conv after im2col: the weights (input 1) are A, shared by both images
 // (stride 0); the patches are B, one [c*kh*kw, oh*ow] matrix per image. The
@@ -40,10 +42,98 @@ func.func @conv(%col: tensor<2x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<8x3
   return %0 : tensor<2x8x4x4xf32, #kiln.device<cpu>>
 }
 
+// A GEMM whose result only an elementwise generic reads (bias, residual,
+// relu) runs it on each tile right after the tile's GEMM (CppGemm.cpp):
+// TILE covers an image, steps of the first M dim and of the first N dim,
+// and the N dims (oh, ow: contiguous in every operand) run as one loop.
+// The tiled call is guarded against an epilogue that would overwrite the
+// GEMM's inputs; the plain call, its fallback loops and the epilogue's own
+// loops run only when it did not run (kiln_sgemm_tiles declines GEMMs under
+// 2^20 multiply-adds). Those loops, like those of any elementwise generic,
+// run the last two dims (contiguous in every operand) as one.
+// CHECK-LABEL: // kiln kernel kiln_k1
+// CHECK:      const auto [[TILE:tile[0-9]+]] = [&](int64_t image, int64_t mlo, int64_t mhi, int64_t nlo, int64_t nhi) {
+// CHECK-NEXT:   for (int64_t d0 = image; d0 < image + 1; ++d0)
+// CHECK-NEXT:     for (int64_t d1 = mlo; d1 < mhi; ++d1)
+// CHECK-NEXT:       for (int64_t d3 = nlo * int64_t(1) * 4; d3 < nhi * int64_t(1) * 4; ++d3) {
+// CHECK-NEXT:         const float [[R:a[0-9]+]] = out0[d0 * 128 + d1 * 16 + 0 * 4 + d3];
+// CHECK-NEXT:         const float [[B:a[0-9]+]] = in2[d1];
+// CHECK-NEXT:         const float [[S:a[0-9]+]] = in3[d0 * 128 + d1 * 16 + 0 * 4 + d3];
+// CHECK:              out0[d0 * 128 + d1 * 16 + 0 * 4 + d3] = v{{[0-9]+}};
+// CHECK-NEXT:       }
+// CHECK-NEXT: };
+// CHECK-NEXT: const bool [[T:tiled[0-9]+]] = static_cast<const void *>(out0) != static_cast<const void *>(in0) && static_cast<const void *>(out0) != static_cast<const void *>(in1) && kiln_sgemm_tiles(int64_t(1) * 2, false, false, [[M:m[0-9]+]], [[N:n[0-9]+]], [[K:k[0-9]+]], in1, 0, in0, [[K]] * [[N]], out0, false, 8, 4, [[TILE]]);
+// CHECK-NEXT: if (![[T]] && !(kiln_sgemm(int64_t(1) * 2, false, false, [[M]], [[N]], [[K]], in1, 0, in0, [[K]] * [[N]], out0, false))) {
+// CHECK:      if (![[T]]) {
+// CHECK-NEXT: // linalg.generic: parallel, parallel, parallel, parallel
+// CHECK-NEXT: #pragma omp parallel for collapse(2) schedule(static)
+// CHECK-NEXT: for (int64_t d0 = 0; d0 < 2; ++d0)
+// CHECK-NEXT:   for (int64_t d1 = 0; d1 < 8; ++d1)
+// CHECK-NEXT:     for (int64_t d3 = 0; d3 < 4 * 4; ++d3) {
+// CHECK:      out0[d0 * 128 + d1 * 16 + 0 * 4 + d3] = v{{[0-9]+}};
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+func.func @conv_epilogue(%col: tensor<2x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<8x3x2x2xf32, #kiln.device<cpu>>, %b: tensor<8xf32, #kiln.device<cpu>>, %res: tensor<2x8x4x4xf32, #kiln.device<cpu>>) -> tensor<2x8x4x4xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%col, %w, %b, %res : tensor<2x3x2x2x4x4xf32, #kiln.device<cpu>>, tensor<8x3x2x2xf32, #kiln.device<cpu>>, tensor<8xf32, #kiln.device<cpu>>, tensor<2x8x4x4xf32, #kiln.device<cpu>>) -> (tensor<2x8x4x4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<2x3x2x2x4x4xf32>, %a1: tensor<8x3x2x2xf32>, %a2: tensor<8xf32>, %a3: tensor<2x8x4x4xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<2x8x4x4xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+    %r = linalg.generic {indexing_maps = [#cdim, #wdim, #odim], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<2x3x2x2x4x4xf32>, tensor<8x3x2x2xf32>) outs(%f : tensor<2x8x4x4xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<2x8x4x4xf32>
+    %e2 = tensor.empty() : tensor<2x8x4x4xf32>
+    %y = linalg.generic {indexing_maps = [#id4, #bias, #id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%r, %a2, %a3 : tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<2x8x4x4xf32>) outs(%e2 : tensor<2x8x4x4xf32>) {
+    ^bb0(%x: f32, %bb: f32, %rr: f32, %o: f32):
+      %s = arith.addf %x, %bb : f32
+      %t = arith.addf %s, %rr : f32
+      %u = arith.maximumf %t, %zero : f32
+      linalg.yield %u : f32
+    } -> tensor<2x8x4x4xf32>
+    kiln.yield %y : tensor<2x8x4x4xf32>
+  }
+  return %0 : tensor<2x8x4x4xf32, #kiln.device<cpu>>
+}
+
+// Not when something between them touches memory (a fill here): both
+// would move past it.
+// CHECK-LABEL: // kiln kernel kiln_k2
+// CHECK-NOT:  kiln_sgemm_tiles
+// CHECK:      if (!(kiln_sgemm(
+func.func @conv_epilogue_apart(%col: tensor<2x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<8x3x2x2xf32, #kiln.device<cpu>>) -> tensor<2x8x4x4xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%col, %w : tensor<2x3x2x2x4x4xf32, #kiln.device<cpu>>, tensor<8x3x2x2xf32, #kiln.device<cpu>>) -> (tensor<2x8x4x4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<2x3x2x2x4x4xf32>, %a1: tensor<8x3x2x2xf32>):
+    %zero = arith.constant 0.0 : f32
+    %one = arith.constant 1.0 : f32
+    %e = tensor.empty() : tensor<2x8x4x4xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+    %r = linalg.generic {indexing_maps = [#cdim, #wdim, #odim], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<2x3x2x2x4x4xf32>, tensor<8x3x2x2xf32>) outs(%f : tensor<2x8x4x4xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<2x8x4x4xf32>
+    %e3 = tensor.empty() : tensor<2x8x4x4xf32>
+    %ones = linalg.fill ins(%one : f32) outs(%e3 : tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+    %e2 = tensor.empty() : tensor<2x8x4x4xf32>
+    %y = linalg.generic {indexing_maps = [#id4, #id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%r, %ones : tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) outs(%e2 : tensor<2x8x4x4xf32>) {
+    ^bb0(%x: f32, %rr: f32, %o: f32):
+      %t = arith.addf %x, %rr : f32
+      linalg.yield %t : f32
+    } -> tensor<2x8x4x4xf32>
+    kiln.yield %y : tensor<2x8x4x4xf32>
+  }
+  return %0 : tensor<2x8x4x4xf32, #kiln.device<cpu>>
+}
+
 // A batched matmul with a dynamic batch whose B is shared folds the batch
 // into M. The GEMM runs only when A's dynamic dim is the loop's (a dim of
 // 1 broadcasting runs the loops). It accumulates onto its init, an input.
-// CHECK-LABEL: // kiln kernel kiln_k1
+// CHECK-LABEL: // kiln kernel kiln_k3
 // CHECK:      const int64_t [[M:m[0-9]+]] = int64_t(1) * dims[5] * 3, [[N:n[0-9]+]] = int64_t(1) * 5, [[K:k[0-9]+]] = int64_t(1) * 4;
 // CHECK-NEXT: if (!(dims[0] == dims[5] && kiln_sgemm(int64_t(1), false, true, [[M]], [[N]], [[K]], in0, 0, in1, 0, out0, true))) {
 func.func @matmul(%a: tensor<?x3x4xf32, #kiln.device<cpu>>, %b: tensor<5x4xf32, #kiln.device<cpu>>, %c: tensor<?x3x5xf32, #kiln.device<cpu>>) -> tensor<?x3x5xf32, #kiln.device<cpu>> {
@@ -62,7 +152,7 @@ func.func @matmul(%a: tensor<?x3x4xf32, #kiln.device<cpu>>, %b: tensor<5x4xf32, 
 
 // f64 has no library GEMM: loops only. A reduction loop stops the parallel
 // prefix.
-// CHECK-LABEL: // kiln kernel kiln_k2
+// CHECK-LABEL: // kiln kernel kiln_k4
 // CHECK-NOT:  kiln_sgemm(
 // CHECK:      #pragma omp parallel for collapse(1) schedule(static) if (int64_t(1) * 3 * 4 * 5 >= 32768)
 // CHECK-NEXT: for (int64_t d0 = 0; d0 < 3; ++d0)
@@ -84,7 +174,7 @@ func.func @matmul_f64(%a: tensor<3x4xf64, #kiln.device<cpu>>, %b: tensor<4x5xf64
 // An elementwise op whose second operand's rows are not contiguous (a
 // constant index on a dim of size 3) is no GEMM even with a multiply-add
 // body. A single loop is shared out whole.
-// CHECK-LABEL: // kiln kernel kiln_k3
+// CHECK-LABEL: // kiln kernel kiln_k5
 // CHECK-NOT:  kiln_sgemm(
 // CHECK:      #pragma omp parallel for collapse(1) schedule(static) if (int64_t(1) * 8 >= 32768)
 func.func @not_gemm(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8x3xf32, #kiln.device<cpu>>) -> tensor<8xf32, #kiln.device<cpu>> {
@@ -106,7 +196,7 @@ func.func @not_gemm(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8x3xf32, #k
 
 // f32 exp and erf use the backend's own branch-free versions, which
 // vectorize; f64 keeps the math library's.
-// CHECK-LABEL: // kiln kernel kiln_k4
+// CHECK-LABEL: // kiln kernel kiln_k6
 // CHECK: const float [[E:v[0-9]+]] = kiln_expf(
 // CHECK: const float {{v[0-9]+}} = kiln_erff([[E]]);
 // CHECK: const double {{v[0-9]+}} = std::exp(
@@ -136,13 +226,15 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
 // alone, and the window reads each (image, channel) plane only where the pad
 // wrote it: the threads share out those two loops, and in each the pad
 // writes its plane into a buffer of one plane just before the window reads
-// it, while it is in cache.
+// it, while it is in cache. The pad (a constant one, CppPad.cpp) is written
+// by rows: rows wholly in the pad filled, the others filled at both ends
+// and copied in the middle.
 // The window's taps are innermost and its output's last dim (d3) is the loop
 // that vectorizes around them; its zero fill and its relu run per element
-// inside that loop, around the taps.
+// inside that loop, around the taps, which add into a register.
 // The plane buffers, one per thread, are allocated before the threads start.
 // (Rows at least kSplitPlaneWidth wide: narrower ones are flattened, below.)
-// CHECK-LABEL: // kiln kernel kiln_k5
+// CHECK-LABEL: // kiln kernel kiln_k7
 // CHECK-NOT:  kiln_minimum
 // CHECK:      const int64_t [[T:t[0-9]+]]_stride = (std::max<int64_t>(676, 1) + 15) / 16 * 16;
 // CHECK-NEXT: kiln_scratch [[T]]_owner(sizeof(float) * [[T]]_stride * omp_get_max_threads());
@@ -152,26 +244,34 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
 // CHECK-NEXT:   for (int64_t d1 = 0; d1 < 2; ++d1) {
 // CHECK-NEXT:     // linalg.generic: parallel, parallel, parallel, parallel, one plane
 // CHECK-NEXT: float *__restrict [[T]] = static_cast<float *>([[T]]_owner.data) + omp_get_thread_num() * [[T]]_stride;
-// CHECK-NEXT:     for (int64_t d2 = 0; d2 < 26; ++d2)
-// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 26; ++d3) {
-// CHECK:      const int64_t [[H:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
-// CHECK-NEXT: const int64_t [[W:v[0-9]+]] = v{{[0-9]+}} - INT64_C(1);
-// CHECK-NOT:  kiln_minimum
-// CHECK:      const float [[P:v[0-9]+]] = v{{[0-9]+}} ? (in0[v{{[0-9]+}} * 1152 + v{{[0-9]+}} * 576 + [[H]] * 24 + [[W]]]) : v0;
-// CHECK-NEXT:         [[T]][d2 * 26 + d3] = [[P]];
-// CHECK-NEXT:       }
-// CHECK-NEXT:     for (int64_t d2 = 0; d2 < 24; ++d2)
-// CHECK-NEXT:       for (int64_t d3 = 0; d3 < 24; ++d3) {
-// CHECK-NEXT:         out0[d0 * 1152 + d1 * 576 + d2 * 24 + d3] = v0;
-// CHECK-NEXT:         for (int64_t d4 = 0; d4 < 1; ++d4)
-// CHECK-NEXT:           for (int64_t d5 = 0; d5 < 3; ++d5)
-// CHECK-NEXT:             for (int64_t d6 = 0; d6 < 3; ++d6) {
-// CHECK-NEXT:               const float a{{[0-9]+}} = [[T]][(d2 + d5) * 26 + (d3 + d6)];
-// CHECK:                    out0[d0 * 1152 + d1 * 576 + d2 * 24 + d3] = v{{[0-9]+}};
-// CHECK-NEXT:         }
-// CHECK-NEXT:         const float [[E:a[0-9]+]] = out0[d0 * 1152 + d1 * 576 + d2 * 24 + d3];
-// CHECK-NEXT:         const float [[R:v[0-9]+]] = kiln_maximum([[E]], v0);
-// CHECK-NEXT:         out0[d0 * 1152 + d1 * 576 + d2 * 24 + d3] = [[R]];
+// CHECK-NEXT: // a pad, by rows
+// CHECK-NEXT: for (int64_t r = 0; r < 26; ++r) {
+// CHECK-NEXT:   float *row = [[T]] + r * 26;
+// CHECK-NEXT:   const int64_t s = r - 1;
+// CHECK-NEXT:   if (s < 0 || s >= 24) {
+// CHECK-NEXT:     for (int64_t c = 0; c < 26; ++c)
+// CHECK-NEXT:       row[c] = v0;
+// CHECK-NEXT:     continue;
+// CHECK-NEXT:   }
+// CHECK-NEXT:   const float *src = in0 + d0 * 1152 + d1 * 576 + 0 * 24 + 0 + s * 24;
+// CHECK-NEXT:   for (int64_t c = 0; c < 1; ++c)
+// CHECK-NEXT:     row[c] = v0;
+// CHECK-NEXT:   std::memcpy(row + 1, src, sizeof(float) * 24);
+// CHECK-NEXT:   for (int64_t c = 25; c < 26; ++c)
+// CHECK-NEXT:     row[c] = v0;
+// CHECK-NEXT: }
+// CHECK-NEXT: for (int64_t d2 = 0; d2 < 24; ++d2)
+// CHECK-NEXT:   for (int64_t d3 = 0; d3 < 24; ++d3) {
+// CHECK-NEXT:     float [[A:acc[0-9]+]] = v0;
+// CHECK-NEXT:     for (int64_t d4 = 0; d4 < 1; ++d4)
+// CHECK-NEXT:       for (int64_t d5 = 0; d5 < 3; ++d5)
+// CHECK-NEXT:         for (int64_t d6 = 0; d6 < 3; ++d6) {
+// CHECK-NEXT:           const float a{{[0-9]+}} = [[T]][(d2 + d5) * 26 + (d3 + d6)];
+// CHECK:                [[A]] = v{{[0-9]+}};
+// CHECK-NEXT:     }
+// CHECK-NEXT:     const float [[E:a[0-9]+]] = [[A]];
+// CHECK-NEXT:     const float [[R:v[0-9]+]] = kiln_maximum([[E]], v0);
+// CHECK-NEXT:     out0[d0 * 1152 + d1 * 576 + d2 * 24 + d3] = [[R]];
 // CHECK-NEXT: }
 // CHECK-NEXT: }
 // CHECK-NEXT: }
@@ -232,20 +332,20 @@ func.func @depthwise(%x: tensor<1x2x24x24xf32, #kiln.device<cpu>>, %w: tensor<2x
 // CHECK-NEXT: kiln_scratch [[T]]_owner(sizeof(float) * [[T]]_stride * omp_get_max_threads());
 // CHECK-NEXT: // linalg.generic: parallel, parallel, parallel, parallel, reduction, reduction, reduction, rows flattened
 // CHECK-NEXT: #pragma omp parallel for collapse(2) schedule(static)
-// CHECK:      [[T]][d2 * 6 + d3] =
-// CHECK-NEXT:   }
-// CHECK-NEXT: for (int64_t i = 36; i < 42; ++i)
+// CHECK:      // a pad, by rows
+// CHECK:      std::memcpy(row + 1, src, sizeof(float) * 4);
+// CHECK:      for (int64_t i = 36; i < 42; ++i)
 // CHECK-NEXT:   [[T]][i] = 0;
 // CHECK-NEXT: float *__restrict [[R:t[0-9]+]] = [[T]] + 42;
 // CHECK-NEXT: for (int64_t d3 = 0; d3 < 24; ++d3) {
-// CHECK-NEXT:   [[R]][0 * 6 + d3] = v0;
+// CHECK-NEXT:   float [[A:acc[0-9]+]] = v0;
 // CHECK-NEXT:   for (int64_t d4 = 0; d4 < 1; ++d4)
 // CHECK-NEXT:     for (int64_t d5 = 0; d5 < 3; ++d5)
 // CHECK-NEXT:       for (int64_t d6 = 0; d6 < 3; ++d6) {
 // CHECK-NEXT:         const float a{{[0-9]+}} = [[T]][(0 + d5) * 6 + (d3 + d6)];
-// CHECK:              [[R]][0 * 6 + d3] = v{{[0-9]+}};
+// CHECK:              [[A]] = v{{[0-9]+}};
 // CHECK-NEXT:   }
-// CHECK-NEXT:   const float [[E:a[0-9]+]] = [[R]][0 * 6 + d3];
+// CHECK-NEXT:   const float [[E:a[0-9]+]] = [[A]];
 // CHECK-NEXT:   const float [[V:v[0-9]+]] = kiln_maximum([[E]], v0);
 // CHECK-NEXT:   [[R]][0 * 6 + d3] = [[V]];
 // CHECK-NEXT: }
@@ -393,7 +493,7 @@ func.func @conv_batch1(%col: tensor<1x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: ten
 // CHECK:      const int64_t [[T:t[0-9]+]]_stride = (std::max<int64_t>(2704, 1) + 15) / 16 * 16;
 // CHECK-NEXT: kiln_scratch [[T]]_owner(sizeof(float) * [[T]]_stride * 2 * omp_get_max_threads());
 // CHECK:      float *__restrict [[T]] = static_cast<float *>([[T]]_owner.data) + omp_get_thread_num() * 2 * [[T]]_stride;
-// CHECK:      [[T]][d2 * 52 + d3] =
+// CHECK:      std::memcpy(row + 1, src, sizeof(float) * 50);
 // CHECK:      float *__restrict [[S:t[0-9]+]] = [[T]] + [[T]]_stride;
 // CHECK-NEXT: for (int64_t r = 0; r < int64_t(1) * 52; ++r)
 // CHECK-NEXT:   for (int64_t q = 0; q < 2; ++q)
@@ -401,10 +501,12 @@ func.func @conv_batch1(%col: tensor<1x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: ten
 // CHECK-NEXT:       [[S]][(r * 2 + q) * 26 + h] = [[T]][r * 52 + h * 2 + q];
 // CHECK-NEXT: for (int64_t d2 = 0; d2 < 25; ++d2)
 // CHECK-NEXT:   for (int64_t d3 = 0; d3 < 25; ++d3) {
-// CHECK-NEXT:     out0[d0 * 1250 + d1 * 625 + d2 * 25 + d3] = v0;
+// CHECK-NEXT:     float [[A:acc[0-9]+]] = v0;
 // CHECK-NEXT:     for (int64_t d4 = 0; d4 < 3; ++d4)
 // CHECK-NEXT:       for (int64_t d5 = 0; d5 < 3; ++d5) {
 // CHECK-NEXT:         const float {{a[0-9]+}} = [[S]][((d2 * 2) + d4) * 52 + (d5 % 2) * 26 + (d3 + (d5 / 2))];
+// CHECK:            }
+// CHECK-NEXT:     out0[d0 * 1250 + d1 * 625 + d2 * 25 + d3] = [[A]];
 func.func @split_plane(%x: tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> tensor<1x2x25x25xf32, #kiln.device<cpu>> {
   %0 = kiln.kernel(%x : tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> (tensor<1x2x25x25xf32, #kiln.device<cpu>>) {
   ^bb0(%a0: tensor<1x2x50x50xf32>):

@@ -1,0 +1,251 @@
+//===- CppGemm.cpp - library GEMMs and Winograd convs in C++ kernels -----===//
+//
+// A generic that oneDNN can run (an f32 GEMM, Gemm.h; a Winograd conv with
+// its weight transformed) gets the library call in front of its loops,
+// which run only without the library. A GEMM whose result only an
+// elementwise generic reads (a bias, an activation, a residual add) runs
+// that epilogue on each tile of the product right after computing it,
+// while the tile is in cache (kiln_sgemm_tiles), when the epilogue's loops
+// are the product's; else the epilogue runs as its own loops after.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CppKernel.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::cpp;
+
+/// The f32 GEMM (Gemm.h) `op` is, if any.
+std::optional<GemmMatch> cpp::libraryGemm(linalg::GenericOp op) {
+  std::optional<GemmMatch> g = matchGemm(op);
+  if (!g || !g->element.isF32())
+    return std::nullopt;
+  return g;
+}
+
+/// The zero fill that only initialises `op`. When `op` is a library GEMM,
+/// the GEMM overwrites instead of accumulating, and only its fallback loops
+/// need the fill.
+static linalg::FillOp zeroFillOf(linalg::GenericOp op) {
+  auto fill = op.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+  if (!fill || !fill.getResult(0).hasOneUse())
+    return {};
+  auto zero = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+  auto value = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
+  if (!value || !value.getValue().isZero())
+    return {};
+  return fill;
+}
+
+/// The kernel input holding the transformed weight of Winograd conv `op`
+/// (kWinogradU), when its zero init is only for its fallback loops.
+static std::optional<unsigned> winogradWeight(linalg::GenericOp op) {
+  auto input = op->getAttrOfType<IntegerAttr>(kWinogradU);
+  if (!input || !zeroFillOf(op) || !matchWinograd(op))
+    return std::nullopt;
+  return input.getInt();
+}
+
+bool CppEmitter::defersFill(linalg::FillOp fill) {
+  if (!fill.getResult(0).hasOneUse())
+    return false;
+  auto user = dyn_cast<linalg::GenericOp>(*fill->getUsers().begin());
+  return user && zeroFillOf(user) == fill &&
+         (libraryGemm(user) || winogradWeight(user));
+}
+
+/// `if (!kiln_winograd3x3(...)) {` in front of the loops of a 3x3 conv with
+/// a transformed weight (kWinogradU): the loops run only without oneDNN.
+/// True when emitted.
+bool CppEmitter::emitWinogradCall(linalg::GenericOp op) {
+  std::optional<unsigned> u = winogradWeight(op);
+  if (!u)
+    return false;
+  Value in = op.getDpsInputs()[0];
+  os << llvm::formatv(
+      "  if (!kiln_winograd3x3({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+      "{9})) {\n",
+      loopRange(op, 0), loopRange(op, 2), loopRange(op, 1), dimExpr(in, 2),
+      dimExpr(in, 3), loopRange(op, 5), loopRange(op, 6), bufferFor(in),
+      bufferFor(kernel.getBody().front().getArgument(*u)),
+      bufferFor(op.getResult(0)));
+  emitFillOp(zeroFillOf(op));
+  return true;
+}
+
+/// `if (!kiln_sgemm(...)) {` in front of the loops of an f32 GEMM (Gemm.h):
+/// the loops run only without oneDNN, or when a dynamic dim of an operand is
+/// not the loop's size (a dim of 1 broadcasting). True when emitted.
+bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
+  std::optional<GemmMatch> g = libraryGemm(op);
+  if (!g)
+    return false;
+  linalg::FillOp fill = zeroFillOf(op);
+  auto size = [&](ArrayRef<unsigned> dims) {
+    std::string product = "int64_t(1)";
+    for (unsigned d : dims)
+      product += " * " + loopRange(op, d);
+    return product;
+  };
+  std::string m = fresh("m"), n = fresh("n"), k = fresh("k");
+  os << llvm::formatv("  const int64_t {0} = {1}, {2} = {3}, {4} = {5};\n", m,
+                      size(g->m), n, size(g->n), k, size(g->k));
+  std::string check;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    auto type = cast<RankedTensorType>(input->get().getType());
+    AffineMap map = op.getMatchingIndexingMap(input);
+    for (auto [i, e] : llvm::enumerate(map.getResults()))
+      if (auto d = dyn_cast<AffineDimExpr>(e); d && type.isDynamicDim(i)) {
+        std::string dim = dimExpr(input->get(), i),
+                    range = loopRange(op, d.getPosition());
+        if (dim != range)
+          check += dim + " == " + range + " && ";
+      }
+  }
+  std::string strideA = g->batchedA ? m + " * " + k : "0";
+  std::string strideB = g->batchedB ? k + " * " + n : "0";
+  std::string call = llvm::formatv(
+      "kiln_sgemm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, "
+      "{11})",
+      size(g->batch), g->transA, g->transB, m, n, k,
+      bufferFor(op.getDpsInputs()[g->a]), strideA,
+      bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
+      bufferFor(op.getResult(0)), !fill);
+  // B packed by kiln-pack-weights: small M streams the panels first.
+  if (auto input = op->getAttrOfType<IntegerAttr>(kPackedB))
+    call = llvm::formatv(
+        "(kiln_sgemm_packed({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}) "
+        "|| {10})",
+        size(g->batch), m, n, k, bufferFor(op.getDpsInputs()[g->a]), strideA,
+        bufferFor(kernel.getBody().front().getArgument(input.getInt())),
+        bufferFor(op.getResult(0)), !fill, kPackedRows, call);
+  std::string tiled;
+  if (linalg::GenericOp epilogue = gemmEpilogue(op))
+    tiled = emitTiledGemm(
+        op, *g, epilogue, check,
+        llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                      "{7}, {8}, {9}, {10}, {11}",
+                      size(g->batch), g->transA, g->transB, m, n, k,
+                      bufferFor(op.getDpsInputs()[g->a]), strideA,
+                      bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
+                      bufferFor(op.getResult(0)), !fill),
+        m);
+  os << "  if (" << (tiled.empty() ? "" : "!" + tiled + " && ") << "!(" << check
+     << call << ")) {\n";
+  if (fill)
+    emitFillOp(fill);
+  return true;
+}
+
+linalg::GenericOp CppEmitter::gemmEpilogue(linalg::GenericOp op) {
+  std::optional<GemmMatch> g = libraryGemm(op);
+  Value result = op.getResult(0);
+  if (!g || g->batch.size() > 1 || g->m.empty() || g->n.empty() ||
+      !result.hasOneUse())
+    return {};
+  auto user = dyn_cast<linalg::GenericOp>(*result.getUsers().begin());
+  auto rank = cast<RankedTensorType>(result.getType()).getRank();
+  if (!user || !fitsWindowLoops(user, rank) || absorbed(user))
+    return {};
+  // Both are emitted where the epilogue is, after all it reads is made.
+  // Nothing in between may touch memory (or GEMM and epilogue would move
+  // past it): only sizes and tensor.empty.
+  for (Operation *between = op->getNextNode(); between != user;
+       between = between->getNextNode())
+    if (between->getNumRegions() ||
+        (!isa<tensor::EmptyOp>(between) &&
+         llvm::any_of(between->getResultTypes(),
+                      [](Type t) { return isa<ShapedType>(t); })))
+      return {};
+  for (OpOperand *input : user.getDpsInputOperands())
+    if (input->get() == result &&
+        !user.getMatchingIndexingMap(input).isIdentity())
+      return {};
+  return user;
+}
+
+/// `const bool FLAG = GUARD && kiln_sgemm_tiles(ARGS, em, en, TILE);` (ARGS
+/// kiln_sgemm's, `m` the rows) with
+/// TILE a lambda running `epilogue` on a tile of GEMM `op` (an image, steps
+/// [mlo, mhi) of the first M dim, [nlo, nhi) of the first N dim). The guard is
+/// `check` (the GEMM's) and that the epilogue's loops are the product's
+/// dims; with B packed, M above kPackedRows (else the packed GEMM runs).
+/// Returns FLAG, or "" (nothing emitted) when a size is unknown.
+std::string CppEmitter::emitTiledGemm(linalg::GenericOp op, const GemmMatch &g,
+                                      linalg::GenericOp epilogue,
+                                      const std::string &check,
+                                      const std::string &args,
+                                      const std::string &m) {
+  Value result = op.getResult(0);
+  unsigned rank = epilogue.getNumLoops();
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  auto position = [&](unsigned d) {
+    return out.getResultPosition(getAffineDimExpr(d, op.getContext()));
+  };
+  std::optional<unsigned> image =
+      g.batch.empty() ? std::nullopt : position(g.batch[0]);
+  std::optional<unsigned> rows = position(g.m[0]), cols = position(g.n[0]);
+  if (!rows || !cols || (!g.batch.empty() && !image))
+    return "";
+  std::string guard = check;
+  for (unsigned d = 0; d < rank; ++d) {
+    std::string range = loopRange(epilogue, d), dim = dimExpr(result, d);
+    if (range.empty() || dim.empty())
+      return "";
+    if (range != dim)
+      guard += range + " == " + dim + " && ";
+  }
+  // A tile's epilogue must not overwrite what later tiles' GEMMs read (an
+  // epilogue in place of the GEMM's input).
+  declareOperands(epilogue);
+  std::string to = bufferFor(epilogue.getResult(0));
+  for (Value input : op.getDpsInputs())
+    guard += "static_cast<const void *>(" + to +
+             ") != static_cast<const void *>(" + bufferFor(input) + ") && ";
+  std::string em = loopRange(op, g.m[0]), en = loopRange(op, g.n[0]);
+  if (op->hasAttr(kPackedB))
+    guard += m + " > " + std::to_string(kPackedRows) + " && ";
+  std::string tile = fresh("tile"), flag = fresh("tiled");
+  os << "  const auto " << tile
+     << " = [&](int64_t image, int64_t mlo, int64_t mhi, int64_t nlo, "
+        "int64_t nhi) {\n";
+  // The N dims from the tile's first on, contiguous in every operand, run
+  // as one loop (7x7 planes vectorize then).
+  unsigned flat =
+      *cols + 1 < rank && flatFrom(epilogue, *cols) == *cols ? *cols : rank;
+  std::string indent = "    ";
+  for (unsigned d = 0; d < rank; ++d) {
+    std::string from = "0", to = loopRange(epilogue, d);
+    if (image && d == *image)
+      from = "image", to = "image + 1";
+    else if (d == *rows)
+      from = "mlo", to = "mhi";
+    else if (d == *cols)
+      from = "nlo", to = "nhi";
+    if (d == flat) {
+      std::string inner = "int64_t(1)";
+      for (unsigned i = flat + 1; i < rank; ++i)
+        inner += " * " + loopRange(epilogue, i);
+      from = "nlo * " + inner, to = "nhi * " + inner;
+      d = rank - 1;
+    }
+    os << llvm::formatv("{0}for (int64_t d{1} = {2}; d{1} < {3}; ++d{1})",
+                        indent, d, from, to)
+       << (d + 1 == rank ? " {\n" : "\n");
+    indent += "  ";
+  }
+  for (unsigned d = 0; d < rank; ++d)
+    dimNames.push_back(d >= flat && d + 1 < rank ? "0"
+                                                 : "d" + std::to_string(d));
+  // A body that fails here fails again where the epilogue is emitted.
+  LogicalResult body = emitGenericBody(epilogue, indent);
+  dimNames.clear();
+  if (failed(body))
+    return "";
+  os << indent.substr(2) << "}\n  };\n";
+  os << "  const bool " << flag << " = " << guard << "kiln_sgemm_tiles(" << args
+     << ", " << em << ", " << en << ", " << tile << ");\n";
+  tiledEpilogues[epilogue] = flag;
+  return flag;
+}
