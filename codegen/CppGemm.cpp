@@ -165,13 +165,13 @@ linalg::GenericOp CppEmitter::gemmEpilogue(linalg::GenericOp op) {
   return user;
 }
 
-/// `const bool FLAG = GUARD && kiln_sgemm_tiles(ARGS, em, en, TILE);` (ARGS
-/// kiln_sgemm's, `m` the rows) with
-/// TILE a lambda running `epilogue` on a tile of GEMM `op` (an image, steps
-/// [mlo, mhi) of the first M dim, [nlo, nhi) of the first N dim). The guard is
-/// `check` (the GEMM's) and that the epilogue's loops are the product's
-/// dims; with B packed, M above kPackedRows (else the packed GEMM runs).
-/// Returns FLAG, or "" (nothing emitted) when a size is unknown.
+/// `const bool FLAG = GUARD && kiln_sgemm_tiles(ARGS, em, en, TILE);`, with
+/// ARGS kiln_sgemm's and TILE a lambda running `epilogue` on a tile of GEMM
+/// `op` (an image, steps [mlo, mhi) of the first M dim, [nlo, nhi) of the
+/// first N dim). The guard is `check` (the GEMM's), the epilogue's loops
+/// being the product's dims, its output not being an input of the GEMM,
+/// and with B packed, M (`m`) above kPackedRows (else the packed GEMM
+/// runs). Returns FLAG, or "" (nothing emitted) when a size is unknown.
 std::string CppEmitter::emitTiledGemm(linalg::GenericOp op, const GemmMatch &g,
                                       linalg::GenericOp epilogue,
                                       const std::string &check,
@@ -199,9 +199,9 @@ std::string CppEmitter::emitTiledGemm(linalg::GenericOp op, const GemmMatch &g,
   // A tile's epilogue must not overwrite what later tiles' GEMMs read (an
   // epilogue in place of the GEMM's input).
   declareOperands(epilogue);
-  std::string to = bufferFor(epilogue.getResult(0));
+  std::string written = bufferFor(epilogue.getResult(0));
   for (Value input : op.getDpsInputs())
-    guard += "static_cast<const void *>(" + to +
+    guard += "static_cast<const void *>(" + written +
              ") != static_cast<const void *>(" + bufferFor(input) + ") && ";
   std::string em = loopRange(op, g.m[0]), en = loopRange(op, g.n[0]);
   if (op->hasAttr(kPackedB))
