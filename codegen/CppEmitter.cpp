@@ -77,6 +77,12 @@ unsigned cpp::flatFrom(linalg::GenericOp op, unsigned from) {
   return from;
 }
 
+void CppEmitter::nameFlatDims(unsigned rank, unsigned from) {
+  for (unsigned d = 0; d < rank; ++d)
+    dimNames.push_back(d >= from && d + 1 < rank ? "0"
+                                                 : "d" + std::to_string(d));
+}
+
 /// The leading `shared` loops of `op` shared out between the threads of the
 /// OpenMP pool (the one oneDNN uses too) when there is enough work.
 void CppEmitter::emitParallelFor(linalg::GenericOp op, unsigned shared) {
@@ -156,8 +162,7 @@ LogicalResult CppEmitter::emitLoops(linalg::GenericOp op) {
               flatFrom(op, n - 2) == n - 2;
   if (flat) {
     ranges[n - 1] = ranges[n - 2] + " * " + ranges[n - 1];
-    for (unsigned d = 0; d < n; ++d)
-      dimNames.push_back(d == n - 2 ? "0" : "d" + std::to_string(d));
+    nameFlatDims(n, n - 2);
     shared = std::min<unsigned>(shared, n - 2);
   }
   if (shared)

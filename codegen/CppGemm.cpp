@@ -105,13 +105,14 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
   }
   std::string strideA = g->batchedA ? m + " * " + k : "0";
   std::string strideB = g->batchedB ? k + " * " + n : "0";
-  std::string call = llvm::formatv(
-      "kiln_sgemm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, "
-      "{11})",
+  // kiln_sgemm's arguments, which kiln_sgemm_tiles takes first too.
+  std::string args = llvm::formatv(
+      "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}",
       size(g->batch), g->transA, g->transB, m, n, k,
       bufferFor(op.getDpsInputs()[g->a]), strideA,
       bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
       bufferFor(op.getResult(0)), !fill);
+  std::string call = "kiln_sgemm(" + args + ")";
   // B packed by kiln-pack-weights: small M streams the panels first.
   if (auto input = op->getAttrOfType<IntegerAttr>(kPackedB))
     call = llvm::formatv(
@@ -122,15 +123,7 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
         bufferFor(op.getResult(0)), !fill, kPackedRows, call);
   std::string tiled;
   if (linalg::GenericOp epilogue = gemmEpilogue(op))
-    tiled = emitTiledGemm(
-        op, *g, epilogue, check,
-        llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                      "{7}, {8}, {9}, {10}, {11}",
-                      size(g->batch), g->transA, g->transB, m, n, k,
-                      bufferFor(op.getDpsInputs()[g->a]), strideA,
-                      bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
-                      bufferFor(op.getResult(0)), !fill),
-        m);
+    tiled = emitTiledGemm(op, *g, epilogue, check, args, m);
   os << "  if (" << (tiled.empty() ? "" : "!" + tiled + " && ") << "!(" << check
      << call << ")) {\n";
   if (fill)
@@ -235,9 +228,7 @@ std::string CppEmitter::emitTiledGemm(linalg::GenericOp op, const GemmMatch &g,
        << (d + 1 == rank ? " {\n" : "\n");
     indent += "  ";
   }
-  for (unsigned d = 0; d < rank; ++d)
-    dimNames.push_back(d >= flat && d + 1 < rank ? "0"
-                                                 : "d" + std::to_string(d));
+  nameFlatDims(rank, flat);
   // A body that fails here fails again where the epilogue is emitted.
   LogicalResult body = emitGenericBody(epilogue, indent);
   dimNames.clear();

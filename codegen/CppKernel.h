@@ -135,6 +135,10 @@ private:
                         from, typeName(type.getElementType()), count);
   }
   mlir::LogicalResult emitGenericLoops(mlir::linalg::GenericOp op) override;
+  /// Names loop dims [from, rank - 1) "0" and the others dD in dimNames: the
+  /// last dim's loop then runs over all of [from, rank) flattened
+  /// (flatFrom); the caller clears dimNames after the body.
+  void nameFlatDims(unsigned rank, unsigned from);
   /// The loops of `op` (and its library call), where it stands.
   mlir::LogicalResult emitLoops(mlir::linalg::GenericOp op);
   bool defersFill(mlir::linalg::FillOp fill) override;

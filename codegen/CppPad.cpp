@@ -5,8 +5,8 @@
 // a window's plane (CppWindow.cpp) is written row by row: rows wholly in the
 // pad are filled, the others filled at both ends and copied in the middle.
 // Element by element, the generic's select vectorizes only as masked loads
-// and blends (mobilenet_v2's 3x3 depthwise window at 56x56, pad and taps
-// together: 1.3x faster written by rows).
+// and blends (mobilenet_v2's 3x3 depthwise kernel at 14x14, 576 channels:
+// 67-73 us with the pad element by element, 55-64 us by rows).
 //
 //===----------------------------------------------------------------------===//
 

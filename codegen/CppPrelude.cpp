@@ -225,10 +225,10 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
 // step ranges. (Smaller tiles, to keep each in L2, were slower on
 // mobilenet_v2's 1x1 convs and BERT's linear layers: oneDNN's sgemm works
 // best on large ones.) False, having written nothing, without oneDNN or
-// below 2^20 multiply-adds: a GEMM that small runs on one thread anyway,
-// and the plain call keeps its results bit-identical to those of the same
-// GEMM without an epilogue (a plan that puts the epilogue in another
-// kernel, on another device).
+// below 2^20 multiply-adds: a GEMM that small gains little from tiles, and
+// the plain call keeps its results bit-identical to those of the same GEMM
+// without an epilogue (a plan that puts the epilogue in another kernel, on
+// another device).
 template <typename F>
 inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m, int64_t n,
                              int64_t k, const float *a, int64_t strideA, const float *b,
@@ -246,7 +246,7 @@ inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m,
       tn = (tn + 1) / 2;
   }
   const int64_t mt = (em + tm - 1) / tm, nt = (en + tn - 1) / tn;
-#pragma omp parallel for schedule(static) if (batch * m * n * k >= 32768)
+#pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < batch * mt * nt; ++t) {
     const int64_t i = t / (mt * nt), m0 = (t / nt) % mt * tm, n0 = t % nt * tn;
     const int64_t m1 = std::min(em, m0 + tm), n1 = std::min(en, n0 + tn);
