@@ -170,7 +170,7 @@ private:
   mlir::LogicalResult emitPlane(mlir::linalg::GenericOp producer,
                                 unsigned planes, std::string indent);
   bool emitPadPlane(mlir::linalg::GenericOp producer, const PadMatch &pad,
-                    unsigned planes, const std::string &name,
+                    unsigned planes, const std::string &name, int64_t split,
                     const std::string &indent);
   mlir::LogicalResult emitFlatWindow(mlir::linalg::GenericOp op,
                                      mlir::linalg::GenericOp producer,

@@ -323,7 +323,8 @@ LogicalResult CppEmitter::emitWindowEpilogue(linalg::GenericOp op,
 
 /// One buffer of one plane of `plane` per thread, allocated before the
 /// threads start: a failed allocation inside them could not reach the caller.
-/// A split plane has two: the producer's, and the split copy.
+/// A split plane has two: the producer's, and the split copy (unused when
+/// the producer is a pad, which writes the plane split).
 void CppEmitter::declarePlanes(Value plane) {
   std::string name = bufferFor(plane);
   os << llvm::formatv(
@@ -351,7 +352,12 @@ LogicalResult CppEmitter::emitPlane(linalg::GenericOp producer, unsigned planes,
                       "data) + omp_get_thread_num() * {3}{2}_stride;\n",
                       indent, type, name, split ? "2 * " : "");
   std::optional<PadMatch> pad = matchPad(producer);
-  if (pad && emitPadPlane(producer, *pad, planes, name, indent)) {
+  if (pad && emitPadPlane(producer, *pad, planes, name, split, indent)) {
+    // A pad writes the plane split already.
+    if (split) {
+      planeSplits[plane] = split;
+      return success();
+    }
     indent += std::string(2 * (producer.getNumLoops() - planes), ' ');
   } else {
     for (unsigned d = planes; d < producer.getNumLoops(); ++d) {

@@ -61,8 +61,8 @@ class DynamicWindows(kt.KilnTestCase):
         or alone: without a channel multiplier the CPU code pads each
         (image, channel) plane just before the window reads it; a static
         plane narrower than kSplitPlaneWidth (24) at stride 1 runs its rows
-        flattened, and one at least that wide at stride 2 is read from a
-        copy split by 2. Static and run-time batch and sizes, strides 1 and
+        flattened, and one at least that wide at stride 2 is padded straight
+        into rows split by 2. Static and run-time batch and sizes, strides 1 and
         2, channel multipliers 1 and 2."""
         torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h, numpy_helper as nh
@@ -102,7 +102,7 @@ class DynamicWindows(kt.KilnTestCase):
         (self.assertIn if static and mult == 1 and stride == 1 and dims[3] < 24
          else self.assertNotIn)("rows flattened", cpp.stdout)
         (self.assertIn if static and mult == 1 and stride == 2 and dims[3] >= 48
-         else self.assertNotIn)("(r * 2 + q)", cpp.stdout)
+         else self.assertNotIn)("a pad, by rows, split by 2", cpp.stdout)
         artifact = self.compiled(m, tag)
         sizes = ((2, 9, 10), (1, 5, 7)) if dims[0] == "n" else ((1, dims[2], dims[3]),)
         for n, hh, ww in sizes:
@@ -135,7 +135,8 @@ class DynamicWindows(kt.KilnTestCase):
                 path = self.save_model(m, tag + ".onnx")
                 cpp = kt.kilnc(path, "--emit=cpp")
                 kt.assert_success(self, cpp)
-                (self.assertIn if pad else self.assertNotIn)("(r * 2 + q)", cpp.stdout)
+                (self.assertIn if pad else self.assertNotIn)(
+                    "a pad, by rows, split by 2", cpp.stdout)
                 artifact = self.compiled(m, tag)
                 x = rng.standard_normal((2, 3, 20, 60)).astype(np.float32)
                 x[0, 1, 4, 7] = np.nan
@@ -147,6 +148,44 @@ class DynamicWindows(kt.KilnTestCase):
                 self.assertTrue(np.isnan(got).any())
                 np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
                 np.testing.assert_allclose(got, want, rtol=0, atol=0)
+
+    def test_strided_windows_padded_into_split_rows(self):
+        """A pad that makes a strided window's plane writes its rows split by
+        the stride, column c at (c mod S, c div S): odd and even widths,
+        strides 2 and 3, pads on one side or both, of different sizes. Max
+        pools compare exactly with numpy, so any column out of place shows."""
+        from onnx import TensorProto as T, helper as h
+        rng = np.random.default_rng(11)
+        cases = [  # (width, kernel, stride, pads [top, left, bottom, right])
+            (61, 3, 2, [1, 1, 1, 1]), (61, 3, 2, [0, 1, 2, 0]),
+            (60, 2, 2, [1, 0, 0, 1]), (59, 3, 2, [2, 2, 2, 2]),
+            (77, 3, 3, [1, 1, 1, 2]), (76, 4, 3, [0, 2, 1, 0]),
+        ]
+        for width, k, stride, pads in cases:
+            tag = "split_w%d_k%d_s%d_p%s" % (width, k, stride, "".join(map(str, pads)))
+            with self.subTest(tag):
+                m = kt.onnx_model(
+                    [h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[k, k],
+                                 strides=[stride, stride], pads=pads)],
+                    [tensor("x", T.FLOAT, [2, 3, 11, width])],
+                    [tensor("y", T.FLOAT, None)], 13)
+                path = self.save_model(m, tag + ".onnx")
+                cpp = kt.kilnc(path, "--emit=cpp")
+                kt.assert_success(self, cpp)
+                self.assertIn("a pad, by rows, split by %d" % stride, cpp.stdout)
+                x = rng.standard_normal((2, 3, 11, width)).astype(np.float32)
+                (got,) = self.run_at(self.compiled(m, tag), tag, [x])
+                xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])),
+                            constant_values=-np.inf)
+                oh = (xp.shape[2] - k) // stride + 1
+                ow = (xp.shape[3] - k) // stride + 1
+                want = np.full((2, 3, oh, ow), -np.inf, np.float32)
+                for i in range(k):
+                    for j in range(k):
+                        want = np.maximum(want, xp[:, :, i:i + stride * oh:stride,
+                                                   j:j + stride * ow:stride])
+                self.assertEqual(got.shape, want.shape)
+                np.testing.assert_array_equal(got, want)
 
     def test_conv_kernel_run_image_by_image(self):
         """A conv kernel (pad, im2col, GEMM, then its bias, a residual add

@@ -485,26 +485,34 @@ func.func @conv_batch1(%col: tensor<1x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: ten
 }
 
 // A window whose innermost output dim (25 wide, at least kSplitPlaneWidth)
-// steps by 2 through its pad's plane reads a split copy of the plane: the
-// even columns, then the odd ones, each row [2][26]. Every tap then reads a
+// steps by 2 through its pad's plane reads the plane split: the even
+// columns, then the odd ones, each row [2][26]. Every tap then reads a
 // contiguous row (d5 % 2 picks the half, d5 / 2 the shift), not every other
-// element. The plane buffers hold both copies.
+// element. The pad writes the split rows itself: padded column c goes to
+// (c % 2, c / 2), so input column 2c - 1 to the even half and 2c to the odd.
 // CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
 // CHECK:      const int64_t [[T:t[0-9]+]]_stride = (std::max<int64_t>(2704, 1) + 15) / 16 * 16;
 // CHECK-NEXT: kiln_scratch [[T]]_owner(sizeof(float) * [[T]]_stride * 2 * omp_get_max_threads());
 // CHECK:      float *__restrict [[T]] = static_cast<float *>([[T]]_owner.data) + omp_get_thread_num() * 2 * [[T]]_stride;
-// CHECK:      std::memcpy(row + 1, src, sizeof(float) * 50);
-// CHECK:      float *__restrict [[S:t[0-9]+]] = [[T]] + [[T]]_stride;
-// CHECK-NEXT: for (int64_t r = 0; r < int64_t(1) * 52; ++r)
-// CHECK-NEXT:   for (int64_t q = 0; q < 2; ++q)
-// CHECK-NEXT:     for (int64_t h = 0; h < (52 - q + 1) / 2; ++h)
-// CHECK-NEXT:       [[S]][(r * 2 + q) * 26 + h] = [[T]][r * 52 + h * 2 + q];
+// CHECK-NEXT: // a pad, by rows, split by 2
+// CHECK-NEXT: for (int64_t r = 0; r < 52; ++r) {
+// CHECK-NEXT:   float *row = [[T]] + r * 52;
+// CHECK:        const float *src = in0 + d0 * 5000 + d1 * 2500 + 0 * 50 + 0 + s * 50;
+// CHECK-NEXT:   for (int64_t c = 0; c < 1; ++c)
+// CHECK-NEXT:     row[c] = v0;
+// CHECK-NEXT:   for (int64_t c = 1; c < 26; ++c)
+// CHECK-NEXT:     row[c] = src[c * 2 - 1];
+// CHECK-NEXT:   for (int64_t c = 0; c < 25; ++c)
+// CHECK-NEXT:     row[26 + c] = src[c * 2];
+// CHECK-NEXT:   for (int64_t c = 25; c < 26; ++c)
+// CHECK-NEXT:     row[26 + c] = v0;
+// CHECK-NEXT: }
 // CHECK-NEXT: for (int64_t d2 = 0; d2 < 25; ++d2)
 // CHECK-NEXT:   for (int64_t d3 = 0; d3 < 25; ++d3) {
 // CHECK-NEXT:     float [[A:acc[0-9]+]] = v0;
 // CHECK-NEXT:     for (int64_t d4 = 0; d4 < 3; ++d4)
 // CHECK-NEXT:       for (int64_t d5 = 0; d5 < 3; ++d5) {
-// CHECK-NEXT:         const float {{a[0-9]+}} = [[S]][((d2 * 2) + d4) * 52 + (d5 % 2) * 26 + (d3 + (d5 / 2))];
+// CHECK-NEXT:         const float {{a[0-9]+}} = [[T]][((d2 * 2) + d4) * 52 + (d5 % 2) * 26 + (d3 + (d5 / 2))];
 // CHECK:            }
 // CHECK-NEXT:     out0[d0 * 1250 + d1 * 625 + d2 * 25 + d3] = [[A]];
 func.func @split_plane(%x: tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> tensor<1x2x25x25xf32, #kiln.device<cpu>> {
@@ -545,4 +553,40 @@ func.func @split_plane(%x: tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> tensor<1
     kiln.yield %r : tensor<1x2x25x25xf32>
   }
   return %0 : tensor<1x2x25x25xf32, #kiln.device<cpu>>
+}
+
+// A plane made by another producer (here a relu) is written as is, then
+// copied split into the second half of the thread's buffers, which the
+// window reads.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK:      float *__restrict [[T:t[0-9]+]] = static_cast<float *>([[T]]_owner.data) + omp_get_thread_num() * 2 * [[T]]_stride;
+// CHECK:      [[T]][d2 * 50 + d3] = {{v[0-9]+}};
+// CHECK:      float *__restrict [[S:t[0-9]+]] = [[T]] + [[T]]_stride;
+// CHECK-NEXT: for (int64_t r = 0; r < int64_t(1) * 50; ++r)
+// CHECK-NEXT:   for (int64_t q = 0; q < 2; ++q)
+// CHECK-NEXT:     for (int64_t h = 0; h < (50 - q + 1) / 2; ++h)
+// CHECK-NEXT:       [[S]][(r * 2 + q) * 25 + h] = [[T]][r * 50 + h * 2 + q];
+// CHECK:              const float {{a[0-9]+}} = [[S]][((d2 * 2) + d4) * 50 + (d5 % 2) * 25 + (d3 + (d5 / 2))];
+func.func @split_plane_copy(%x: tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> tensor<1x2x24x24xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%x : tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> (tensor<1x2x24x24xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<1x2x50x50xf32>):
+    %low = arith.constant 0xFF800000 : f32
+    %zero = arith.constant 0.0 : f32
+    %pe = tensor.empty() : tensor<1x2x50x50xf32>
+    %relu = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (n, c, h, w)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a0 : tensor<1x2x50x50xf32>) outs(%pe : tensor<1x2x50x50xf32>) {
+    ^bb0(%i: f32, %o: f32):
+      %m = arith.maximumf %i, %zero : f32
+      linalg.yield %m : f32
+    } -> tensor<1x2x50x50xf32>
+    %win3 = tensor.empty() : tensor<3x3xf32>
+    %e = tensor.empty() : tensor<1x2x24x24xf32>
+    %f = linalg.fill ins(%low : f32) outs(%e : tensor<1x2x24x24xf32>) -> tensor<1x2x24x24xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(n, c, oh, ow, kh, kw) -> (n, c, oh * 2 + kh, ow * 2 + kw)>, affine_map<(n, c, oh, ow, kh, kw) -> (kh, kw)>, affine_map<(n, c, oh, ow, kh, kw) -> (n, c, oh, ow)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%relu, %win3 : tensor<1x2x50x50xf32>, tensor<3x3xf32>) outs(%f : tensor<1x2x24x24xf32>) {
+    ^bb0(%p: f32, %unused: f32, %acc: f32):
+      %m = arith.maximumf %acc, %p : f32
+      linalg.yield %m : f32
+    } -> tensor<1x2x24x24xf32>
+    kiln.yield %r : tensor<1x2x24x24xf32>
+  }
+  return %0 : tensor<1x2x24x24xf32, #kiln.device<cpu>>
 }
