@@ -223,8 +223,12 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
 // is em steps of m / em rows (the epilogue's loop over its first M dim), N
 // en steps of n / en columns; tiles split M before N, and the epilogue gets
 // step ranges. (Smaller tiles, to keep each in L2, were slower on
-// mobilenet_v2's 1x1 convs and BERT's linear layers: oneDNN's sgemm works
-// best on large ones.) False, having written nothing, without oneDNN or
+// mobilenet_v2's 1x1 convs of K 960 and BERT's linear layers: oneDNN's sgemm
+// works best on large ones.) With K at most 64 the GEMM is bound by writing
+// C, and tiles of at most 128 KiB of C, split along N first, let the
+// epilogue read C from L2: mobilenet_v2's 16->96 expansion at 112x112,
+// batch 8, 0.85x the time of one tile per thread (kernel harness, medians
+// of 5 alternated rounds). False, having written nothing, without oneDNN or
 // below 2^20 multiply-adds: a GEMM that small gains little from tiles, and
 // the plain call keeps its results bit-identical to those of the same GEMM
 // without an epilogue (a plan that puts the epilogue in another kernel, on
@@ -245,6 +249,14 @@ inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m,
     else
       tn = (tn + 1) / 2;
   }
+  if (k <= 64)
+    while (tm * rows * tn * cols * int64_t(sizeof(float)) > (int64_t(128) << 10) &&
+           (tm > 1 || tn > 1)) {
+      if (tn > 1)
+        tn = (tn + 1) / 2;
+      else
+        tm = (tm + 1) / 2;
+    }
   const int64_t mt = (em + tm - 1) / tm, nt = (en + tn - 1) / tn;
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < batch * mt * nt; ++t) {
