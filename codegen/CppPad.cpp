@@ -142,8 +142,9 @@ bool CppEmitter::emitPadPlane(linalg::GenericOp producer, const PadMatch &pad,
       bufferFor(pad.input) + " + " +
       index(pad.input, AffineMap::get(producer.getNumLoops(), 0, at, ctx));
   std::string type = typeName(inType.getElementType());
-  int64_t half = split ? int64_t(llvm::divideCeil(wp, split)) : wp;
-  int64_t stored = split ? split * half : wp;
+  // An unsplit row is one part, with its middle a memcpy.
+  int64_t parts = split ? split : 1;
+  int64_t half = llvm::divideCeilSigned(wp, parts);
   os << llvm::formatv("{0}// a pad, by rows{1}\n"
                       "{0}for (int64_t r = 0; r < {2}; ++r) {{\n"
                       "{0}  {3} *row = {4} + r * {5};\n"
@@ -156,41 +157,34 @@ bool CppEmitter::emitPadPlane(linalg::GenericOp producer, const PadMatch &pad,
                       "{0}  const {3} *src = {9} + s * {10};\n",
                       indent,
                       split ? ", split by " + std::to_string(split) : "", hp,
-                      type, name, stored, top, h, fill, base, w);
-  // Columns [lo, hi) of part q (padded columns q + j * S) copy the input's
-  // columns j * S + q - left; the others fill.
-  auto fills = [&](int64_t at, int64_t from, int64_t to) {
+                      type, name, parts * half, top, h, fill, base, w);
+  auto fills = [&](std::string at, int64_t from, int64_t to) {
     if (from < to)
       os << llvm::formatv("{0}  for (int64_t c = {1}; c < {2}; ++c)\n"
                           "{0}    row[{3}c] = {4};\n",
-                          indent, from, to,
-                          at ? std::to_string(at) + " + " : "", fill);
+                          indent, from, to, at, fill);
   };
-  if (!split) {
-    fills(0, 0, left);
-    os << llvm::formatv(
-        "{0}  std::memcpy(row + {1}, src, sizeof({2}) * {3});\n", indent, left,
-        type, w);
-    fills(0, left + w, wp);
-  }
-  // Positive numerators only.
-  auto ceilDiv = [](int64_t n, int64_t d) {
-    return n > 0 ? (n + d - 1) / d : 0;
-  };
-  for (int64_t q = 0; q < split; ++q) {
-    int64_t count = ceilDiv(wp - q, split);
-    int64_t lo = ceilDiv(left - q, split);
-    int64_t hi = std::max(lo, std::min(count, ceilDiv(left + w - q, split)));
-    fills(q * half, 0, lo);
-    if (lo < hi)
+  // Part q holds padded columns q + j * S at j: those in [lo, hi) copy the
+  // input's column j * S + q - left, the others fill.
+  for (int64_t q = 0; q < parts; ++q) {
+    int64_t count = std::max<int64_t>(0, llvm::divideCeilSigned(wp - q, parts));
+    int64_t lo = std::max<int64_t>(0, llvm::divideCeilSigned(left - q, parts));
+    int64_t hi = std::clamp<int64_t>(
+        llvm::divideCeilSigned(left + w - q, parts), lo, std::max(lo, count));
+    std::string at = q ? std::to_string(q * half) + " + " : "";
+    fills(at, 0, lo);
+    if (!split)
+      os << llvm::formatv(
+          "{0}  std::memcpy(row + {1}, src, sizeof({2}) * {3});\n", indent,
+          left, type, w);
+    else if (lo < hi)
       os << llvm::formatv("{0}  for (int64_t c = {1}; c < {2}; ++c)\n"
                           "{0}    row[{3}c] = src[c * {4}{5}];\n",
-                          indent, lo, hi,
-                          q ? std::to_string(q * half) + " + " : "", split,
+                          indent, lo, hi, at, split,
                           q == left  ? std::string()
                           : q > left ? " + " + std::to_string(q - left)
                                      : " - " + std::to_string(left - q));
-    fills(q * half, hi, count);
+    fills(at, hi, count);
   }
   os << indent << "}\n";
   return true;
