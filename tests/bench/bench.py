@@ -34,12 +34,15 @@ Method, per model:
      timing, kiln's output (kiln-run --output-dir) is compared with torch
      eager's (relative L2); above 1e-4 the row is flagged, nothing aborts.
   5. Then R rounds; each round runs every system in turn (kiln, ort, eager,
-     compile, then again), each doing 3 warm-up runs and K timed runs, so
-     drift of a shared, noisy machine spreads over all systems; a pause of
-     a second before each turn lets the idle workers' spinning threads go
-     to sleep, so no system shares the cores with another's. A round's
-     latency is the median of its K runs (kiln: the median kiln-run --bench K
-     prints); the reported latency is the median of the R round medians. The
+     compile; every other round in reverse), each doing 3 warm-up runs and K
+     timed runs, so drift of a shared, noisy machine spreads over all
+     systems; a pause of a second before each turn lets the idle workers'
+     spinning threads go to sleep, so no system shares the cores with
+     another's. A round's latency is the median of its K runs (kiln: the
+     median kiln-run --bench K prints); the reported latency is the median
+     of the R round medians, and a ratio kiln/X the median of the R rounds'
+     own ratios (kiln and X ran seconds apart within a round, while the
+     machine drifts by tens of percent from one minute to the next). The
      first call per batch (where torch.compile compiles) is printed apart.
 
 Threads: ort has 2 intra-op threads, 1 inter-op thread and ORT_ENABLE_ALL;
@@ -414,7 +417,9 @@ def bench_model(name, args, work):
                 row["failed"]["kiln"] = str(e)
         for r in range(args.rounds):
             line = []
-            for system in args.systems:
+            # Every other round runs the systems in reverse, so that no
+            # system always runs first (after the pause) or last.
+            for system in (args.systems if r % 2 == 0 else args.systems[::-1]):
                 if system in row["failed"]:
                     continue
                 # The idle workers' thread pools spin for a while after a
@@ -445,6 +450,12 @@ def bench_model(name, args, work):
 
 
 def ratio(row, other):
+    """kiln/other: the median over rounds of the ratio within each round
+    (where the two ran seconds apart), which the machine's drift from round
+    to round moves less than a ratio of medians; that when a round failed."""
+    k, o = row["rounds"].get("kiln", []), row["rounds"].get(other, [])
+    if k and len(k) == len(o) and all(o):
+        return float(np.median([a / b for a, b in zip(k, o)]))
     k, o = row["ms"].get("kiln"), row["ms"].get(other)
     return k / o if k and o else None
 
@@ -458,8 +469,8 @@ def report(results, args):
     for name, res in results.items():
         print("%-13s %9s" % (name, fmt(res["kilnc_s"], "%.1f")) +
               "".join("%12s" % fmt(res["rss_mib"].get(s), "%.0f") for s in args.systems))
-    print("\nmedian latency (ms) over %d rounds; kiln/X < 1: kiln faster; "
-          "rel L2: kiln vs eager" % args.rounds)
+    print("\nmedian latency (ms) over %d rounds; kiln/X < 1: kiln faster (the "
+          "median of the rounds' own ratios); rel L2: kiln vs eager" % args.rounds)
     head = "%-13s %5s" % ("model", "batch") + "".join("%11s" % s for s in args.systems)
     head += "".join("%14s" % ("kiln/" + o) for o in others) if "kiln" in args.systems else ""
     print(head + "%10s" % "rel L2")
