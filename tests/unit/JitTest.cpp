@@ -467,6 +467,44 @@ TEST(Jit, CacheHitMissAndCorruptedEntry) {
   EXPECT_TRUE(uncached.info().cachePath.empty());
 }
 
+TEST(Jit, PreludeIsPrecompiledOnceAndADamagedOneIsDropped) {
+  TempDir dir;
+  jit::Options options = optionsIn(dir);
+  options.weights = mlpWeights();
+  jit::compile(traceMlp(), options);
+  fs::path code = dir.path / "code";
+  auto preludes = [&](const std::string &suffix) {
+    std::vector<fs::path> found;
+    for (const auto &entry : fs::directory_iterator(code)) {
+      std::string name = entry.path().filename().string();
+      if (name.rfind("prelude-", 0) == 0 && name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        found.push_back(entry.path());
+    }
+    return found;
+  };
+  ASSERT_EQ(preludes(".h").size(), 1u);
+  std::vector<fs::path> gch = preludes(".h.gch");
+  ASSERT_EQ(gch.size(), 1u);
+  // Truncate the precompiled prelude and drop every other cache entry, so
+  // that the next compile runs the C++ compiler on it.
+  fs::resize_file(gch[0], 1000);
+  std::vector<fs::path> others;
+  for (const auto &entry : fs::recursive_directory_iterator(dir.path))
+    if (entry.is_regular_file() &&
+        entry.path().filename().string().rfind("prelude-", 0) != 0)
+      others.push_back(entry.path());
+  ASSERT_FALSE(others.empty());
+  for (const fs::path &p : others)
+    fs::remove(p);
+  Function again = jit::compile(traceMlp(), options);
+  EXPECT_FALSE(again.info().cacheHit);
+  std::vector<float> x = randomFloats(3 * kIn, 42);
+  EXPECT_LT(relL2(values(again({tensor({3, kIn}, x)})[0]),
+                  mlpRef(options.weights, x, 3)),
+            1e-5);
+}
+
 TEST(Jit, ConcurrentCallsMatchSerialCalls) {
   TempDir dir;
   jit::Options options = optionsIn(dir);
