@@ -452,7 +452,8 @@ def bench_model(name, args, work):
 def ratio(row, other):
     """kiln/other: the median over rounds of the ratio within each round
     (where the two ran seconds apart), which the machine's drift from round
-    to round moves less than a ratio of medians; that when a round failed."""
+    to round moves less than a ratio of medians; the ratio of the medians
+    when the rounds do not pair up (a system failed partway)."""
     k, o = row["rounds"].get("kiln", []), row["rounds"].get(other, [])
     if k and len(k) == len(o) and all(o):
         return float(np.median([a / b for a, b in zip(k, o)]))
