@@ -388,10 +388,12 @@ compileSharedObject(const std::string &prelude,
   if (Error e = compile()) {
     if (header.empty())
       return e;
-    // A damaged precompiled prelude must not fail every compile: drop it
-    // and compile once more with the prelude in the units.
+    // A damaged prelude header or .gch must not fail every compile: drop
+    // both (the next compile publishes them again) and compile once more
+    // with the prelude in the units.
     llvm::consumeError(std::move(e));
     (void)sys::fs::remove(header + ".gch");
+    (void)sys::fs::remove(header);
     std::string include = "#include \"" + header + "\"\n";
     for (std::string &unit : units)
       unit = prelude + "\n" + unit.substr(include.size());
