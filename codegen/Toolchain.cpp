@@ -161,6 +161,38 @@ Expected<std::vector<char>> readBytes(StringRef path) {
   StringRef bytes = (*buffer)->getBuffer();
   return std::vector<char>(bytes.begin(), bytes.end());
 }
+
+// Makes `path` through a unique file beside it, which `write` fills and
+// which is renamed over `path` when that succeeds: readers never see a
+// partial file, and concurrent writers do not share one. False, leaving
+// nothing behind, when a step fails.
+bool publishFile(StringRef path, function_ref<bool(StringRef temp)> write) {
+  SmallString<128> tmp;
+  int fd = -1;
+  if (sys::fs::createUniqueFile(path + ".tmp%%%%%%%%", fd, tmp))
+    return false;
+  ::close(fd);
+  if (write(tmp) && !sys::fs::rename(tmp, path))
+    return true;
+  (void)sys::fs::remove(tmp);
+  return false;
+}
+
+// Writes `parts` to `path`. A full disk gives false (and must not reach
+// raw_fd_ostream's destructor as an error, which aborts).
+bool writeFile(StringRef path, ArrayRef<StringRef> parts) {
+  std::error_code ec;
+  raw_fd_ostream out(path, ec);
+  if (ec)
+    return false;
+  for (StringRef part : parts)
+    out << part;
+  out.close();
+  if (!out.has_error())
+    return true;
+  out.clear_error();
+  return false;
+}
 } // namespace
 
 // `compiler`'s path, size and modification time.
@@ -223,35 +255,17 @@ static std::string preludeHeader(const std::string &compiler,
   std::string header = path.str().str(), gch = header + ".gch";
   if (header.find_first_of("\"\\\n") != std::string::npos)
     return "";
-  // A unique file in the cache folder, renamed to `to` once written.
-  auto publish = [&](StringRef to,
-                     const std::function<bool(const std::string &)> &write) {
-    SmallString<128> temp;
-    int fd;
-    if (sys::fs::createUniqueFile(cacheDir + "/prelude-%%%%%%%%.tmp", fd, temp))
-      return false;
-    ::close(fd);
-    bool ok = write(temp.str().str()) && !sys::fs::rename(temp, to);
-    if (!ok)
-      (void)sys::fs::remove(temp);
-    return ok;
-  };
-  if (!sys::fs::exists(header) &&
-      !publish(header, [&](const std::string &temp) {
-        std::error_code ec;
-        raw_fd_ostream out(temp, ec);
-        out << prelude;
-        out.close();
-        return !ec && !out.has_error();
+  if (!sys::fs::exists(header) && !publishFile(header, [&](StringRef temp) {
+        return writeFile(temp, {prelude});
       }))
     return "";
   if (!sys::fs::exists(gch))
-    (void)publish(gch, [&](const std::string &temp) {
-      std::vector<Job> job = {{"the prelude", common, temp + ".log"}};
+    (void)publishFile(gch, [&](StringRef temp) {
+      std::vector<Job> job = {{"the prelude", common, (temp + ".log").str()}};
       job[0].args.insert(job[0].args.end(),
-                         {"-x", "c++-header", header, "-o", temp});
+                         {"-x", "c++-header", header, "-o", temp.str()});
       Error e = runJobs(compiler, job, 1, nullptr);
-      (void)sys::fs::remove(temp + ".log");
+      (void)sys::fs::remove(job[0].log);
       return !errorToBool(std::move(e));
     });
   return header;
@@ -296,9 +310,9 @@ compileSharedObject(const std::string &prelude,
   std::string header = options.keepDir.empty()
                            ? preludeHeader(*compiler, common, prelude, cacheDir)
                            : "";
-  std::vector<std::string> units(
-      numUnits,
-      header.empty() ? prelude + "\n" : "#include \"" + header + "\"\n");
+  std::string include = "#include \"" + header + "\"\n";
+  std::vector<std::string> units(numUnits,
+                                 header.empty() ? prelude + "\n" : include);
   std::vector<size_t> unitSources(numUnits, 0);
   std::vector<size_t> order(sources.size());
   for (size_t i = 0; i < order.size(); ++i)
@@ -351,22 +365,20 @@ compileSharedObject(const std::string &prelude,
   std::string so = (dir + "/kernels.so").str();
   std::vector<Job> compiles;
   std::vector<std::string> objects;
+  std::vector<std::string> cpps;
+  for (size_t u = 0; u < numUnits; ++u)
+    cpps.push_back((dir + "/kernels" + std::to_string(u) + ".cpp").str());
   auto writeUnits = [&]() -> Error {
-    for (size_t u = 0; u < numUnits; ++u) {
-      std::string cpp = (dir + "/kernels" + std::to_string(u) + ".cpp").str();
-      std::error_code ec;
-      raw_fd_ostream out(cpp, ec);
-      if (ec)
-        return createStringError(ec, "cannot write %s", cpp.c_str());
-      out << units[u];
-    }
+    for (size_t u = 0; u < numUnits; ++u)
+      if (!writeFile(cpps[u], {units[u]}))
+        return createStringError(inconvertibleErrorCode(), "cannot write %s",
+                                 cpps[u].c_str());
     return Error::success();
   };
   if (Error e = writeUnits())
     return e;
   for (size_t u = 0; u < numUnits; ++u) {
-    std::string stem = "kernels" + std::to_string(u);
-    std::string cpp = (dir + "/" + stem + ".cpp").str();
+    std::string stem = "kernels" + std::to_string(u), cpp = cpps[u];
     Job job{stem + ".cpp", common, (dir + "/" + stem + ".log").str()};
     if (numUnits == 1) { // compile and link in one step
       job.args.insert(job.args.end(), {"-shared", "-o", so, cpp});
@@ -394,7 +406,6 @@ compileSharedObject(const std::string &prelude,
     llvm::consumeError(std::move(e));
     (void)sys::fs::remove(header + ".gch");
     (void)sys::fs::remove(header);
-    std::string include = "#include \"" + header + "\"\n";
     for (std::string &unit : units)
       unit = prelude + "\n" + unit.substr(include.size());
     done = 0;
@@ -420,26 +431,12 @@ compileSharedObject(const std::string &prelude,
 void publishCached(StringRef path, StringRef bytes) {
   if (sys::fs::create_directories(sys::path::parent_path(path)))
     return;
-  // A unique file beside the entry, renamed over it when complete: readers
-  // never see a partial entry, and concurrent writers do not share one.
-  SmallString<128> tmp;
-  int fd = -1;
-  if (sys::fs::createUniqueFile(path + ".tmp%%%%%%%%", fd, tmp))
-    return;
-  raw_fd_ostream out(fd, /*shouldClose=*/true);
   uint64_t sum = xxh3_64bits(bytes);
-  out << bytes << StringRef(kCacheTag, sizeof(kCacheTag))
-      << StringRef(reinterpret_cast<const char *>(&sum), 8);
-  out.close();
-  // A full disk only means no cache entry (and must not reach
-  // raw_fd_ostream's destructor as an error, which aborts).
-  if (out.has_error()) {
-    out.clear_error();
-    (void)sys::fs::remove(tmp);
-    return;
-  }
-  if (sys::fs::rename(tmp, path))
-    (void)sys::fs::remove(tmp);
+  (void)publishFile(path, [&](StringRef temp) {
+    return writeFile(temp,
+                     {bytes, StringRef(kCacheTag, sizeof(kCacheTag)),
+                      StringRef(reinterpret_cast<const char *>(&sum), 8)});
+  });
 }
 
 std::vector<std::string> targetCpuFeatures(const std::string &targetCpu) {
