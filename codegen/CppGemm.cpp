@@ -65,9 +65,10 @@ bool CppEmitter::emitWinogradCall(linalg::GenericOp op) {
   Value in = op.getDpsInputs()[0];
   os << llvm::formatv(
       "  if (!kiln_winograd3x3({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-      "{9})) {\n",
+      "{9}, {10})) {\n",
       loopRange(op, 0), loopRange(op, 2), loopRange(op, 1), dimExpr(in, 2),
       dimExpr(in, 3), loopRange(op, 5), loopRange(op, 6), bufferFor(in),
+      bufferFor(op.getDpsInputs()[1]),
       bufferFor(kernel.getBody().front().getArgument(*u)),
       bufferFor(op.getResult(0)));
   emitFillOp(zeroFillOf(op));

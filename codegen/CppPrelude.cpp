@@ -324,15 +324,43 @@ inline void kiln_winograd_tiles(const float *q, int64_t stride, float *o, int64_
 // tiles: the input transform B^T d B of each 4x4 tile (tiles step by 2, so
 // x needs whole tiles: hp >= 2 * ceil(ho / 2) + 2), 16 oneDNN GEMMs
 // [m x c] x [c x tiles], and the output transform A^T M A of each tile's
-// 2x2 outputs. False, having written nothing, without oneDNN or whole tiles.
+// 2x2 outputs. With fewer than 32 tiles in all (resnet18's layer4 at batch
+// 1: 16), the 16 GEMMs are too narrow to pay for reading U, 16/9 the size
+// of w: the conv runs as im2col and one GEMM on w[m][c][3][3] per image
+// instead (docs/performance.md, step 25). False, having written nothing,
+// without oneDNN or whole tiles.
 inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, int64_t wp,
-                             int64_t ho, int64_t wo, const float *x, const float *u, float *y) {
+                             int64_t ho, int64_t wo, const float *x, const float *w,
+                             const float *u, float *y) {
   kiln_sgemm_fn gemm = kiln_dnnl_sgemm();
   const int64_t th = (ho + 1) / 2, tw = (wo + 1) / 2, t = th * tw;
   if (!gemm || hp < 2 * th + 2 || wp < 2 * tw + 2)
     return false;
   if (batch == 0 || m == 0 || t == 0)
     return true;
+  if (batch * t < 32) {
+    const int64_t o = ho * wo;
+    kiln_scratch col_owner(sizeof(float) * 9 * std::max<int64_t>(c, 1) * o);
+    float *__restrict col = static_cast<float *>(col_owner.data);
+    for (int64_t n = 0; n < batch; ++n) {
+#pragma omp parallel for schedule(static) if (c * o >= 4096)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t i = 0; i < 3; ++i)
+          for (int64_t j = 0; j < 3; ++j)
+            for (int64_t h = 0; h < ho; ++h) {
+              const float *p = x + ((n * c + ch) * hp + h + i) * wp + j;
+              float *q = col + (ch * 9 + i * 3 + j) * o + h * wo;
+              for (int64_t v = 0; v < wo; ++v)
+                q[v] = p[v];
+            }
+      if (gemm('N', 'N', m, o, 9 * c, 1.0f, w, 9 * c, col, o, 0.0f, y + n * m * o, o) != 0) {
+        if (n == 0)
+          return false; // rejected before writing anything
+        std::abort();
+      }
+    }
+    return true;
+  }
   const int64_t chunk =
       std::max<int64_t>(1, std::min<int64_t>(batch, (int64_t(4) << 20) /
                                                         std::max<int64_t>(1, 64 * c * t)));

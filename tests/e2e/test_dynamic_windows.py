@@ -235,7 +235,10 @@ class DynamicWindows(kt.KilnTestCase):
         sizes (tiles cut short), asymmetric pads, no bias, several images
         (in one chunk of transformed tiles, or in several, or one image at
         a time when the kernel runs image by image), and without oneDNN
-        (KILN_DNNL=none: the direct loops instead)."""
+        (KILN_DNNL=none: the direct loops instead). Under 32 tiles in all
+        (a 7x7 or 8x7 output at batch 1: 16 tiles) the kernel runs im2col
+        and one GEMM on the weight instead; at batch 3 the same artifact
+        runs Winograd."""
         torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h, numpy_helper as nh
         from unittest import mock
@@ -245,6 +248,7 @@ class DynamicWindows(kt.KilnTestCase):
             (24, 16, (16, 17), [0, 2, 1, 0], False, (1, 3)),
             (64, 16, (48, 48), [1, 1, 1, 1], True, (1, 3)),
             (32, 32, (7, 7), [1, 1, 1, 1], True, (1, 3)),
+            (24, 16, (9, 7), [0, 2, 1, 0], False, (1, 3)),
             # 4 padded inputs of 2.1 MiB: image by image.
             (32, 32, (128, 128), [1, 1, 1, 1], True, (4,)),
         ]
