@@ -136,7 +136,7 @@ inline kiln_sgemm_fn kiln_dnnl_sgemm() {
 
 // C[i] = A[i] * B (+ C[i] when accumulating) for every batch i, with A
 // row-major [m, k] and B packed as [ceil(n / 16)][k][16] panels (zero past
-// n): threads share out the panels, each streamed once per 4 rows of A.
+// n): threads share out the panels, each streamed once per 8 rows of A.
 // False, having written nothing, when m is above max_rows, or 1 (oneDNN's
 // matrix-vector product streams B as fast).
 typedef float kiln_v8 __attribute__((vector_size(32)));
@@ -149,10 +149,12 @@ template <int R>
 inline void kiln_packed_rows(int64_t k, const float *__restrict a, const float *__restrict b,
                              float *__restrict c, int64_t ldc, int64_t width, bool accumulate) {
   kiln_v8 s[R][2];
+#pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
     s[i][0] = s[i][1] = kiln_v8{};
   for (int64_t x = 0; x < k; ++x) {
     kiln_v8 b0 = kiln_load8(b + x * 16), b1 = kiln_load8(b + x * 16 + 8);
+#pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       float v = a[i * k + x];
       s[i][0] += v * b0;
@@ -177,10 +179,14 @@ inline bool kiln_sgemm_packed(int64_t batch, int64_t m, int64_t n, int64_t k, co
   for (int64_t t = 0; t < batch * panels; ++t) {
     const int64_t i = t / panels, j = t % panels, width = std::min<int64_t>(16, n - j * 16);
     const float *b = packed + j * k * 16;
-    for (int64_t r = 0; r < m; r += 4) {
+    for (int64_t r = 0; r < m; r += 8) {
       const float *ar = a + i * strideA + r * k;
       float *cr = c + (i * m + r) * n + j * 16;
-      switch (std::min<int64_t>(4, m - r)) {
+      switch (std::min<int64_t>(8, m - r)) {
+      case 8: kiln_packed_rows<8>(k, ar, b, cr, n, width, accumulate); break;
+      case 7: kiln_packed_rows<7>(k, ar, b, cr, n, width, accumulate); break;
+      case 6: kiln_packed_rows<6>(k, ar, b, cr, n, width, accumulate); break;
+      case 5: kiln_packed_rows<5>(k, ar, b, cr, n, width, accumulate); break;
       case 4: kiln_packed_rows<4>(k, ar, b, cr, n, width, accumulate); break;
       case 3: kiln_packed_rows<3>(k, ar, b, cr, n, width, accumulate); break;
       case 2: kiln_packed_rows<2>(k, ar, b, cr, n, width, accumulate); break;
