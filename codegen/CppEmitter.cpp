@@ -95,6 +95,8 @@ void CppEmitter::emitParallelFor(linalg::GenericOp op, unsigned shared) {
 }
 
 LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
+  if (!rowOps.empty() && op == rowOps.back())
+    return emitRows();
   // The GEMM whose epilogue `op` is comes first (CppGemm.cpp); `op`'s own
   // loops run only where the GEMM did not run it tile by tile.
   for (Value input : op.getDpsInputs())
@@ -247,6 +249,7 @@ LogicalResult CppEmitter::emit(StringRef symbol) {
         typeName(cast<RankedTensorType>(type).getElementType()), name, slot++);
     outputs.push_back(name);
   }
+  planRows();
   if (failed(emitOps(inputs, outputs)))
     return failure();
   os << "}\n";

@@ -177,6 +177,14 @@ private:
                                      unsigned planes, mlir::Operation *prologue,
                                      mlir::linalg::GenericOp epilogue);
 
+  /// The fills and generics of a kernel that runs row by row
+  /// (CppRows.cpp), in order, or none; the last emits them all.
+  llvm::SmallVector<mlir::Operation *> rowOps;
+  void planRows();
+  /// Whether `op` is emitted by emitRows, at the last of rowOps.
+  bool inRows(mlir::Operation *op);
+  mlir::LogicalResult emitRows();
+
   llvm::raw_ostream &os;
 };
 

@@ -31,6 +31,13 @@ template <typename T> inline T kiln_maximum(T a, T b) { return (b != b || b > a)
 // The bits of x as a T of the same size (arith.bitcast).
 template <typename T, typename F> inline T kiln_bitcast(F x) { return __builtin_bit_cast(T, x); }
 template <typename T> inline T kiln_minimum(T a, T b) { return (b != b || b < a) ? b : a; }
+// Them as OpenMP reductions, so that `omp simd` vectorizes a row's max or
+// min (codegen/CppRows.cpp); max and min are idempotent, so each lane may
+// start from the initial value.
+#pragma omp declare reduction(kiln_max : float, double : omp_out = kiln_maximum(omp_out, omp_in)) \
+    initializer(omp_priv = omp_orig)
+#pragma omp declare reduction(kiln_min : float, double : omp_out = kiln_minimum(omp_out, omp_in)) \
+    initializer(omp_priv = omp_orig)
 
 // f32 exp and erf without branches or calls, so that loops over them
 // vectorize (with -fno-trapping-math); NaN in, NaN out.

@@ -255,6 +255,8 @@ bool cpp::flatWindow(linalg::GenericOp op, linalg::GenericOp producer,
 }
 
 bool CppEmitter::absorbed(Operation *op) {
+  if (inRows(op)) // emitted with the last of them (CppRows.cpp)
+    return true;
   if (op->getNumResults() != 1 || !op->getResult(0).hasOneUse())
     return false;
   // A GEMM is emitted with its epilogue (CppGemm.cpp).

@@ -14,6 +14,13 @@
 //    before the joining op. By induction every external user of a group
 //    comes after the group's last member, and every external producer before
 //    it: dominance holds and no two kernels depend on each other in a cycle.
+//  - On CPUs, a reduction over the last axis (keepdims) joins the group of
+//    its producer, and an elementwise op the group of a reduction producer,
+//    when every member of both is such a reduction or elementwise and all
+//    their results have the same leading dims, the last one N or 1, and
+//    neither group has an anchor: softmax and layer normalisation become one
+//    kernel, which the C++ emitter runs row by row (rowKernel in
+//    codegen/CppRows.cpp).
 //  - Each group becomes a kiln.kernel whose inputs are the values it uses
 //    from outside (splat constants are cloned in instead) and whose results
 //    are the members' values used outside.
@@ -43,6 +50,28 @@ bool isComputeOp(Operation *op) {
 /// Ops whose elementwise consumers may join their kernel as an epilogue.
 bool isAnchor(Operation *op) { return isa<ConvOp, MatMulOp, GemmOp>(op); }
 
+/// A reduction over the last axis of a rank-2-or-more tensor, keeping it.
+bool isRowReduction(Operation *op) {
+  auto reduce = dyn_cast<ReduceOp>(op);
+  if (!reduce || !reduce.getKeepdims())
+    return false;
+  auto type = cast<RankedTensorType>(reduce.getInput().getType());
+  int64_t rank = type.getRank();
+  ArrayRef<int64_t> axes = reduce.getAxes();
+  return rank >= 2 && axes.size() == 1 && axes[0] == rank - 1;
+}
+
+/// The result type of row-fusable op `op` (elementwise or isRowReduction,
+/// one ranked result of rank 2 or more, on a CPU), or null.
+RankedTensorType rowType(Operation *op) {
+  if (op->getNumResults() != 1 || (!isElementwise(op) && !isRowReduction(op)))
+    return {};
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type || type.getRank() < 2 || !runsCppKernels(getDevice(type)))
+    return {};
+  return type;
+}
+
 bool isSplatConstant(Value v) {
   auto constant = v.getDefiningOp<ConstantOp>();
   if (!constant)
@@ -65,6 +94,26 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
   SmallVector<Operation *> members(Operation *leader) {
     return SmallVector<Operation *>(
         classes.member_begin(classes.findValue(leader)), classes.member_end());
+  }
+
+  /// Whether the groups of `a` and `b` together are rows (see the file
+  /// comment) with at least one reduction.
+  bool rowsTogether(Operation *a, Operation *b) {
+    SmallVector<Operation *> all = members(classes.getLeaderValue(a));
+    llvm::append_range(all, members(classes.getLeaderValue(b)));
+    if (!llvm::any_of(all, isRowReduction))
+      return false;
+    RankedTensorType first = rowType(all.front());
+    if (!first)
+      return false;
+    for (Operation *member : all) {
+      RankedTensorType type = rowType(member);
+      if (!type || isAnchor(member) || type.getRank() != first.getRank() ||
+          type.getShape().drop_back() != first.getShape().drop_back() ||
+          getDevice(type) != getDevice(first))
+        return false;
+    }
+    return true;
   }
 
   // Can `op` join the group led by `leader` (together with `joined`, the
@@ -152,7 +201,7 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
         continue;
       computeOps.push_back(&op);
       classes.insert(&op);
-      if (!isElementwise(&op))
+      if (!isElementwise(&op) && !isRowReduction(&op))
         continue;
       for (Value operand : op.getOperands()) {
         Operation *producer = operand.getDefiningOp();
@@ -160,7 +209,9 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
           continue;
         bool epilogue = isAnchor(producer) &&
                         operand.getType() == op.getResult(0).getType();
-        if (!isElementwise(producer) && !epilogue)
+        bool rows = rowsTogether(producer, &op);
+        if (!rows &&
+            (!isElementwise(&op) || (!isElementwise(producer) && !epilogue)))
           continue;
         Operation *leader = classes.getLeaderValue(producer);
         if (anchors(leader) + anchors(classes.getLeaderValue(&op)) > 1)

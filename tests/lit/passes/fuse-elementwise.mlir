@@ -133,3 +133,79 @@ func.func @anchors(%x: !t, %w: !t, %u: !v) -> !t {
   %m = kiln.mul %v, %s : tensor<f32, #kiln.device<cpu>>, !t -> !t
   return %m : !t
 }
+
+// -----
+
+!t = tensor<?x8x16xf32, #kiln.device<cpu>>
+!r = tensor<?x8x1xf32, #kiln.device<cpu>>
+
+// Softmax as the frontend spells it: reductions over the last axis
+// (keepdims) and the elementwise ops around them are one kernel on a CPU,
+// which the C++ emitter runs row by row.
+// CHECK-LABEL: func.func @softmax_rows
+// CHECK: %[[K:.+]] = kiln.kernel(%arg0 :
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.reduce {{.+}}kind = "max"
+// CHECK-NEXT:   kiln.sub
+// CHECK-NEXT:   kiln.exp
+// CHECK-NEXT:   kiln.reduce {{.+}}kind = "sum"
+// CHECK-NEXT:   kiln.div
+// CHECK-NEXT:   kiln.yield
+// CHECK-NOT: kiln.kernel
+// CHECK: return %[[K]]
+func.func @softmax_rows(%x: !t) -> !t {
+  %m = kiln.reduce %x {kind = "max", axes = array<i64: 2>, keepdims = true} : !t -> !r
+  %s = kiln.sub %x, %m : !t, !r -> !t
+  %e = kiln.exp %s : !t -> !t
+  %z = kiln.reduce %e {kind = "sum", axes = array<i64: 2>, keepdims = true} : !t -> !r
+  %y = kiln.div %e, %z : !t, !r -> !t
+  return %y : !t
+}
+
+// -----
+
+!t = tensor<4x16xf32, #kiln.device<cpu>>
+
+// No row fusion across other axes, without keepdims, on a GPU, or into a
+// gemm's kernel (its epilogue stays as it was).
+// CHECK-LABEL: func.func @not_rows
+// CHECK: kiln.kernel
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.reduce {{.+}}axes = array<i64: 0>
+// CHECK-NEXT:   kiln.yield
+// CHECK: kiln.kernel
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.sub
+// CHECK-NEXT:   kiln.yield
+// CHECK: kiln.kernel
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.reduce {{.+}}keepdims = false
+// CHECK-NEXT:   kiln.yield
+// CHECK: kiln.kernel
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.reduce {{.+}}kind = "max"
+// CHECK-NEXT:   kiln.yield
+// CHECK: kiln.kernel
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.sub
+// CHECK-NEXT:   kiln.yield
+// CHECK: kiln.kernel
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.gemm
+// CHECK-NEXT:   kiln.relu
+// CHECK-NEXT:   kiln.yield
+// CHECK: kiln.kernel
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   kiln.reduce {{.+}}kind = "mean"
+// CHECK-NEXT:   kiln.yield
+func.func @not_rows(%x: !t, %g: tensor<4x16xf32, #kiln.device<cuda:0>>, %w: tensor<16x16xf32, #kiln.device<cpu>>) -> (!t, tensor<4xf32, #kiln.device<cpu>>, tensor<4x16xf32, #kiln.device<cuda:0>>, tensor<4x1xf32, #kiln.device<cpu>>) {
+  %c = kiln.reduce %x {kind = "max", axes = array<i64: 0>, keepdims = true} : !t -> tensor<1x16xf32, #kiln.device<cpu>>
+  %s = kiln.sub %x, %c : !t, tensor<1x16xf32, #kiln.device<cpu>> -> !t
+  %n = kiln.reduce %s {kind = "sum", axes = array<i64: 1>, keepdims = false} : !t -> tensor<4xf32, #kiln.device<cpu>>
+  %gm = kiln.reduce %g {kind = "max", axes = array<i64: 1>, keepdims = true} : tensor<4x16xf32, #kiln.device<cuda:0>> -> tensor<4x1xf32, #kiln.device<cuda:0>>
+  %gs = kiln.sub %g, %gm : tensor<4x16xf32, #kiln.device<cuda:0>>, tensor<4x1xf32, #kiln.device<cuda:0>> -> tensor<4x16xf32, #kiln.device<cuda:0>>
+  %p = kiln.gemm %x, %w : !t, tensor<16x16xf32, #kiln.device<cpu>> -> !t
+  %r = kiln.relu %p : !t -> !t
+  %mean = kiln.reduce %r {kind = "mean", axes = array<i64: 1>, keepdims = true} : !t -> tensor<4x1xf32, #kiln.device<cpu>>
+  return %r, %n, %gs, %mean : !t, tensor<4xf32, #kiln.device<cpu>>, tensor<4x16xf32, #kiln.device<cuda:0>>, tensor<4x1xf32, #kiln.device<cpu>>
+}

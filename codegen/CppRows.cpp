@@ -1,0 +1,203 @@
+//===- CppRows.cpp - kernels of row reductions, run row by row -----------===//
+//
+// A kernel whose generics all share their leading loops as parallel rows
+// (softmax, layer normalisation: reductions over the last dim and the
+// elementwise ops around them, grouped by kiln-fuse-elementwise) runs as one
+// loop over the rows, shared out between the threads, with each generic's
+// last loop inside it in turn: a row's intermediates stay in L1 and one
+// parallel region replaces one per generic. Each generic may only read the
+// kernel's own intermediates in the row it is at; a run-time guard checks
+// the dynamic dims that the rows depend on, and the kernel falls back to one
+// loop nest per generic where it fails.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CppKernel.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::cpp;
+
+/// Whether the results of `map` are d0, ..., d(rows - 1), then at most one
+/// more: d(rows) or the constant 0.
+static bool rowMap(AffineMap map, unsigned rows) {
+  ArrayRef<AffineExpr> results = map.getResults();
+  if (results.size() < rows || results.size() > rows + 1)
+    return false;
+  for (unsigned d = 0; d < rows; ++d)
+    if (results[d] != getAffineDimExpr(d, map.getContext()))
+      return false;
+  if (results.size() == rows)
+    return true;
+  AffineExpr last = results.back();
+  if (auto c = dyn_cast<AffineConstantExpr>(last))
+    return c.getValue() == 0;
+  return last == getAffineDimExpr(rows, map.getContext());
+}
+
+/// The OpenMP reduction identifier that vectorizes reduction `op`'s row
+/// (omp simd), or "": "+" when it yields its output element plus a value of
+/// its inputs alone, kiln_max or kiln_min (the prelude's, NaN-propagating)
+/// for maximumf or minimumf on f32 or f64. Partial results are combined in
+/// another order than the sequential one: float sums round differently, as
+/// numpy's and torch's vectorized sums do.
+static std::string simdReduction(linalg::GenericOp op) {
+  Block &body = op.getRegion().front();
+  BlockArgument out = op.getMatchingBlockArgument(op.getDpsInitOperand(0));
+  Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
+  if (!combine || !out.hasOneUse() || *out.getUsers().begin() != combine)
+    return "";
+  if (isa<arith::AddFOp, arith::AddIOp>(combine))
+    return "+";
+  if (!out.getType().isF32() && !out.getType().isF64())
+    return "";
+  if (isa<arith::MaximumFOp>(combine))
+    return "kiln_max";
+  if (isa<arith::MinimumFOp>(combine))
+    return "kiln_min";
+  return "";
+}
+
+void CppEmitter::planRows() {
+  Block &block = kernel.getBody().front();
+  SmallVector<Operation *> ops;
+  unsigned generics = 0, loops = 0;
+  for (Operation &op : block.without_terminator()) {
+    if (isa<tensor::EmptyOp>(op))
+      continue;
+    if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+      // Only as a reduction's init.
+      Value result = fill.getResult(0);
+      if (!result.hasOneUse())
+        return;
+      auto user = dyn_cast<linalg::GenericOp>(*result.getUsers().begin());
+      if (!user || user.getNumReductionLoops() == 0 ||
+          user.getDpsInits()[0] != result)
+        return;
+      ops.push_back(&op);
+      continue;
+    }
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic) {
+      // Scalars (sizes, captured values) only.
+      if (op.getNumRegions() || llvm::any_of(op.getResultTypes(), [](Type t) {
+            return isa<ShapedType>(t);
+          }))
+        return;
+      continue;
+    }
+    unsigned n = generic.getNumLoops();
+    if (generic.getNumDpsInits() != 1 || n < 2 || (loops && n != loops) ||
+        libraryGemm(generic) || unrolledWindow(generic))
+      return;
+    loops = n;
+    auto iterators = generic.getIteratorTypesArray();
+    for (unsigned d = 0; d + 1 < n; ++d)
+      if (iterators[d] != utils::IteratorType::parallel)
+        return;
+    if (!rowMap(generic.getMatchingIndexingMap(generic.getDpsInitOperand(0)),
+                n - 1))
+      return;
+    // The kernel's own intermediates are read in the row being computed.
+    for (OpOperand *input : generic.getDpsInputOperands())
+      if (!isa<BlockArgument>(input->get()) &&
+          !rowMap(generic.getMatchingIndexingMap(input), n - 1))
+        return;
+    ops.push_back(&op);
+    ++generics;
+  }
+  if (generics >= 2)
+    rowOps = std::move(ops);
+}
+
+bool CppEmitter::inRows(Operation *op) {
+  return !rowOps.empty() && op != rowOps.back() &&
+         llvm::is_contained(rowOps, op);
+}
+
+LogicalResult CppEmitter::emitRows() {
+  auto first = cast<linalg::GenericOp>(*llvm::find_if(
+      rowOps, [](Operation *op) { return isa<linalg::GenericOp>(op); }));
+  unsigned rows = first.getNumLoops() - 1;
+  SmallVector<std::string> ranges;
+  for (unsigned d = 0; d < rows; ++d) {
+    ranges.push_back(loopRange(first, d));
+    if (ranges.back().empty())
+      return first.emitOpError()
+             << "has a dynamic loop the kernel emitter cannot size";
+  }
+  // Every generic's rows and every intermediate's leading dims must be the
+  // same at run time.
+  std::string guard;
+  auto same = [&](const std::string &a, unsigned d) -> LogicalResult {
+    if (a.empty())
+      return failure();
+    std::string check = a + " == " + ranges[d] + " && ";
+    if (a != ranges[d] && guard.find(check) == std::string::npos)
+      guard += check;
+    return success();
+  };
+  for (Operation *op : rowOps) {
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic)
+      continue;
+    declareOperands(generic);
+    for (unsigned d = 0; d < rows; ++d)
+      if (failed(same(loopRange(generic, d), d)))
+        return generic.emitOpError()
+               << "has a dynamic loop the kernel emitter cannot size";
+    for (OpOperand *input : generic.getDpsInputOperands())
+      if (!isa<BlockArgument>(input->get()))
+        for (unsigned d = 0; d < rows; ++d)
+          if (failed(same(dimExpr(input->get(), d), d)))
+            return generic.emitOpError() << "has an operand of unknown size";
+  }
+  std::string work = "int64_t(1)";
+  for (unsigned d = 0; d <= rows; ++d)
+    work += " * " + loopRange(first, d);
+  os << "  if (" << guard << "true) {\n  // rows: " << rowOps.size()
+     << " ops, each row's in turn\n";
+  os << llvm::formatv("#pragma omp parallel for collapse({0}) "
+                      "schedule(static) if ({1} >= {2})\n",
+                      rows, work, kParallelWork);
+  std::string indent = "  ";
+  for (unsigned d = 0; d < rows; ++d) {
+    os << indent << forLoop(d, ranges[d]) << (d + 1 == rows ? " {\n" : "\n");
+    indent += "  ";
+  }
+  for (Operation *op : rowOps) {
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic)
+      continue; // a fill, the prologue of the reduction after it
+    std::string loop = forLoop(rows, loopRange(generic, rows));
+    if (!generic.getNumReductionLoops()) {
+      os << indent << loop << " {\n";
+      if (failed(emitGenericBody(generic, indent + "  ")))
+        return failure();
+      os << indent << "}\n";
+      continue;
+    }
+    // A reduction sums the row in a register.
+    Operation *fill = generic.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+    std::string acc = fresh("acc");
+    if (failed(emitWindowPrologue(generic, fill, indent, acc)))
+      return failure();
+    if (std::string simd = simdReduction(generic); !simd.empty())
+      os << "#pragma omp simd reduction(" << simd << " : " << acc << ")\n";
+    os << indent << loop << " {\n";
+    if (failed(emitGenericBody(generic, indent + "  ", acc)))
+      return failure();
+    os << indent << "}\n";
+    if (failed(emitWindowEpilogue(generic, {}, indent, acc)))
+      return failure();
+  }
+  os << "  }\n  } else {\n";
+  for (Operation *op : rowOps) {
+    if (auto fill = dyn_cast<linalg::FillOp>(op))
+      emitFillOp(fill);
+    else if (failed(emitLoops(cast<linalg::GenericOp>(op))))
+      return failure();
+  }
+  os << "  }\n";
+  return success();
+}
