@@ -188,13 +188,21 @@ struct LowerKernels : kiln::impl::KilnLowerKernelsBase<LowerKernels> {
     // Only into all-parallel consumers that read each element of the
     // producer once: fusing a producer (e.g. padding) into a reduction, a
     // window gather (im2col) or a broadcast would redo its work for every
-    // read, and turns a plain copy into clamped index arithmetic.
+    // read, and turns a plain copy into clamped index arithmetic. Nor when
+    // a reduction reads the producer too: it stays, and the consumer reads
+    // what it stored instead of computing it again (softmax's exponentials,
+    // read by its sum and its division).
     linalg::populateElementwiseOpsFusionPatterns(
         patterns, [](OpOperand *operand) {
           auto consumer = dyn_cast<linalg::LinalgOp>(operand->getOwner());
+          auto reduces = [](Operation *user) {
+            auto linalgUser = dyn_cast<linalg::LinalgOp>(user);
+            return linalgUser && linalgUser.getNumReductionLoops() > 0;
+          };
           return consumer &&
                  consumer.getNumLoops() == consumer.getNumParallelLoops() &&
-                 consumer.getMatchingIndexingMap(operand).isPermutation();
+                 consumer.getMatchingIndexingMap(operand).isPermutation() &&
+                 llvm::none_of(operand->get().getUsers(), reduces);
         });
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     FrozenRewritePatternSet frozen(std::move(patterns));
