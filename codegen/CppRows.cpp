@@ -91,6 +91,10 @@ void CppEmitter::planRows() {
         libraryGemm(generic) || unrolledWindow(generic))
       return;
     loops = n;
+    // Inits that hold nothing the rows must copy in first.
+    if (!generic.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>() &&
+        !generic.getDpsInits()[0].getDefiningOp<linalg::FillOp>())
+      return;
     auto iterators = generic.getIteratorTypesArray();
     for (unsigned d = 0; d + 1 < n; ++d)
       if (iterators[d] != utils::IteratorType::parallel)

@@ -16,11 +16,10 @@
 //    it: dominance holds and no two kernels depend on each other in a cycle.
 //  - On CPUs, a reduction over the last axis (keepdims) joins the group of
 //    its producer, and an elementwise op the group of a reduction producer,
-//    when every member of both is such a reduction or elementwise and all
-//    their results have the same leading dims, the last one N or 1, and
+//    when every member of both is such a reduction or elementwise, all
+//    their results have the same rank and the same dims but the last, and
 //    neither group has an anchor: softmax and layer normalisation become one
-//    kernel, which the C++ emitter runs row by row (rowKernel in
-//    codegen/CppRows.cpp).
+//    kernel, which the C++ emitter runs row by row (codegen/CppRows.cpp).
 //  - Each group becomes a kiln.kernel whose inputs are the values it uses
 //    from outside (splat constants are cloned in instead) and whose results
 //    are the members' values used outside.
