@@ -245,14 +245,17 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
 // below 2^20 multiply-adds: a GEMM that small gains little from tiles, and
 // the plain call keeps its results bit-identical to those of the same GEMM
 // without an epilogue (a plan that puts the epilogue in another kernel, on
-// another device).
+// another device). Nor when B is one matrix for the whole batch (a linear
+// layer's weight) and K is above 64: oneDNN's own threading ran BERT's
+// linear layers faster than one tile per thread (docs/performance.md, step
+// 27).
 template <typename F>
 inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m, int64_t n,
                              int64_t k, const float *a, int64_t strideA, const float *b,
                              int64_t strideB, float *c, bool accumulate, int64_t em, int64_t en,
                              const F &epilogue) {
   kiln_sgemm_fn gemm = kiln_dnnl_sgemm();
-  if (!gemm || batch * m * n * k < (int64_t(1) << 20))
+  if (!gemm || batch * m * n * k < (int64_t(1) << 20) || (strideB == 0 && k > 64))
     return false;
   const int64_t rows = m / em, cols = n / en, threads = omp_get_max_threads();
   int64_t tm = em, tn = en;
