@@ -173,26 +173,23 @@ LogicalResult CppEmitter::emitRows() {
     auto generic = dyn_cast<linalg::GenericOp>(op);
     if (!generic)
       continue; // a fill, the prologue of the reduction after it
-    std::string loop = forLoop(rows, loopRange(generic, rows));
-    if (!generic.getNumReductionLoops()) {
-      os << indent << loop << " {\n";
-      if (failed(emitGenericBody(generic, indent + "  ")))
+    // A reduction sums the row in a register, from its fill or its
+    // output's element.
+    std::string acc;
+    if (generic.getNumReductionLoops()) {
+      acc = fresh("acc");
+      Operation *fill =
+          generic.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+      if (failed(emitWindowPrologue(generic, fill, indent, acc)))
         return failure();
-      os << indent << "}\n";
-      continue;
+      if (std::string simd = simdReduction(generic); !simd.empty())
+        os << "#pragma omp simd reduction(" << simd << " : " << acc << ")\n";
     }
-    // A reduction sums the row in a register.
-    Operation *fill = generic.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
-    std::string acc = fresh("acc");
-    if (failed(emitWindowPrologue(generic, fill, indent, acc)))
-      return failure();
-    if (std::string simd = simdReduction(generic); !simd.empty())
-      os << "#pragma omp simd reduction(" << simd << " : " << acc << ")\n";
-    os << indent << loop << " {\n";
+    os << indent << forLoop(rows, loopRange(generic, rows)) << " {\n";
     if (failed(emitGenericBody(generic, indent + "  ", acc)))
       return failure();
     os << indent << "}\n";
-    if (failed(emitWindowEpilogue(generic, {}, indent, acc)))
+    if (!acc.empty() && failed(emitWindowEpilogue(generic, {}, indent, acc)))
       return failure();
   }
   os << "  }\n  } else {\n";

@@ -96,7 +96,8 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
   }
 
   /// Whether the groups of `a` and `b` together are rows (see the file
-  /// comment) with at least one reduction.
+  /// comment) with at least one reduction. rowType admits no anchor, and
+  /// the members share one device: each reads another's result.
   bool rowsTogether(Operation *a, Operation *b) {
     SmallVector<Operation *> all = members(classes.getLeaderValue(a));
     llvm::append_range(all, members(classes.getLeaderValue(b)));
@@ -107,9 +108,8 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
       return false;
     for (Operation *member : all) {
       RankedTensorType type = rowType(member);
-      if (!type || isAnchor(member) || type.getRank() != first.getRank() ||
-          type.getShape().drop_back() != first.getShape().drop_back() ||
-          getDevice(type) != getDevice(first))
+      if (!type || type.getRank() != first.getRank() ||
+          type.getShape().drop_back() != first.getShape().drop_back())
         return false;
     }
     return true;
@@ -208,9 +208,9 @@ struct FuseElementwise : kiln::impl::KilnFuseElementwiseBase<FuseElementwise> {
           continue;
         bool epilogue = isAnchor(producer) &&
                         operand.getType() == op.getResult(0).getType();
-        bool rows = rowsTogether(producer, &op);
-        if (!rows &&
-            (!isElementwise(&op) || (!isElementwise(producer) && !epilogue)))
+        bool chain =
+            isElementwise(&op) && (isElementwise(producer) || epilogue);
+        if (!chain && !rowsTogether(producer, &op))
           continue;
         Operation *leader = classes.getLeaderValue(producer);
         if (anchors(leader) + anchors(classes.getLeaderValue(&op)) > 1)
