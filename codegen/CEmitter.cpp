@@ -225,6 +225,17 @@ std::string CEmitter::bufferFor(Value tensor) {
   auto it = buffers.find(tensor);
   if (it != buffers.end())
     return it->second;
+  // Computed in another's buffer: of the same type and dims, so sized by
+  // `tensor`, whose dims are known here (the owner's may be computed later).
+  if (Value owner = bufferOwner(tensor); owner != tensor) {
+    if (!buffers.count(owner)) {
+      std::string name = fresh("t");
+      declareBuffer(cast<RankedTensorType>(tensor.getType()), name,
+                    numElements(tensor));
+      buffers[owner] = name;
+    }
+    return buffers[tensor] = buffers[owner];
+  }
   std::string name = fresh("t");
   auto type = cast<RankedTensorType>(tensor.getType());
   auto shared = sharesWhen.find(tensor);
@@ -898,8 +909,19 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
       buffers[value] = outputs[j];
   for (Operation &op : llvm::reverse(block.without_terminator())) {
     auto dps = dyn_cast<DestinationStyleOpInterface>(&op);
-    if (!dps || op.getNumResults() != 1 || !buffers.count(op.getResult(0)))
+    if (!dps || op.getNumResults() != 1)
       continue;
+    if (!buffers.count(op.getResult(0))) {
+      // A local tensor: so are the input it overwrites and, when it is
+      // itself computed in another's buffer, its init; they share the
+      // buffer declared on first use (bufferFor).
+      Value result = op.getResult(0), init = dps.getDpsInits()[0];
+      if (sharedWith.count(result) && updatesInPlace(init))
+        sharedWith[init] = result;
+      if (Value input = inPlaceInput(op); input && sameDims(input, result))
+        sharedWith[input] = result;
+      continue;
+    }
     Value init = dps.getDpsInits()[0];
     if (updatesInPlace(init) && !buffers.count(init))
       buffers[init] = buffers[op.getResult(0)];
@@ -916,8 +938,10 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
       sharesWhen[chainRoot(input)] = {buffers[op.getResult(0)], same};
   }
   for (Operation &op : block.without_terminator()) {
-    if (absorbed(&op))
+    if (absorbed(&op)) {
+      emitted(op);
       continue;
+    }
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(&op)
             .Case<tensor::EmptyOp>([](auto) { return success(); })
@@ -964,6 +988,7 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
             });
     if (failed(ok))
       return failure();
+    emitted(op);
   }
   for (auto [j, value] : llvm::enumerate(yield.getValues())) {
     std::string from = bufferFor(value);

@@ -90,6 +90,8 @@ protected:
   /// Whether `op` is emitted inside another op's loops (by
   /// emitGenericLoops), not on its own.
   virtual bool absorbed(mlir::Operation *op) { return false; }
+  /// Called after each op of the body in turn (absorbed ones too).
+  virtual void emitted(mlir::Operation &op) {}
   /// Where declarations (buffers, scalars outside loops) go.
   virtual llvm::raw_ostream &decls() = 0;
   /// Where statements go.
@@ -116,6 +118,18 @@ protected:
   }
   /// The pointer expression holding `tensor`, declared on first use.
   std::string bufferFor(mlir::Value tensor);
+  /// The name of `tensor`'s buffer if it has one yet, else "".
+  std::string namedBuffer(mlir::Value tensor) const {
+    return buffers.lookup(tensor);
+  }
+  /// The tensors whose buffer is `name` so far.
+  llvm::SmallVector<mlir::Value> buffersNamed(llvm::StringRef name) const {
+    llvm::SmallVector<mlir::Value> named;
+    for (auto &[tensor, buffer] : buffers)
+      if (buffer == name)
+        named.push_back(tensor);
+    return named;
+  }
   /// Names `tensor`'s buffer without declaring it: the caller declares it
   /// where it belongs (a plane buffer inside the loops).
   std::string nameBuffer(mlir::Value tensor);
@@ -191,6 +205,15 @@ private:
   /// the same at run time: (the output's buffer, the condition).
   llvm::DenseMap<mlir::Value, std::pair<std::string, std::string>> sharesWhen;
   llvm::DenseMap<mlir::Value, std::string> scalars; // scalar -> expression
+  /// Local tensors computed in the buffer of another, which overwrites
+  /// them in place (emitOps decides before the first op).
+  llvm::DenseMap<mlir::Value, mlir::Value> sharedWith;
+  /// The last of `tensor`'s chain in sharedWith.
+  mlir::Value bufferOwner(mlir::Value tensor) const {
+    while (mlir::Value owner = sharedWith.lookup(tensor))
+      tensor = owner;
+    return tensor;
+  }
 };
 
 /// The inputs (block argument numbers) whose data the kernel's dynamic sizes

@@ -258,6 +258,81 @@ LogicalResult CppEmitter::emit(StringRef symbol) {
   return success();
 }
 
+void CppEmitter::planReleases() {
+  Block &block = kernel.getBody().front();
+  // When each op is emitted at the latest: an absorbed op inside one of
+  // its users' loops (a pad in its window's, a GEMM with its epilogue) or
+  // inside a window before it (an epilogue), so no later than its last
+  // user; never, for rows and what the kernel yields.
+  constexpr unsigned kNever = ~0u;
+  DenseMap<Operation *, unsigned> position, done;
+  SmallVector<Operation *> ops;
+  for (Operation &op : block.without_terminator()) {
+    position[&op] = ops.size();
+    ops.push_back(&op);
+  }
+  auto lastUse = [&](Value v) {
+    unsigned last = 0;
+    for (Operation *user : v.getUsers()) {
+      Operation *op = block.findAncestorOpInBlock(*user);
+      if (!op || !done.count(op))
+        return kNever;
+      last = std::max(last, done[op]);
+    }
+    return last;
+  };
+  for (Operation *op : llvm::reverse(ops)) {
+    unsigned at = position[op];
+    if (inRows(op))
+      at = kNever;
+    else if (absorbed(op))
+      for (Value result : op->getResults())
+        at = std::max(at, lastUse(result));
+    done[op] = at;
+  }
+  // Each tensor is done after its last reader, or after its own op.
+  for (Operation *op : ops)
+    for (Value result : op->getResults())
+      if (isa<RankedTensorType>(result.getType())) {
+        unsigned last = std::max(position[op], lastUse(result));
+        doneAt[result] = last;
+        if (last != kNever)
+          releaseAfter[ops[last]].push_back(result);
+      }
+  positionOf = std::move(position);
+  releasesPlanned = true;
+}
+
+void CppEmitter::emitted(Operation &op) {
+  // After emitOps has found which tensors share buffers.
+  if (!releasesPlanned)
+    planReleases();
+  unsigned at = positionOf.lookup(&op);
+  for (Value v : releaseAfter.lookup(&op)) {
+    std::string name = namedBuffer(v);
+    if (name.empty() || aliased.contains(name) || !topScratch.contains(name))
+      continue;
+    // A buffer goes back once every tensor computed in it is done (a
+    // reduction's result lives in its fill's buffer, a GEMM's in its
+    // init's): the last of them releases it.
+    if (llvm::any_of(buffersNamed(name), [&](Value u) {
+          auto it = doneAt.find(u);
+          return it == doneAt.end() || it->second > at;
+        }))
+      continue;
+    topScratch.erase(name);
+    os << "  " << name << "_owner.release();\n";
+  }
+}
+
+int CppEmitter::depth() {
+  const std::string &text = os.str();
+  for (size_t i = std::max(start, scanned); i < text.size(); ++i)
+    braces += text[i] == '{' ? 1 : text[i] == '}' ? -1 : 0;
+  scanned = text.size();
+  return braces;
+}
+
 FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
   if (failed(checkElementTypes(kernel, kCppStyle, "C++")))
     return failure();

@@ -30,6 +30,18 @@ std::string kernelPrelude();
 mlir::FailureOr<std::string> emitKernelCpp(KernelOp kernel,
                                            llvm::StringRef symbol);
 
+/// A kernel runs image by image only when the largest tensor it makes or
+/// reads is larger than this for the whole batch (a quarter of the L3 cache
+/// of the machines measured): smaller ones stay in cache between passes.
+inline constexpr int64_t kImageLoopBytes = 8 << 20;
+
+/// The bytes of one image of the largest batched tensor (its leading dim
+/// dynamic) `kernel` reads or makes, when every pass of it works on each
+/// image (index of that dim) on its own, and one image's loops are still
+/// big enough to share out among threads; else 0. A kernel of several
+/// such passes runs them image by image (codegen/CppImages.cpp).
+int64_t separableImageBytes(KernelOp kernel);
+
 } // namespace kiln
 
 #endif // KILN_CODEGEN_CPPEMITTER_H

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/CppEmitter.h"
 #include "codegen/CppKernel.h"
 
 using namespace mlir;
@@ -127,21 +128,22 @@ static int64_t imageBytes(RankedTensorType t) {
          llvm::divideCeil(element.getIntOrFloatBitWidth(), 8);
 }
 
-int64_t cpp::perImageBytes(KernelOp kernel) {
+/// separableImageBytes, and the number of passes of `kernel` in `passes`.
+static int64_t imageBytesAndPasses(KernelOp kernel, unsigned &passes) {
   if (kernel->getNumResults() == 0)
     return 0;
   int64_t largest = 0;
   for (Type type : kernel->getResultTypes()) {
     auto tensor = cast<RankedTensorType>(type);
     // Each image's loops must stay big enough to share out among threads.
-    if (!batched(tensor) || imageElements(tensor) < kParallelWork)
+    if (!batched(tensor) || imageElements(tensor) < cpp::kParallelWork)
       return 0;
     largest = std::max(largest, imageBytes(tensor));
   }
   for (Type type : kernel->getOperandTypes())
     if (batched(type))
       largest = std::max(largest, imageBytes(cast<RankedTensorType>(type)));
-  unsigned passes = 0;
+  passes = 0;
   for (Operation &op : kernel.getBody().front()) {
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
       if (!separable(generic))
@@ -160,8 +162,19 @@ int64_t cpp::perImageBytes(KernelOp kernel) {
       return 0;
     }
   }
+  return largest;
+}
+
+int64_t kiln::separableImageBytes(KernelOp kernel) {
+  unsigned passes;
+  return imageBytesAndPasses(kernel, passes);
+}
+
+int64_t cpp::perImageBytes(KernelOp kernel) {
+  unsigned passes;
+  int64_t bytes = imageBytesAndPasses(kernel, passes);
   // One pass gains nothing from running image by image.
-  return passes > 1 ? largest : 0;
+  return passes > 1 ? bytes : 0;
 }
 
 void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,

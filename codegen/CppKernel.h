@@ -15,6 +15,7 @@
 #include "codegen/CEmitter.h"
 #include "codegen/Gemm.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <optional>
@@ -73,11 +74,6 @@ bool fitsWindowLoops(mlir::linalg::GenericOp op, unsigned p);
 unsigned flatFrom(mlir::linalg::GenericOp op, unsigned from);
 inline constexpr int64_t kFlatRowWidth = 16;
 
-/// A kernel runs image by image only when the largest tensor it makes or
-/// reads is larger than this for the whole batch (a quarter of the L3 cache
-/// of the machines measured): smaller ones stay in cache between passes.
-inline constexpr int64_t kImageLoopBytes = 8 << 20;
-
 /// The bytes of one image of the largest batched tensor (its leading dim
 /// dynamic) `kernel` reads or makes, when it can run its body once per image
 /// (index of that dim) and gains from it: it has several passes, each works
@@ -93,8 +89,8 @@ void emitImageLoop(KernelOp kernel, int64_t bytes, llvm::StringRef symbol,
 
 class CppEmitter : public CEmitter {
 public:
-  CppEmitter(KernelOp kernel, llvm::raw_ostream &os)
-      : CEmitter(kernel, kCppStyle), os(os) {}
+  CppEmitter(KernelOp kernel, llvm::raw_string_ostream &os)
+      : CEmitter(kernel, kCppStyle), os(os), start(os.str().size()) {}
   mlir::LogicalResult emit(llvm::StringRef symbol);
   mlir::LogicalResult emitDims(llvm::StringRef symbol);
 
@@ -103,6 +99,8 @@ private:
   llvm::raw_ostream &body() override { return os; }
   void declareBuffer(mlir::RankedTensorType type, const std::string &name,
                      const std::string &count) override {
+    if (depth() == 1)
+      topScratch.insert(name);
     std::string n =
         type.hasStaticShape()
             ? std::to_string(std::max<int64_t>(type.getNumElements(), 1))
@@ -116,6 +114,7 @@ private:
                            const std::string &count, const std::string &same,
                            const std::string &other) override {
     // Not __restrict: it may alias `other`.
+    aliased.insert(other);
     os << llvm::formatv(
         "  kiln_scratch {1}_owner(sizeof({0}) * ({2} ? 1 : "
         "std::max<int64_t>({3}, 1)));\n"
@@ -185,7 +184,30 @@ private:
   bool inRows(mlir::Operation *op);
   mlir::LogicalResult emitRows();
 
-  llvm::raw_ostream &os;
+  llvm::raw_string_ostream &os;
+
+  // Scratch buffers handed back to the cache once read for the last time
+  // (CppEmitter.cpp): the next buffer of about their size reuses their
+  // memory, still in cache, as a chain of several kernels' bodies needs.
+  /// Fills releaseAfter, before the first op is emitted.
+  void planReleases();
+  void emitted(mlir::Operation &op) override;
+  /// The nesting depth of braces where the text now ends: 1 at the top of
+  /// the kernel function.
+  int depth();
+  bool releasesPlanned = false;
+  size_t start, scanned = 0;
+  int braces = 0;
+  /// Buffers declared at the top of the function, which may be released.
+  llvm::StringSet<> topScratch;
+  /// Buffers another may stand for (declareBufferUnless): never released.
+  llvm::StringSet<> aliased;
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value>>
+      releaseAfter;
+  /// Where each op of the body is, and after which op each tensor is read
+  /// for the last time (~0u: never, for rows and what the kernel yields).
+  llvm::DenseMap<mlir::Operation *, unsigned> positionOf;
+  llvm::DenseMap<mlir::Value, unsigned> doneAt;
 };
 
 } // namespace kiln::cpp

@@ -18,7 +18,7 @@ constexpr const char *kPrelude = R"(#include <cmath>
 #include <cstring>
 #include <dlfcn.h>
 #include <algorithm>
-#include <map>
+#include <vector>
 #include <new>
 #include <omp.h>
 
@@ -86,9 +86,10 @@ inline float kiln_erff(float x) {
 // A kernel's local tensors. Blocks go back to a per-thread cache and are
 // reused by the next request they fit (with at most half to spare), so a
 // model run again touches no fresh pages; big blocks would otherwise be
-// mmap'ed and faulted in on every call.
+// mmap'ed and faulted in on every call. The block released last is taken
+// first: the one most likely still in cache.
 struct kiln_scratch_cache {
-  std::multimap<size_t, void *> free;
+  std::vector<std::pair<size_t, void *>> free; // the last released last
   ~kiln_scratch_cache() {
     for (auto &block : free)
       std::free(block.second);
@@ -100,17 +101,24 @@ inline kiln_scratch_cache &kiln_scratch_blocks() {
 }
 struct kiln_scratch {
   explicit kiln_scratch(size_t bytes) : size((bytes + 63) / 64 * 64) {
-    std::multimap<size_t, void *> &free = kiln_scratch_blocks().free;
-    auto it = free.lower_bound(size);
-    if (it != free.end() && it->first <= 2 * size) {
-      size = it->first;
-      data = it->second;
-      free.erase(it);
-    } else if (!(data = std::aligned_alloc(64, size))) {
+    std::vector<std::pair<size_t, void *>> &free = kiln_scratch_blocks().free;
+    for (size_t i = free.size(); i-- > 0;)
+      if (free[i].first >= size && free[i].first <= 2 * size) {
+        size = free[i].first;
+        data = free[i].second;
+        free.erase(free.begin() + i);
+        return;
+      }
+    if (!(data = std::aligned_alloc(64, size)))
       throw std::bad_alloc();
-    }
   }
-  ~kiln_scratch() { kiln_scratch_blocks().free.emplace(size, data); }
+  ~kiln_scratch() { release(); }
+  // Hands the memory back before the end of its scope.
+  void release() {
+    if (data)
+      kiln_scratch_blocks().free.emplace_back(size, data);
+    data = nullptr;
+  }
   kiln_scratch(const kiln_scratch &) = delete;
   kiln_scratch &operator=(const kiln_scratch &) = delete;
   size_t size;

@@ -109,7 +109,8 @@ Operation *cpp::windowPrologue(linalg::GenericOp op) {
 /// channels) read only what the producer writes at the same indices: the
 /// producer then runs plane by plane inside those loops, just before the
 /// window reads the plane, while it is in cache. Its own inputs must be the
-/// kernel's (nothing in between may overwrite them).
+/// kernel's, or computed in the kernel for it alone: nothing in between may
+/// overwrite them.
 linalg::GenericOp CppEmitter::planeProducer(linalg::GenericOp op,
                                             unsigned &planes) {
   unsigned p = unrolledWindow(op);
@@ -119,7 +120,7 @@ linalg::GenericOp CppEmitter::planeProducer(linalg::GenericOp op,
   Block *kernelBody = &kernel.getBody().front();
   auto fromKernel = [&](Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
-    return arg && arg.getOwner() == kernelBody;
+    return (arg && arg.getOwner() == kernelBody) || v.hasOneUse();
   };
   for (OpOperand *input : op.getDpsInputOperands()) {
     auto producer = input->get().getDefiningOp<linalg::GenericOp>();

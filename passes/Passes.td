@@ -34,6 +34,19 @@ def KilnFuseElementwise : Pass<"kiln-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["kiln::KilnDialect"];
 }
 
+def KilnChainImages : Pass<"kiln-chain-images", "mlir::func::FuncOp"> {
+  let summary = "merge CPU kernels that run image by image into chains";
+  let description = [{
+    After kernel lowering: a cpu (or sim) kernel whose results only one
+    other kernel uses merges into it when both work on each image (index of
+    the leading dynamic dim) on their own (kiln::separableImageBytes) and
+    the larger image, times 8, is over kiln::kImageLoopBytes. The merged
+    kernel runs both bodies image by image at such batches, so an image's
+    intermediates stay in cache between them.
+  }];
+  let dependentDialects = ["kiln::KilnDialect"];
+}
+
 def KilnPackWeights : Pass<"kiln-pack-weights", "mlir::func::FuncOp"> {
   let summary = "give CPU GEMMs with a constant B and a small M a packed copy of B";
   let description = [{

@@ -63,6 +63,7 @@ void kiln::buildKernelPipeline(OpPassManager &pm) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createKilnFuseElementwise());
   fn.addPass(createKilnLowerKernels());
+  fn.addPass(createKilnChainImages());
   fn.addPass(createCanonicalizerPass());
   // After the canonicalizer: the packed input is named by an attribute, not
   // read by any op of the kernel body.

@@ -1,0 +1,152 @@
+//===- ChainImages.cpp - CPU kernels chained to run image by image --------===//
+//
+// At batch 8, a kernel's output is tens of MB: the kernel after it reads
+// it back from memory, where at batch 1 it found it in cache. A kernel
+// whose passes each work on every image on its own already runs its body
+// image by image (codegen/CppImages.cpp); this pass makes such kernels
+// longer. After kernel lowering, for each CPU kernel B in order, every
+// kernel K whose results only B uses merges into B when both run image by
+// image on their own (kiln::separableImageBytes): K's body, then B's, in
+// one kernel at B's place, with K's results now B's locals. An image's
+// intermediates then stay in cache from one pass to the next, and the
+// locals shrink to one image. Chains grow as B merges into its own
+// consumer in turn. The canonicalizer that runs next folds the dims of
+// K's former results to those of their inits.
+//
+// Only where the larger of the two kernels' images runs image by image
+// from batch kChainBatch on (its largest tensor over kImageLoopBytes for
+// that batch): smaller images stay in cache from kernel to kernel anyway,
+// and a kernel merged with others loses what runs it best on its own (row
+// kernels for softmax and layer norm: BERT's attention and FFN chained ran
+// 7% slower at batch 1, docs/performance.md step 28).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "codegen/CppEmitter.h"
+
+#include "llvm/ADT/SetVector.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNCHAINIMAGES
+#include "passes/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+/// Chains form where they run image by image from a batch of this on.
+constexpr int64_t kChainBatch = 8;
+
+/// The bytes of one image of `kernel`'s largest tensor if it runs as C++
+/// and can run image by image, else 0.
+int64_t imageBytes(KernelOp kernel) {
+  if (kernel->getNumResults() == 0 ||
+      !runsCppKernels(getDevice(kernel->getResult(0).getType())))
+    return 0;
+  return separableImageBytes(kernel);
+}
+
+/// Whether `consumer` alone uses `producer`'s results.
+bool feedsOnly(KernelOp producer, KernelOp consumer) {
+  return llvm::is_contained(producer->getUsers(), consumer) &&
+         llvm::all_of(producer->getUsers(),
+                      [&](Operation *user) { return user == consumer; });
+}
+
+/// One kernel at `consumer`'s place running `producers`' bodies (in program
+/// order), then `consumer`'s.
+void merge(ArrayRef<KernelOp> producers, KernelOp consumer) {
+  llvm::SetVector<Value> inputs;
+  SmallVector<Type> argTypes;
+  auto addInput = [&](Value input, BlockArgument arg) {
+    if (inputs.insert(input))
+      argTypes.push_back(arg.getType());
+  };
+  SmallPtrSet<Operation *, 4> merged;
+  for (KernelOp producer : producers) {
+    merged.insert(producer);
+    for (auto [input, arg] :
+         llvm::zip(producer.getInputs(), producer.getBody().getArguments()))
+      addInput(input, arg);
+  }
+  for (auto [input, arg] :
+       llvm::zip(consumer.getInputs(), consumer.getBody().getArguments()))
+    if (!merged.contains(input.getDefiningOp()))
+      addInput(input, arg);
+
+  OpBuilder builder(consumer);
+  SmallVector<Location> locs;
+  for (KernelOp producer : producers)
+    locs.push_back(producer.getLoc());
+  locs.push_back(consumer.getLoc());
+  auto kernel = builder.create<KernelOp>(builder.getFusedLoc(locs),
+                                         consumer->getResultTypes(),
+                                         inputs.getArrayRef());
+  kernel->setAttrs(consumer->getAttrs());
+  Block &body = kernel.getBody().front();
+  for (auto [arg, type] : llvm::zip(body.getArguments(), argTypes))
+    arg.setType(type);
+
+  IRMapping mapping;
+  builder.setInsertionPointToStart(&body);
+  SmallVector<KernelOp> all(producers);
+  all.push_back(consumer);
+  SmallVector<Value> yielded;
+  for (KernelOp from : all) {
+    Block &old = from.getBody().front();
+    for (auto [input, arg] : llvm::zip(from.getInputs(), old.getArguments()))
+      mapping.map(arg, merged.contains(input.getDefiningOp())
+                           ? mapping.lookup(input)
+                           : body.getArgument(llvm::find(inputs, input) -
+                                              inputs.begin()));
+    for (Operation &op : old.without_terminator())
+      builder.clone(op, mapping);
+    auto yield = cast<YieldOp>(old.getTerminator());
+    for (auto [result, value] :
+         llvm::zip(from->getResults(), yield.getValues()))
+      mapping.map(result, mapping.lookup(value));
+  }
+  for (Value result : consumer->getResults())
+    yielded.push_back(mapping.lookup(result));
+  builder.create<YieldOp>(consumer.getLoc(), yielded);
+  consumer->replaceAllUsesWith(kernel);
+  consumer->erase();
+  for (KernelOp producer : llvm::reverse(producers))
+    producer->erase();
+}
+
+struct ChainImages : kiln::impl::KilnChainImagesBase<ChainImages> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    SmallVector<KernelOp> kernels;
+    func.walk([&](KernelOp kernel) { kernels.push_back(kernel); });
+    for (KernelOp consumer : kernels) {
+      int64_t bytes = imageBytes(consumer);
+      if (!bytes)
+        continue;
+      SmallVector<KernelOp> producers;
+      for (Value input : consumer.getInputs()) {
+        auto producer = input.getDefiningOp<KernelOp>();
+        if (!producer || llvm::is_contained(producers, producer) ||
+            !feedsOnly(producer, consumer))
+          continue;
+        // Smaller images stay in cache from kernel to kernel at that batch.
+        if (int64_t other = imageBytes(producer);
+            other && std::max(bytes, other) * kChainBatch > kImageLoopBytes)
+          producers.push_back(producer);
+      }
+      if (producers.empty())
+        continue;
+      llvm::sort(producers,
+                 [](KernelOp a, KernelOp b) { return a->isBeforeInBlock(b); });
+      merge(producers, consumer);
+    }
+  }
+};
+} // namespace
