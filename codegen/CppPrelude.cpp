@@ -86,8 +86,8 @@ inline float kiln_erff(float x) {
 // A kernel's local tensors. Blocks go back to a per-thread cache and are
 // reused by the next request they fit (with at most half to spare), so a
 // model run again touches no fresh pages; big blocks would otherwise be
-// mmap'ed and faulted in on every call. The block released last is taken
-// first: the one most likely still in cache.
+// mmap'ed and faulted in on every call. The smallest block that fits is
+// taken, of those the one released last: the most likely still in cache.
 struct kiln_scratch_cache {
   std::vector<std::pair<size_t, void *>> free; // the last released last
   ~kiln_scratch_cache() {
@@ -102,15 +102,18 @@ inline kiln_scratch_cache &kiln_scratch_blocks() {
 struct kiln_scratch {
   explicit kiln_scratch(size_t bytes) : size((bytes + 63) / 64 * 64) {
     std::vector<std::pair<size_t, void *>> &free = kiln_scratch_blocks().free;
+    size_t best = free.size();
     for (size_t i = free.size(); i-- > 0;)
-      if (free[i].first >= size && free[i].first <= 2 * size) {
-        size = free[i].first;
-        data = free[i].second;
-        free.erase(free.begin() + i);
-        return;
-      }
-    if (!(data = std::aligned_alloc(64, size)))
+      if (free[i].first >= size && free[i].first <= 2 * size &&
+          (best == free.size() || free[i].first < free[best].first))
+        best = i;
+    if (best < free.size()) {
+      size = free[best].first;
+      data = free[best].second;
+      free.erase(free.begin() + best);
+    } else if (!(data = std::aligned_alloc(64, size))) {
       throw std::bad_alloc();
+    }
   }
   ~kiln_scratch() { release(); }
   // Hands the memory back before the end of its scope.
