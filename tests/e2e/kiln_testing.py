@@ -249,6 +249,14 @@ class KilnTestCase(unittest.TestCase):
         np.save(path, np.array(array, order="C"))
         return path
 
+    def emit_cpp(self, model, tag):
+        """Saves `model` as tmp/TAG.onnx and returns (its path, the C++ kilnc
+        generates for it), asserting that kilnc succeeds."""
+        path = self.save_model(model, tag + ".onnx")
+        cpp = kilnc(path, "--emit=cpp")
+        assert_success(self, cpp)
+        return path, cpp.stdout
+
     @classmethod
     def compile(cls, model_path, out_name, *extra):
         """Compiles `model_path` to tmp/out_name. Returns (artifact path or None,

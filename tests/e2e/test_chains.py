@@ -61,11 +61,9 @@ class Chains(kt.KilnTestCase):
                     [tensor("y", T.FLOAT, None)], consts)
                 model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
                 tag = "block%d" % stride
-                path = self.save_model(model, tag + ".onnx")
-                cpp = kt.kilnc(path, "--emit=cpp")
-                kt.assert_success(self, cpp)
-                self.assertEqual(cpp.stdout.count("// kiln kernel"), kernels)
-                self.assertIn("Runs kiln_k0_image on each image", cpp.stdout)
+                path, cpp = self.emit_cpp(model, tag)
+                self.assertEqual(cpp.count("// kiln kernel"), kernels)
+                self.assertIn("Runs kiln_k0_image on each image", cpp)
                 artifact, proc = self.compile(path, tag + ".kiln")
                 kt.assert_success(self, proc)
                 for n in (1, 3, 8):

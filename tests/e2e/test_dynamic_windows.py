@@ -92,17 +92,15 @@ class DynamicWindows(kt.KilnTestCase):
         graph = h.make_graph(nodes, tag, [tensor("x", T.FLOAT, dims)],
                              [tensor("y", T.FLOAT, None)], inits)
         m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-        path = self.save_model(m, tag + ".onnx")
-        cpp = kt.kilnc(path, "--emit=cpp")
-        kt.assert_success(self, cpp)
+        path, cpp = self.emit_cpp(m, tag)
         # A multiplier reads channel c // 2: no whole planes to share out,
         # so the pad runs whole first.
-        (self.assertIn if mult == 1 else self.assertNotIn)("one plane", cpp.stdout)
+        (self.assertIn if mult == 1 else self.assertNotIn)("one plane", cpp)
         static = dims[0] != "n"
         (self.assertIn if static and mult == 1 and stride == 1 and dims[3] < 24
-         else self.assertNotIn)("rows flattened", cpp.stdout)
+         else self.assertNotIn)("rows flattened", cpp)
         (self.assertIn if static and mult == 1 and stride == 2 and dims[3] >= 48
-         else self.assertNotIn)("a pad, by rows, split by 2", cpp.stdout)
+         else self.assertNotIn)("a pad, by rows, split by 2", cpp)
         artifact = self.compiled(m, tag)
         sizes = ((2, 9, 10), (1, 5, 7)) if dims[0] == "n" else ((1, dims[2], dims[3]),)
         for n, hh, ww in sizes:
@@ -132,11 +130,9 @@ class DynamicWindows(kt.KilnTestCase):
                                  strides=[2, 2], pads=[pad] * 4)],
                     [tensor("x", T.FLOAT, ["n", 3, 20, 60])],
                     [tensor("y", T.FLOAT, None)], 13)
-                path = self.save_model(m, tag + ".onnx")
-                cpp = kt.kilnc(path, "--emit=cpp")
-                kt.assert_success(self, cpp)
+                path, cpp = self.emit_cpp(m, tag)
                 (self.assertIn if pad else self.assertNotIn)(
-                    "a pad, by rows, split by 2", cpp.stdout)
+                    "a pad, by rows, split by 2", cpp)
                 artifact = self.compiled(m, tag)
                 x = rng.standard_normal((2, 3, 20, 60)).astype(np.float32)
                 x[0, 1, 4, 7] = np.nan
@@ -169,10 +165,8 @@ class DynamicWindows(kt.KilnTestCase):
                                  strides=[stride, stride], pads=pads)],
                     [tensor("x", T.FLOAT, [2, 3, 11, width])],
                     [tensor("y", T.FLOAT, None)], 13)
-                path = self.save_model(m, tag + ".onnx")
-                cpp = kt.kilnc(path, "--emit=cpp")
-                kt.assert_success(self, cpp)
-                self.assertIn("a pad, by rows, split by %d" % stride, cpp.stdout)
+                path, cpp = self.emit_cpp(m, tag)
+                self.assertIn("a pad, by rows, split by %d" % stride, cpp)
                 x = rng.standard_normal((2, 3, 11, width)).astype(np.float32)
                 (got,) = self.run_at(self.compiled(m, tag), tag, [x])
                 xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])),
@@ -211,11 +205,9 @@ class DynamicWindows(kt.KilnTestCase):
             [tensor("y", T.FLOAT, None)],
             [nh.from_array(w, "w"), nh.from_array(b, "b")])
         m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-        path = self.save_model(m, "images.onnx")
-        cpp = kt.kilnc(path, "--emit=cpp")
-        kt.assert_success(self, cpp)
+        path, cpp = self.emit_cpp(m, "images")
         # One image's im2col buffer: 16 * 9 * 64 * 64 floats.
-        self.assertIn("images * 2359296 <= 8388608", cpp.stdout)
+        self.assertIn("images * 2359296 <= 8388608", cpp)
         artifact = self.compiled(m, "images")
         # 4 images: 9 MiB of im2col, image by image; 2 images: one pass.
         for n, m_res in ((4, 4), (4, 1), (1, 4), (2, 2), (1, 1)):
@@ -266,10 +258,8 @@ class DynamicWindows(kt.KilnTestCase):
                     [tensor("y", T.FLOAT, None)], inits)
                 model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
                 tag = "winograd%d" % i
-                path = self.save_model(model, tag + ".onnx")
-                cpp = kt.kilnc(path, "--emit=cpp")
-                kt.assert_success(self, cpp)
-                kernels = cpp.stdout.split("// kiln kernel", 1)[1]
+                path, cpp = self.emit_cpp(model, tag)
+                kernels = cpp.split("// kiln kernel", 1)[1]
                 self.assertIn("kiln_winograd3x3(", kernels)
                 if batches == (4,):
                     self.assertIn("images * 2163200 <= 8388608", kernels)
@@ -348,10 +338,8 @@ class DynamicWindows(kt.KilnTestCase):
                     nodes, tag, [tensor(n, T.FLOAT, ["n", *s]) for n, s in zip(names, shapes)],
                     [tensor("y", T.FLOAT, None)], inits)
                 model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-                path = self.save_model(model, "tiles_%s.onnx" % tag)
-                cpp = kt.kilnc(path, "--emit=cpp")
-                kt.assert_success(self, cpp)
-                self.assertIn("kiln_sgemm_tiles(", cpp.stdout)
+                path, cpp = self.emit_cpp(model, "tiles_" + tag)
+                self.assertIn("kiln_sgemm_tiles(", cpp)
                 artifact = self.compiled(model, "tiles_" + tag)
                 for n in (1, 3):
                     xs = [rng.standard_normal((n, *s)).astype(np.float32) for s in shapes]

@@ -20,12 +20,10 @@ def tensor(name, elem, dims):
 
 class RowKernels(kt.KilnTestCase):
     def compiled(self, model, tag):
-        path = self.save_model(model, tag + ".onnx")
-        cpp = kt.kilnc(path, "--emit=cpp")
-        kt.assert_success(self, cpp)
+        path, cpp = self.emit_cpp(model, tag)
         artifact, proc = self.compile(path, tag + ".kiln")
         kt.assert_success(self, proc)
-        return artifact, cpp.stdout.split("// kiln kernel", 1)[1]
+        return artifact, cpp.split("// kiln kernel", 1)[1]
 
     def run_at(self, artifact, tag, inputs):
         outputs, _ = self.run_artifact(artifact, inputs, out_name=tag)
