@@ -118,7 +118,8 @@ linalg::GenericOp CppEmitter::planeProducer(linalg::GenericOp op,
     return {};
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   Block *kernelBody = &kernel.getBody().front();
-  auto fromKernel = [&](Value v) {
+  // A kernel input, or a local the producer alone reads.
+  auto settled = [&](Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
     return (arg && arg.getOwner() == kernelBody) || v.hasOneUse();
   };
@@ -130,12 +131,12 @@ linalg::GenericOp CppEmitter::planeProducer(linalg::GenericOp op,
         !producer.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>() ||
         !producer.getMatchingIndexingMap(producer.getDpsInitOperand(0))
              .isIdentity() ||
-        !llvm::all_of(producer.getDpsInputs(), fromKernel))
+        !llvm::all_of(producer.getDpsInputs(), settled))
       continue;
-    bool kernelReads = true;
+    bool settledReads = true;
     producer.getRegion().walk(
-        [&](tensor::ExtractOp e) { kernelReads &= fromKernel(e.getTensor()); });
-    if (!kernelReads)
+        [&](tensor::ExtractOp e) { settledReads &= settled(e.getTensor()); });
+    if (!settledReads)
       continue;
     // The window's index into the plane, with its taps of one trip at 0.
     AffineMap read = op.getMatchingIndexingMap(input);
