@@ -333,6 +333,12 @@ int CppEmitter::depth() {
   return braces;
 }
 
+bool kiln::runsRowByRow(KernelOp kernel) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  return CppEmitter(kernel, os).runsRows();
+}
+
 FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
   if (failed(checkElementTypes(kernel, kCppStyle, "C++")))
     return failure();

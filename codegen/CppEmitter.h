@@ -30,10 +30,10 @@ std::string kernelPrelude();
 mlir::FailureOr<std::string> emitKernelCpp(KernelOp kernel,
                                            llvm::StringRef symbol);
 
-/// A kernel runs image by image only when the largest tensor it makes or
-/// reads is larger than this for the whole batch (a quarter of the L3 cache
-/// of the machines measured): smaller ones stay in cache between passes.
-inline constexpr int64_t kImageLoopBytes = 8 << 20;
+/// Whether `kernel` runs as C++ row by row, one loop over the rows of its
+/// reductions over the last dim and the elementwise ops around them
+/// (softmax, layer norm; codegen/CppRows.cpp).
+bool runsRowByRow(KernelOp kernel);
 
 /// The bytes of one image of the largest batched tensor (its leading dim
 /// dynamic) `kernel` reads or makes, when every pass of it works on each

@@ -74,6 +74,11 @@ bool fitsWindowLoops(mlir::linalg::GenericOp op, unsigned p);
 unsigned flatFrom(mlir::linalg::GenericOp op, unsigned from);
 inline constexpr int64_t kFlatRowWidth = 16;
 
+/// A kernel runs image by image only when the largest tensor it makes or
+/// reads is larger than this for the whole batch (a quarter of the L3 cache
+/// of the machines measured): smaller ones stay in cache between passes.
+inline constexpr int64_t kImageLoopBytes = 8 << 20;
+
 /// The bytes of one image of the largest batched tensor (its leading dim
 /// dynamic) `kernel` reads or makes, when it can run its body once per image
 /// (index of that dim) and gains from it: it has several passes, each works
@@ -93,6 +98,11 @@ public:
       : CEmitter(kernel, kCppStyle), os(os), start(os.str().size()) {}
   mlir::LogicalResult emit(llvm::StringRef symbol);
   mlir::LogicalResult emitDims(llvm::StringRef symbol);
+  /// Whether the kernel runs row by row (CppRows.cpp).
+  bool runsRows() {
+    planRows();
+    return !rowOps.empty();
+  }
 
 private:
   llvm::raw_ostream &decls() override { return os; }

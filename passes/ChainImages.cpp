@@ -13,12 +13,11 @@
 // consumer in turn. The canonicalizer that runs next folds the dims of
 // K's former results to those of their inits.
 //
-// Only where the larger of the two kernels' images runs image by image
-// from batch kChainBatch on (its largest tensor over kImageLoopBytes for
-// that batch): smaller images stay in cache from kernel to kernel anyway,
-// and a kernel merged with others loses what runs it best on its own (row
-// kernels for softmax and layer norm: BERT's attention and FFN chained ran
-// 7% slower at batch 1, docs/performance.md step 28).
+// A kernel that runs row by row (softmax, layer norm; codegen/CppRows.cpp)
+// joins no chain: merged with others it would run op by op (BERT's
+// attention did, 1.4x slower; docs/performance.md step 28). A chain whose
+// batch is small enough to stay in cache runs on the whole batch at once,
+// as its kernels did.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,16 +37,12 @@ using namespace kiln;
 
 namespace {
 
-/// Chains form where they run image by image from a batch of this on.
-constexpr int64_t kChainBatch = 8;
-
-/// The bytes of one image of `kernel`'s largest tensor if it runs as C++
-/// and can run image by image, else 0.
-int64_t imageBytes(KernelOp kernel) {
-  if (kernel->getNumResults() == 0 ||
-      !runsCppKernels(getDevice(kernel->getResult(0).getType())))
-    return 0;
-  return separableImageBytes(kernel);
+/// Whether `kernel` may join a chain: it runs as C++, image by image, and
+/// not row by row.
+bool chains(KernelOp kernel) {
+  return kernel->getNumResults() > 0 &&
+         runsCppKernels(getDevice(kernel->getResult(0).getType())) &&
+         separableImageBytes(kernel) > 0 && !runsRowByRow(kernel);
 }
 
 /// Whether `consumer` alone uses `producer`'s results.
@@ -127,18 +122,13 @@ struct ChainImages : kiln::impl::KilnChainImagesBase<ChainImages> {
     SmallVector<KernelOp> kernels;
     func.walk([&](KernelOp kernel) { kernels.push_back(kernel); });
     for (KernelOp consumer : kernels) {
-      int64_t bytes = imageBytes(consumer);
-      if (!bytes)
+      if (!chains(consumer))
         continue;
       SmallVector<KernelOp> producers;
       for (Value input : consumer.getInputs()) {
         auto producer = input.getDefiningOp<KernelOp>();
-        if (!producer || llvm::is_contained(producers, producer) ||
-            !feedsOnly(producer, consumer))
-          continue;
-        // Smaller images stay in cache from kernel to kernel at that batch.
-        if (int64_t other = imageBytes(producer);
-            other && std::max(bytes, other) * kChainBatch > kImageLoopBytes)
+        if (producer && !llvm::is_contained(producers, producer) &&
+            feedsOnly(producer, consumer) && chains(producer))
           producers.push_back(producer);
       }
       if (producers.empty())

@@ -40,9 +40,9 @@ def KilnChainImages : Pass<"kiln-chain-images", "mlir::func::FuncOp"> {
     After kernel lowering: a cpu (or sim) kernel whose results only one
     other kernel uses merges into it when both work on each image (index of
     the leading dynamic dim) on their own (kiln::separableImageBytes) and
-    the larger image, times 8, is over kiln::kImageLoopBytes. The merged
-    kernel runs both bodies image by image at such batches, so an image's
-    intermediates stay in cache between them.
+    neither runs row by row (kiln::runsRowByRow). The merged kernel runs
+    both bodies image by image once the batch outgrows the cache, so an
+    image's intermediates stay in cache between them.
   }];
   let dependentDialects = ["kiln::KilnDialect"];
 }
