@@ -310,7 +310,7 @@ void CppEmitter::emitted(Operation &op) {
   unsigned at = positionOf.lookup(&op);
   for (Value v : releaseAfter.lookup(&op)) {
     std::string name = namedBuffer(v);
-    if (name.empty() || aliased.contains(name) || !topScratch.contains(name))
+    if (name.empty() || !topScratch.contains(name))
       continue;
     // A buffer goes back once every tensor computed in it is done (a
     // reduction's result lives in its fill's buffer, a GEMM's in its

@@ -128,8 +128,7 @@ static int64_t imageBytes(RankedTensorType t) {
          llvm::divideCeil(element.getIntOrFloatBitWidth(), 8);
 }
 
-/// separableImageBytes, and the number of passes of `kernel` in `passes`.
-static int64_t imageBytesAndPasses(KernelOp kernel, unsigned &passes) {
+int64_t kiln::separableImageBytes(KernelOp kernel) {
   if (kernel->getNumResults() == 0)
     return 0;
   int64_t largest = 0;
@@ -143,12 +142,10 @@ static int64_t imageBytesAndPasses(KernelOp kernel, unsigned &passes) {
   for (Type type : kernel->getOperandTypes())
     if (batched(type))
       largest = std::max(largest, imageBytes(cast<RankedTensorType>(type)));
-  passes = 0;
   for (Operation &op : kernel.getBody().front()) {
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
       if (!separable(generic))
         return 0;
-      ++passes;
     } else if (isa<arith::ConstantOp, tensor::DimOp, arith::MaxSIOp>(op)) {
       if (!keepsToImages(op))
         return 0;
@@ -165,16 +162,13 @@ static int64_t imageBytesAndPasses(KernelOp kernel, unsigned &passes) {
   return largest;
 }
 
-int64_t kiln::separableImageBytes(KernelOp kernel) {
-  unsigned passes;
-  return imageBytesAndPasses(kernel, passes);
-}
-
 int64_t cpp::perImageBytes(KernelOp kernel) {
-  unsigned passes;
-  int64_t bytes = imageBytesAndPasses(kernel, passes);
   // One pass gains nothing from running image by image.
-  return passes > 1 ? bytes : 0;
+  Block &body = kernel.getBody().front();
+  if (llvm::count_if(
+          body, [](Operation &op) { return isa<linalg::GenericOp>(op); }) < 2)
+    return 0;
+  return separableImageBytes(kernel);
 }
 
 void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,

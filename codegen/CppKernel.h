@@ -123,8 +123,8 @@ private:
   void declareBufferUnless(mlir::RankedTensorType type, const std::string &name,
                            const std::string &count, const std::string &same,
                            const std::string &other) override {
-    // Not __restrict: it may alias `other`.
-    aliased.insert(other);
+    // Not __restrict: it may alias `other`. Never released early (not in
+    // topScratch).
     os << llvm::formatv(
         "  kiln_scratch {1}_owner(sizeof({0}) * ({2} ? 1 : "
         "std::max<int64_t>({3}, 1)));\n"
@@ -208,10 +208,9 @@ private:
   bool releasesPlanned = false;
   size_t start, scanned = 0;
   int braces = 0;
-  /// Buffers declared at the top of the function, which may be released.
+  /// Buffers declared (declareBuffer) at the top of the function: the ones
+  /// that may be released.
   llvm::StringSet<> topScratch;
-  /// Buffers another may stand for (declareBufferUnless): never released.
-  llvm::StringSet<> aliased;
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value>>
       releaseAfter;
   /// Where each op of the body is, and after which op each tensor is read

@@ -61,16 +61,16 @@ void merge(ArrayRef<KernelOp> producers, KernelOp consumer) {
     if (inputs.insert(input))
       argTypes.push_back(arg.getType());
   };
-  SmallPtrSet<Operation *, 4> merged;
-  for (KernelOp producer : producers) {
-    merged.insert(producer);
+  auto merged = [&](Value input) {
+    return llvm::is_contained(producers, input.getDefiningOp<KernelOp>());
+  };
+  for (KernelOp producer : producers)
     for (auto [input, arg] :
          llvm::zip(producer.getInputs(), producer.getBody().getArguments()))
       addInput(input, arg);
-  }
   for (auto [input, arg] :
        llvm::zip(consumer.getInputs(), consumer.getBody().getArguments()))
-    if (!merged.contains(input.getDefiningOp()))
+    if (!merged(input))
       addInput(input, arg);
 
   OpBuilder builder(consumer);
@@ -94,7 +94,7 @@ void merge(ArrayRef<KernelOp> producers, KernelOp consumer) {
   for (KernelOp from : all) {
     Block &old = from.getBody().front();
     for (auto [input, arg] : llvm::zip(from.getInputs(), old.getArguments()))
-      mapping.map(arg, merged.contains(input.getDefiningOp())
+      mapping.map(arg, merged(input)
                            ? mapping.lookup(input)
                            : body.getArgument(llvm::find(inputs, input) -
                                               inputs.begin()));
