@@ -147,6 +147,7 @@ std::optional<std::string> readCached(StringRef path) {
     (void)sys::fs::remove(path);
     return std::nullopt;
   }
+  touchCached(path);
   return bytes.str();
 }
 
@@ -259,7 +260,10 @@ static std::string preludeHeader(const std::string &compiler,
         return writeFile(temp, {prelude});
       }))
     return "";
-  if (!sys::fs::exists(gch))
+  touchCached(header); // in use: the last files a trim takes
+  if (sys::fs::exists(gch))
+    touchCached(gch);
+  else
     (void)publishFile(gch, [&](StringRef temp) {
       std::vector<Job> job = {{"the prelude", common, (temp + ".log").str()}};
       job[0].args.insert(job[0].args.end(),
@@ -432,11 +436,12 @@ void publishCached(StringRef path, StringRef bytes) {
   if (sys::fs::create_directories(sys::path::parent_path(path)))
     return;
   uint64_t sum = xxh3_64bits(bytes);
-  (void)publishFile(path, [&](StringRef temp) {
-    return writeFile(temp,
-                     {bytes, StringRef(kCacheTag, sizeof(kCacheTag)),
-                      StringRef(reinterpret_cast<const char *>(&sum), 8)});
-  });
+  if (publishFile(path, [&](StringRef temp) {
+        return writeFile(temp,
+                         {bytes, StringRef(kCacheTag, sizeof(kCacheTag)),
+                          StringRef(reinterpret_cast<const char *>(&sum), 8)});
+      }))
+    trimCacheFolder(sys::path::parent_path(path), cacheLimitBytes(), path);
 }
 
 std::vector<std::string> targetCpuFeatures(const std::string &targetCpu) {

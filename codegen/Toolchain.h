@@ -58,13 +58,26 @@ std::string cacheFolder(const std::string &configured, llvm::StringRef name);
 std::string codeCacheDirectory(const std::string &configured);
 
 /// Writes `bytes` to the cache entry `path` atomically (beside it, then a
-/// rename), creating its folder, with a checksum after them; a failure only
-/// means no cache entry.
+/// rename), creating its folder, with a checksum after them, then trims the
+/// folder (trimCacheFolder, cacheLimitBytes); a failure only means no cache
+/// entry.
 void publishCached(llvm::StringRef path, llvm::StringRef bytes);
 /// The bytes of cache entry `path`, or nothing when it is absent. An entry
 /// whose checksum does not match (truncated, corrupted) is removed and
-/// reported absent, so that it is rebuilt.
+/// reported absent, so that it is rebuilt. A hit touches the entry.
 std::optional<std::string> readCached(llvm::StringRef path);
+
+/// How large a cache folder may grow: $KILN_CACHE_MAX_MB MiB (default
+/// 2048; 0: no limit, UINT64_MAX).
+uint64_t cacheLimitBytes();
+/// Removes the least recently modified files of cache folder `dir`, but
+/// `keep` and temporary files under an hour old, until they add up to at
+/// most three quarters of `limit`, when they add up to more than `limit`
+/// (CacheTrim.cpp).
+void trimCacheFolder(llvm::StringRef dir, uint64_t limit,
+                     llvm::StringRef keep = "");
+/// Marks cache entry `path` as used now (its modification time).
+void touchCached(llvm::StringRef path);
 
 /// The CPU features code compiled for `targetCpu` may use, as the runtime
 /// checks them at load ("avx2", "avx512f", ...).
