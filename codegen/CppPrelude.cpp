@@ -137,7 +137,7 @@ static const bool kiln_openmp_pinned =
 // library; "none" turns it off), or null: then kernels run their own loops.
 typedef int (*kiln_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t,
                              const float *, int64_t, float, float *, int64_t);
-inline kiln_sgemm_fn kiln_dnnl_sgemm() {
+inline kiln_sgemm_fn kiln_dnnl_sgemm_entry() {
   static const kiln_sgemm_fn fn = []() -> kiln_sgemm_fn {
     const char *env = std::getenv("KILN_DNNL");
     if (env && !std::strcmp(env, "none"))
@@ -149,6 +149,29 @@ inline kiln_sgemm_fn kiln_dnnl_sgemm() {
           return reinterpret_cast<kiln_sgemm_fn>(sym);
     return nullptr;
   }();
+  return fn;
+}
+// That sgemm, but a product whose N is one past a multiple of 16 (a 7x7
+// plane: 49 columns) runs as one call on all columns but the last and one
+// on the last: oneDNN 2.6 takes a slow path for a single column left over,
+// and the two calls took 0.73-0.91x the time of one (M 160-1280, N 17-145,
+// K 160-4608, 2 threads; docs/performance.md, step 30). N from 1024 gained
+// nothing. Nonzero, having written nothing, when oneDNN rejects the call.
+inline int kiln_sgemm_split(char transA, char transB, int64_t m, int64_t n, int64_t k,
+                            float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                            float beta, float *c, int64_t ldc) {
+  kiln_sgemm_fn gemm = kiln_dnnl_sgemm_entry();
+  if (n <= 16 || n % 16 != 1 || n >= 1024)
+    return gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (int rc = gemm(transA, transB, m, n - 1, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return rc;
+  const float *last = b + (transB == 'T' || transB == 't' ? (n - 1) * ldb : n - 1);
+  if (gemm(transA, transB, m, 1, k, alpha, a, lda, last, ldb, beta, c + n - 1, ldc) != 0)
+    std::abort(); // the same call on one column fewer ran
+  return 0;
+}
+inline kiln_sgemm_fn kiln_dnnl_sgemm() {
+  static const kiln_sgemm_fn fn = kiln_dnnl_sgemm_entry() ? &kiln_sgemm_split : nullptr;
   return fn;
 }
 
