@@ -155,8 +155,9 @@ inline kiln_sgemm_fn kiln_dnnl_sgemm_entry() {
 // plane: 49 columns) runs as one call on all columns but the last and one
 // on the last: oneDNN 2.6 takes a slow path for a single column left over,
 // and the two calls took 0.73-0.91x the time of one (M 160-1280, N 17-145,
-// K 160-4608, 2 threads; docs/performance.md, step 30). N from 1024 gained
-// nothing. Nonzero, having written nothing, when oneDNN rejects the call.
+// K 160-4608, 2 threads; docs/performance.md, step 30). N = 1025 gained
+// nothing: from 1024 on, one call. Nonzero, having written nothing, when
+// oneDNN rejects the call.
 inline int kiln_sgemm_split(char transA, char transB, int64_t m, int64_t n, int64_t k,
                             float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                             float beta, float *c, int64_t ldc) {
