@@ -1,4 +1,4 @@
-//===- CppImages.cpp - kernels that run one image at a time ---------------===//
+//===- CppImages.cpp - kernels that run image by image --------------------===//
 //
 // A kernel of several passes (pad, im2col, GEMM, then its bias and
 // activation) over a batch writes each pass's whole batch before the next
@@ -8,6 +8,10 @@
 // set to 1 in a copy of the dims array and every batched buffer advanced to
 // the image: each pass then reads what the one before it just wrote, while
 // it is still in cache, and the kernel's local tensors shrink to one image.
+// A kernel whose GEMM has the images in its rows (a MatMul on [batch, seq,
+// k] activations) runs on groups of images instead, as many as keep its
+// largest tensor within the same budget: one image's rows are too few for
+// the GEMM to pay for packing its weight.
 //
 //===----------------------------------------------------------------------===//
 
@@ -171,14 +175,45 @@ int64_t cpp::perImageBytes(KernelOp kernel) {
   return separableImageBytes(kernel);
 }
 
+/// Whether a library GEMM of `kernel` has the images in its rows or
+/// columns (a MatMul on [batch, seq, k] activations by a weight), not as a
+/// batch of GEMMs (a conv's): with several images per call, that GEMM grows
+/// and packs its other operand once for all of them. BERT's FFN at batch 32
+/// ran 15.2 ms one image (128 rows) at a time and 12.4 ms in groups of 16;
+/// groups of 4 gained nothing. resnet18's convs, whose images are a batch
+/// of GEMMs, lost up to 18% in groups: their intermediates left the L2
+/// cache (docs/performance.md, step 31).
+static bool gemmGrowsWithImages(KernelOp kernel) {
+  WalkResult walk = kernel.getBody().walk([](linalg::GenericOp op) {
+    std::optional<GemmMatch> g = cpp::libraryGemm(op);
+    if (!g)
+      return WalkResult::advance();
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      if (!batched(input->get().getType()))
+        continue;
+      auto dim = dyn_cast<AffineDimExpr>(
+          op.getMatchingIndexingMap(input).getResult(0));
+      if (dim && (llvm::is_contained(g->m, dim.getPosition()) ||
+                  llvm::is_contained(g->n, dim.getPosition())))
+        return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return walk.wasInterrupted();
+}
+
 void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,
                         StringRef imageSymbol, raw_ostream &os) {
   SmallVector<Type> types(kernel->getOperandTypes());
   llvm::append_range(types, kernel->getResultTypes());
   int64_t total = dimsOffset(kernel, types.size());
   unsigned firstResult = kernel->getNumOperands();
+  int64_t group = gemmGrowsWithImages(kernel)
+                      ? std::max<int64_t>(1, kImageLoopBytes / bytes)
+                      : 1;
   os << "// Runs " << imageSymbol
-     << " on each image (index of the leading dim) in turn.\n"
+     << (group == 1 ? " on each image (index" : " on groups of images (indices")
+     << " of the leading dim) in turn.\n"
      << "extern \"C\" void " << symbol << "(void **buffers) {\n"
      << "  const int64_t *dims = static_cast<const int64_t *>(buffers["
      << types.size() << "]);\n"
@@ -189,19 +224,38 @@ void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,
      << "    return " << imageSymbol << "(buffers);\n"
      << "  int64_t one[" << total << "];\n"
      << "  std::memcpy(one, dims, sizeof(one));\n";
-  for (auto [i, type] : llvm::enumerate(types))
-    if (batched(type))
-      os << "  one[" << dimsOffset(kernel, i) << "] = 1;\n";
+  // A leading dim of 1 broadcasts: every image reads the same one.
+  auto setLeadingDims = [&](StringRef indent, StringRef images) {
+    for (auto [i, type] : llvm::enumerate(types)) {
+      if (!batched(type))
+        continue;
+      int64_t at = dimsOffset(kernel, i);
+      os << indent << "one[" << at << "] = ";
+      if (group == 1)
+        os << "1;\n";
+      else
+        os << "dims[" << at << "] == 1 ? 1 : " << images << ";\n";
+    }
+  };
+  if (group == 1)
+    setLeadingDims("  ", "1");
   os << "  void *image[" << types.size() + 1 << "];\n"
-     << "  image[" << types.size() << "] = one;\n"
-     << "  for (int64_t n = 0; n < images; ++n) {\n";
+     << "  image[" << types.size() << "] = one;\n";
+  if (group == 1) {
+    os << "  for (int64_t n = 0; n < images; ++n) {\n";
+  } else {
+    os << "  // " << group << " images at a time: within the same budget.\n"
+       << "  for (int64_t n = 0; n < images; n += " << group << ") {\n"
+       << "    const int64_t group = std::min<int64_t>(" << group
+       << ", images - n);\n";
+    setLeadingDims("    ", "group");
+  }
   for (auto [i, type] : llvm::enumerate(types)) {
     os << "    image[" << i << "] = ";
     if (!batched(type)) {
       os << "buffers[" << i << "];\n";
       continue;
     }
-    // A leading dim of 1 broadcasts: every image reads the same one.
     auto tensor = cast<RankedTensorType>(type);
     int64_t at = dimsOffset(kernel, i);
     os << "static_cast<char *>(buffers[" << i << "]) + (dims[" << at

@@ -86,7 +86,8 @@ inline constexpr int64_t kImageLoopBytes = 8 << 20;
 /// share out among threads; else 0 (CppImages.cpp).
 int64_t perImageBytes(KernelOp kernel);
 /// `extern "C" void SYMBOL(void **buffers)`, which calls `imageSymbol` (the
-/// kernel's body) on each image in turn with the leading dims set to 1, when
+/// kernel's body) on each image in turn with the leading dims set to 1 (on
+/// groups of images, when a GEMM of the kernel has them in its rows), when
 /// the batch's `bytes` per image (perImageBytes) add up to more than
 /// kImageLoopBytes; on the whole batch at once otherwise.
 void emitImageLoop(KernelOp kernel, int64_t bytes, llvm::StringRef symbol,

@@ -148,3 +148,62 @@ func.func @first_image(%x: tensor<?x16x4096xf32, #kiln.device<cpu>>) -> tensor<?
   }
   return %k : tensor<?x16x4096xf32, #kiln.device<cpu>>
 }
+
+// A GEMM with the images in its rows (a MatMul on [batch, seq, k]
+// activations by a weight) runs on groups of images, as many as keep its
+// largest tensor (512 KiB an image) within the 8 MiB: 16 at a time, the
+// last group what is left; a leading dim of 1 stays 1.
+#a = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#b = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+#c = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#row = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-LABEL: // kiln kernel kiln_k4
+// CHECK: static void kiln_k4_image(void **buffers) {
+// CHECK: kiln_sgemm_tiles(
+// CHECK: // Runs kiln_k4_image on groups of images (indices of the leading dim) in turn.
+// CHECK-NEXT: extern "C" void kiln_k4(void **buffers) {
+// CHECK-NEXT:   const int64_t *dims = static_cast<const int64_t *>(buffers[4]);
+// CHECK-NEXT:   const int64_t images = dims[6];
+// CHECK-NEXT:   // Small batches stay in cache: one pass over all of them.
+// CHECK-NEXT:   if (images * 524288 <= 8388608)
+// CHECK-NEXT:     return kiln_k4_image(buffers);
+// CHECK-NEXT:   int64_t one[9];
+// CHECK-NEXT:   std::memcpy(one, dims, sizeof(one));
+// CHECK-NEXT:   void *image[5];
+// CHECK-NEXT:   image[4] = one;
+// CHECK-NEXT:   // 16 images at a time: within the same budget.
+// CHECK-NEXT:   for (int64_t n = 0; n < images; n += 16) {
+// CHECK-NEXT:     const int64_t group = std::min<int64_t>(16, images - n);
+// CHECK-NEXT:     one[0] = dims[0] == 1 ? 1 : group;
+// CHECK-NEXT:     one[6] = dims[6] == 1 ? 1 : group;
+// CHECK-NEXT:     image[0] = static_cast<char *>(buffers[0]) + (dims[0] == 1 ? 0 : n) * int64_t(sizeof(float)) * 128 * 256;
+// CHECK-NEXT:     image[1] = buffers[1];
+// CHECK-NEXT:     image[2] = buffers[2];
+// CHECK-NEXT:     image[3] = static_cast<char *>(buffers[3]) + (dims[6] == 1 ? 0 : n) * int64_t(sizeof(float)) * 128 * 1024;
+// CHECK-NEXT:     kiln_k4_image(image);
+// CHECK-NEXT:   }
+// CHECK-NEXT: }
+func.func @gemm_rows(%x: tensor<?x128x256xf32, #kiln.device<cpu>>, %w: tensor<256x1024xf32, #kiln.device<cpu>>, %bias: tensor<1024xf32, #kiln.device<cpu>>) -> tensor<?x128x1024xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %w, %bias : tensor<?x128x256xf32, #kiln.device<cpu>>, tensor<256x1024xf32, #kiln.device<cpu>>, tensor<1024xf32, #kiln.device<cpu>>) -> (tensor<?x128x1024xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x128x256xf32>, %wt: tensor<256x1024xf32>, %bs: tensor<1024xf32>):
+    %c0 = arith.constant 0 : index
+    %zero = arith.constant 0.0 : f32
+    %n = tensor.dim %a, %c0 : tensor<?x128x256xf32>
+    %e = tensor.empty(%n) : tensor<?x128x1024xf32>
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x128x1024xf32>) -> tensor<?x128x1024xf32>
+    %m = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction", "parallel"]} ins(%a, %wt : tensor<?x128x256xf32>, tensor<256x1024xf32>) outs(%z : tensor<?x128x1024xf32>) {
+    ^bb0(%p: f32, %q: f32, %o: f32):
+      %r = arith.mulf %p, %q : f32
+      %s = arith.addf %o, %r : f32
+      linalg.yield %s : f32
+    } -> tensor<?x128x1024xf32>
+    %e2 = tensor.empty(%n) : tensor<?x128x1024xf32>
+    %t = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%m, %bs : tensor<?x128x1024xf32>, tensor<1024xf32>) outs(%e2 : tensor<?x128x1024xf32>) {
+    ^bb0(%p: f32, %q: f32, %o: f32):
+      %r = arith.addf %p, %q : f32
+      linalg.yield %r : f32
+    } -> tensor<?x128x1024xf32>
+    kiln.yield %t : tensor<?x128x1024xf32>
+  }
+  return %k : tensor<?x128x1024xf32, #kiln.device<cpu>>
+}
