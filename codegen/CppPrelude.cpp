@@ -255,10 +255,32 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
       std::memset(c, 0, sizeof(float) * batch * m * n);
     return true;
   }
+  const auto one = [&](int64_t i) {
+    return gemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, 1.0f, a + i * strideA,
+                transA ? m : k, b + i * strideB, transB ? k : n, accumulate ? 1.0f : 0.0f,
+                c + i * m * n, n) == 0;
+  };
+  // Small GEMMs (attention's per-head products, 2^20 multiply-adds each)
+  // run one per thread at a time: oneDNN's threads inside each one cost
+  // more than they share out (BERT's at batch 32: 15.3-16.6 ms against
+  // 8.4-8.8 in all, docs/performance.md step 32).
+  // Larger ones run outside any parallel region: inside one, even an
+  // inactive one (an `if` clause), oneDNN runs on one thread. oneDNN
+  // rejects a call for its arguments alone, which all the calls share: all
+  // of them or none.
+  if (batch > 1 && m * n * k <= (int64_t(1) << 21)) {
+    int64_t failed = 0;
+#pragma omp parallel for schedule(static) reduction(+ : failed)
+    for (int64_t i = 0; i < batch; ++i)
+      failed += !one(i);
+    if (failed == batch)
+      return false; // rejected before writing anything
+    if (failed != 0)
+      std::abort();
+    return true;
+  }
   for (int64_t i = 0; i < batch; ++i)
-    if (gemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, 1.0f, a + i * strideA,
-             transA ? m : k, b + i * strideB, transB ? k : n, accumulate ? 1.0f : 0.0f,
-             c + i * m * n, n) != 0) {
+    if (!one(i)) {
       if (i == 0)
         return false; // rejected before writing anything
       std::abort();
