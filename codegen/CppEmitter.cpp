@@ -141,7 +141,7 @@ LogicalResult CppEmitter::emitLoops(linalg::GenericOp op) {
   if (producer && !planeSplits.count(producer.getResult(0)) &&
       flatWindow(op, producer, planes, prologue, epilogue))
     return emitFlatWindow(op, producer, planes, prologue, epilogue);
-  bool gemm = emitGemmCall(op) || emitWinogradCall(op);
+  bool gemm = emitGemmCall(op) || emitWinogradCall(op) || emitRowsConvCall(op);
   SmallVector<std::string> ranges;
   for (unsigned d = 0; d < op.getNumLoops(); ++d) {
     ranges.push_back(loopRange(op, d));

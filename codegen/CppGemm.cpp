@@ -1,12 +1,13 @@
-//===- CppGemm.cpp - library GEMMs and Winograd convs in C++ kernels -----===//
+//===- CppGemm.cpp - library GEMMs and conv routines in C++ kernels -------===//
 //
 // A generic that oneDNN can run (an f32 GEMM, Gemm.h; a Winograd conv with
 // its weight transformed) gets the library call in front of its loops,
-// which run only without the library. A GEMM whose result only an
-// elementwise generic reads (a bias, an activation, a residual add) runs
-// that epilogue on each tile of the product right after computing it,
-// while the tile is in cache (kiln_sgemm_tiles), when the epilogue's loops
-// are the product's; else the epilogue runs as its own loops after.
+// which run only without the library; a stem conv gets the prelude's
+// kiln_conv_rows so. A GEMM whose result only an elementwise generic reads
+// (a bias, an activation, a residual add) runs that epilogue on each tile
+// of the product right after computing it, while the tile is in cache
+// (kiln_sgemm_tiles), when the epilogue's loops are the product's; else the
+// epilogue runs as its own loops after.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,7 +53,7 @@ bool CppEmitter::defersFill(linalg::FillOp fill) {
     return false;
   auto user = dyn_cast<linalg::GenericOp>(*fill->getUsers().begin());
   return user && zeroFillOf(user) == fill &&
-         (libraryGemm(user) || winogradWeight(user));
+         (libraryGemm(user) || winogradWeight(user) || matchRowsConv(user));
 }
 
 /// `if (!kiln_winograd3x3(...)) {` in front of the loops of a 3x3 conv with
@@ -71,6 +72,48 @@ bool CppEmitter::emitWinogradCall(linalg::GenericOp op) {
       bufferFor(op.getDpsInputs()[1]),
       bufferFor(kernel.getBody().front().getArgument(*u)),
       bufferFor(op.getResult(0)));
+  emitFillOp(zeroFillOf(op));
+  return true;
+}
+
+/// `op` as a GEMM whose result tiles an epilogue can follow: a library
+/// GEMM, or a stem conv (matchRowsConv) read as images [n] of [m] x [oh,
+/// ow] products, whose tiles kiln_conv_rows computes.
+static std::optional<GemmMatch> tiledProduct(linalg::GenericOp op) {
+  if (std::optional<GemmMatch> g = libraryGemm(op))
+    return g;
+  if (!matchRowsConv(op))
+    return std::nullopt;
+  GemmMatch g;
+  g.element = getElementTypeOrSelf(op.getResult(0).getType());
+  g.batch = {0};
+  g.m = {1};
+  g.n = {5, 6};
+  g.k = {2, 3, 4};
+  return g;
+}
+
+/// `if (!kiln_conv_rows(...)) {` in front of the loops of a stem conv
+/// (matchRowsConv), which run only if it declines; with its epilogue on
+/// each tile (kiln_conv_rows_tiles) where one follows. True when emitted.
+bool CppEmitter::emitRowsConvCall(linalg::GenericOp op) {
+  std::optional<std::pair<int64_t, int64_t>> strides = matchRowsConv(op);
+  if (!strides || !zeroFillOf(op))
+    return false;
+  Value in = op.getDpsInputs()[0];
+  std::string args = llvm::formatv(
+      "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, "
+      "{13}",
+      loopRange(op, 0), loopRange(op, 2), loopRange(op, 1), dimExpr(in, 2),
+      dimExpr(in, 3), loopRange(op, 3), loopRange(op, 4), strides->first,
+      strides->second, loopRange(op, 5), loopRange(op, 6), bufferFor(in),
+      bufferFor(op.getDpsInputs()[1]), bufferFor(op.getResult(0)));
+  std::string tiled;
+  if (linalg::GenericOp epilogue = gemmEpilogue(op))
+    tiled = emitTiledGemm(op, *tiledProduct(op), epilogue, "", args, "",
+                          "kiln_conv_rows_tiles");
+  os << "  if (" << (tiled.empty() ? "" : "!" + tiled + " && ")
+     << "!kiln_conv_rows(" << args << ")) {\n";
   emitFillOp(zeroFillOf(op));
   return true;
 }
@@ -133,7 +176,7 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
 }
 
 linalg::GenericOp CppEmitter::gemmEpilogue(linalg::GenericOp op) {
-  std::optional<GemmMatch> g = libraryGemm(op);
+  std::optional<GemmMatch> g = tiledProduct(op);
   Value result = op.getResult(0);
   if (!g || g->batch.size() > 1 || g->m.empty() || g->n.empty() ||
       !result.hasOneUse())
@@ -159,8 +202,9 @@ linalg::GenericOp CppEmitter::gemmEpilogue(linalg::GenericOp op) {
   return user;
 }
 
-/// `const bool FLAG = GUARD && kiln_sgemm_tiles(ARGS, em, en, TILE);`, with
-/// ARGS kiln_sgemm's and TILE a lambda running `epilogue` on a tile of GEMM
+/// `const bool FLAG = GUARD && CALLEE(ARGS, em, en, TILE);`, with CALLEE
+/// kiln_sgemm_tiles and ARGS kiln_sgemm's (or kiln_conv_rows_tiles and
+/// kiln_conv_rows's), and TILE a lambda running `epilogue` on a tile of GEMM
 /// `op` (an image, steps [mlo, mhi) of the first M dim, [nlo, nhi) of the
 /// first N dim). The guard is `check` (the GEMM's), the epilogue's loops
 /// being the product's dims, its output not being an input of the GEMM,
@@ -170,7 +214,7 @@ std::string CppEmitter::emitTiledGemm(linalg::GenericOp op, const GemmMatch &g,
                                       linalg::GenericOp epilogue,
                                       const std::string &check,
                                       const std::string &args,
-                                      const std::string &m) {
+                                      const std::string &m, StringRef callee) {
   Value result = op.getResult(0);
   unsigned rank = epilogue.getNumLoops();
   AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
@@ -236,7 +280,7 @@ std::string CppEmitter::emitTiledGemm(linalg::GenericOp op, const GemmMatch &g,
   if (failed(body))
     return "";
   os << indent.substr(2) << "}\n  };\n";
-  os << "  const bool " << flag << " = " << guard << "kiln_sgemm_tiles(" << args
+  os << "  const bool " << flag << " = " << guard << callee << "(" << args
      << ", " << em << ", " << en << ", " << tile << ");\n";
   tiledEpilogues[epilogue] = flag;
   return flag;

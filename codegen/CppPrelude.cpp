@@ -495,6 +495,136 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
   }
   return true;
 }
+
+// A conv over a few input channels (a network's stem, where im2col's K, c *
+// kh * kw, is too small for a GEMM to run well), by output rows:
+// y[n][m][oh][ow] = sum over ch < c, i < kh, j < kw of x[n][ch][oh * sh +
+// i][ow * sw + j] * w[m][ch][i][j], x padded to [batch][c][hp][wp]. Each
+// image's x is first copied split by the column stride (column ow * sw + j
+// goes to phase j % sw, column ow + j / sw), so that each tap reads the
+// inputs of a row of outputs contiguously. Then each thread takes 4 output
+// channels of an output row and keeps their sums over all taps in vectors
+// of 16 outputs, up to 6 vectors at a time: 24 sums and 4 weights in
+// registers (docs/performance.md, step 33).
+typedef float kiln_v16 __attribute__((vector_size(64)));
+// The sums of 4 output channels for V vectors of outputs, written to sums
+// as [4][V * 16]: tap t reads at + offsets[t], its 4 weights are w[4 t..].
+template <int V>
+inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const float *w,
+                                int64_t taps, float *sums) {
+  kiln_v16 acc[4][V];
+  for (int v = 0; v < V; ++v)
+    acc[0][v] = acc[1][v] = acc[2][v] = acc[3][v] = kiln_v16{};
+  for (int64_t t = 0; t < taps; ++t) {
+    const float *p = at + offsets[t];
+    const float s0 = w[4 * t], s1 = w[4 * t + 1], s2 = w[4 * t + 2], s3 = w[4 * t + 3];
+    const kiln_v16 b0 = {s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0};
+    const kiln_v16 b1 = {s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1};
+    const kiln_v16 b2 = {s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2};
+    const kiln_v16 b3 = {s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3};
+    for (int v = 0; v < V; ++v) {
+      kiln_v16 in;
+      std::memcpy(&in, p + 16 * v, sizeof(in));
+      acc[0][v] += in * b0;
+      acc[1][v] += in * b1;
+      acc[2][v] += in * b2;
+      acc[3][v] += in * b3;
+    }
+  }
+  std::memcpy(sums, acc, sizeof(acc));
+}
+// With `epilogue(n, mlo, mhi, oh, oh + 1)` run by the thread on each tile
+// of channels [mlo, mhi) of output row oh of image n right after computing
+// it (as kiln_sgemm_tiles does for a GEMM's tiles): em must be m and en ho
+// (steps of a channel and a row), else false, having written nothing.
+template <typename F>
+inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp, int64_t wp,
+                                 int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ho,
+                                 int64_t wo, const float *x, const float *w, float *y, int64_t em,
+                                 int64_t en, const F &epilogue) {
+  if (em != m || en != ho)
+    return false;
+  if (batch == 0 || m == 0 || ho == 0 || wo == 0)
+    return true;
+  const int64_t vectors = (wo + 15) / 16, chunks = (vectors + 5) / 6;
+  const int64_t per = (vectors + chunks - 1) / chunks;
+  // Zeros past the last vector's taps.
+  const int64_t phase = vectors * 16 + kw, row = sw * phase, plane = hp * row;
+  const int64_t taps = c * kh * kw, blocks = (m + 3) / 4;
+  kiln_scratch xs_owner(sizeof(float) * std::max<int64_t>(c * plane, 1));
+  float *__restrict xs = static_cast<float *>(xs_owner.data);
+  // Each tap's offset in xs, by phase (column j = q * sw + ph of the
+  // window), and the weights of each block of 4 channels tap by tap; past
+  // the last channel, a block repeats it (and keeps no sums).
+  kiln_scratch offsets_owner(sizeof(int64_t) * taps);
+  kiln_scratch wt_owner(sizeof(float) * blocks * taps * 4);
+  int64_t *offsets = static_cast<int64_t *>(offsets_owner.data);
+  float *wt = static_cast<float *>(wt_owner.data);
+  int64_t t = 0;
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t ph = 0; ph < sw; ++ph)
+        for (int64_t q = 0; q * sw + ph < kw; ++q, ++t) {
+          offsets[t] = ch * plane + i * row + ph * phase + q;
+          for (int64_t b = 0; b < blocks; ++b)
+            for (int64_t r = 0; r < 4; ++r)
+              wt[(b * taps + t) * 4 + r] =
+                  w[std::min(b * 4 + r, m - 1) * taps + (ch * kh + i) * kw + q * sw + ph];
+        }
+  for (int64_t n = 0; n < batch; ++n) {
+    const float *xn = x + n * c * hp * wp;
+#pragma omp parallel for schedule(static) if (c * hp * wp >= 4096)
+    for (int64_t r = 0; r < c * hp; ++r) {
+      float *o = xs + r * row;
+      const float *src = xn + r * wp;
+      if (sw == 1) {
+        std::memcpy(o, src, sizeof(float) * wp);
+        std::memset(o + wp, 0, sizeof(float) * (phase - wp));
+        continue;
+      }
+      // sw == 2: the even columns, then the odd ones.
+      const int64_t even = (wp + 1) / 2, odd = wp / 2;
+      for (int64_t j = 0; j < odd; ++j) {
+        o[j] = src[2 * j];
+        o[phase + j] = src[2 * j + 1];
+      }
+      if (even > odd)
+        o[odd] = src[wp - 1];
+      std::memset(o + even, 0, sizeof(float) * (phase - even));
+      std::memset(o + phase + odd, 0, sizeof(float) * (phase - odd));
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t oh = 0; oh < ho; ++oh) {
+        const float *wb = wt + b * taps * 4;
+        alignas(64) float sums[4 * 6 * 16];
+        for (int64_t v0 = 0; v0 < vectors; v0 += per) {
+          const int64_t nv = std::min(per, vectors - v0);
+          const float *at = xs + oh * sh * row + v0 * 16;
+          switch (nv) {
+          case 1: kiln_conv_rows_tile<1>(at, offsets, wb, taps, sums); break;
+          case 2: kiln_conv_rows_tile<2>(at, offsets, wb, taps, sums); break;
+          case 3: kiln_conv_rows_tile<3>(at, offsets, wb, taps, sums); break;
+          case 4: kiln_conv_rows_tile<4>(at, offsets, wb, taps, sums); break;
+          case 5: kiln_conv_rows_tile<5>(at, offsets, wb, taps, sums); break;
+          default: kiln_conv_rows_tile<6>(at, offsets, wb, taps, sums); break;
+          }
+          const int64_t width = std::min(nv * 16, wo - v0 * 16);
+          for (int64_t r = 0; r < 4 && b * 4 + r < m; ++r)
+            std::memcpy(y + ((n * m + b * 4 + r) * ho + oh) * wo + v0 * 16, sums + r * nv * 16,
+                        sizeof(float) * width);
+        }
+        epilogue(n, b * 4, std::min(b * 4 + 4, m), oh, oh + 1);
+      }
+  }
+  return true;
+}
+inline bool kiln_conv_rows(int64_t batch, int64_t c, int64_t m, int64_t hp, int64_t wp,
+                           int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ho,
+                           int64_t wo, const float *x, const float *w, float *y) {
+  return kiln_conv_rows_tiles(batch, c, m, hp, wp, kh, kw, sh, sw, ho, wo, x, w, y, m, ho,
+                              [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
+}
 )";
 
 static_assert(kPackedColumns == 16,

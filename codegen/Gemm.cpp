@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Gemm.h"
+#include "ir/KilnDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -150,29 +151,60 @@ std::optional<GemmMatch> kiln::matchGemm(linalg::GenericOp op) {
   return rank(*second) < rank(*first) ? second : first;
 }
 
-bool kiln::matchWinograd(linalg::GenericOp op) {
+/// The strides [sh, sw] (1 or 2) of `op` when it is a direct f32 2-D conv
+/// with a static 4-D weight: loops [n, m, c, kh, kw, oh, ow], out[n, m, oh,
+/// ow] += in[n, c, oh * sh + kh, ow * sw + kw] * w[m, c, kh, kw].
+static std::optional<std::pair<int64_t, int64_t>>
+directConvStrides(linalg::GenericOp op) {
   if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
       op.getNumLoops() != 7 || !op.hasPureTensorSemantics() ||
       !getElementTypeOrSelf(op.getResult(0).getType()).isF32() ||
       !isMultiplyAccumulate(op))
-    return false;
+    return std::nullopt;
   auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
-  if (!weight.hasStaticShape() || weight.getRank() != 4 ||
-      weight.getDimSize(2) != 3 || weight.getDimSize(3) != 3)
-    return false;
+  if (!weight.hasStaticShape() || weight.getRank() != 4)
+    return std::nullopt;
   using Iter = utils::IteratorType;
   SmallVector<Iter> iterators = {
       Iter::parallel,  Iter::parallel, Iter::reduction, Iter::reduction,
       Iter::reduction, Iter::parallel, Iter::parallel};
   if (op.getIteratorTypesArray() != iterators)
-    return false;
+    return std::nullopt;
   MLIRContext *ctx = op.getContext();
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   auto map = [&](ArrayRef<AffineExpr> exprs) {
     return AffineMap::get(7, 0, exprs, ctx);
   };
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  return maps[0] == map({d(0), d(2), d(5) + d(3), d(6) + d(4)}) &&
-         maps[1] == map({d(1), d(2), d(3), d(4)}) &&
-         maps[2] == map({d(0), d(1), d(5), d(6)});
+  if (maps[1] != map({d(1), d(2), d(3), d(4)}) ||
+      maps[2] != map({d(0), d(1), d(5), d(6)}))
+    return std::nullopt;
+  for (int64_t sh : {1, 2})
+    for (int64_t sw : {1, 2})
+      if (maps[0] == map({d(0), d(2), d(5) * sh + d(3), d(6) * sw + d(4)}))
+        return std::make_pair(sh, sw);
+  return std::nullopt;
+}
+
+bool kiln::matchWinograd(linalg::GenericOp op) {
+  if (directConvStrides(op) != std::make_pair(int64_t(1), int64_t(1)))
+    return false;
+  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  return weight.getDimSize(2) == 3 && weight.getDimSize(3) == 3;
+}
+
+std::optional<std::pair<int64_t, int64_t>>
+kiln::matchRowsConv(linalg::GenericOp op) {
+  std::optional<std::pair<int64_t, int64_t>> strides = directConvStrides(op);
+  if (!strides)
+    return std::nullopt;
+  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  auto out = cast<RankedTensorType>(op.getResult(0).getType());
+  if (weight.getDimSize(1) > kRowsConvChannels ||
+      weight.getDimSize(2) * weight.getDimSize(3) < kRowsConvMinTaps ||
+      ShapedType::isDynamic(out.getDimSize(2)) ||
+      ShapedType::isDynamic(out.getDimSize(3)) ||
+      out.getDimSize(3) < kRowsConvMinWidth)
+    return std::nullopt;
+  return strides;
 }

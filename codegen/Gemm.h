@@ -41,6 +41,16 @@ std::optional<GemmMatch> matchGemm(mlir::linalg::GenericOp op);
 /// (kiln-pack-weights, kWinogradU).
 bool matchWinograd(mlir::linalg::GenericOp op);
 
+/// A direct f32 conv over few input channels with a large window (a stem:
+/// kRowsConvChannels, ir/KilnDialect.h), stride 1 or 2 in each spatial
+/// dim, no dilation or groups: loops [n, m, c, kh, kw, oh, ow] computing out[n,
+/// m, oh, ow] += in[n, c, oh * sh + kh, ow * sw + kw] * w[m, c, kh, kw] with a
+/// static weight and output planes (input 0 the padded input). Its strides [sh,
+/// sw] when it is one. The CPU runs it by output rows (kiln_conv_rows):
+/// im2col's K (c * kh * kw) is too small for a GEMM to run well.
+std::optional<std::pair<int64_t, int64_t>>
+matchRowsConv(mlir::linalg::GenericOp op);
+
 } // namespace kiln
 
 #endif // KILN_CODEGEN_GEMM_H

@@ -49,6 +49,17 @@ inline constexpr int64_t kUnrolledTaps = 32;
 /// that qualify put their taps innermost too.
 inline constexpr int64_t kSplitPlaneWidth = 24;
 
+/// A CPU conv over at most this many input channels (a network's stem: RGB
+/// images), stride 1 or 2, a window of at least kRowsConvMinTaps taps and
+/// static output planes at least kRowsConvMinWidth wide, stays a direct
+/// window that the C++ kernel runs by output rows (codegen/Gemm.h's
+/// matchRowsConv), with no im2col: resnet18's 7x7 stem took 1.03-1.13 ms
+/// against 1.15-1.21, but mobilenet_v2's 3x3 one gained nothing
+/// (docs/performance.md, step 33).
+inline constexpr int64_t kRowsConvChannels = 4;
+inline constexpr int64_t kRowsConvMinTaps = 25;
+inline constexpr int64_t kRowsConvMinWidth = 16;
+
 /// An integer attribute on a kernel-level linalg.generic that is a CPU GEMM
 /// (codegen/Gemm.h): the number of the kernel input that holds its constant
 /// B packed as [ceil(N / kPackedColumns)][K][kPackedColumns] panels,

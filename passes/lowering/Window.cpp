@@ -16,7 +16,9 @@
 // conv on the CPU with a constant weight and planes at least
 // kWinogradMinWidth wide stays a direct window (codegen/Gemm.h's
 // matchWinograd), which the C++ kernel runs as Winograd F(2x2, 3x3); its
-// input is padded to whole 2x2 output tiles.
+// input is padded to whole 2x2 output tiles. A conv over a few input
+// channels (a stem) on the CPU stays a direct window too, which the C++
+// kernel runs by output rows (codegen/Gemm.h's matchRowsConv).
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,6 +105,21 @@ bool winogradConv(ConvOp op, Value weight, RankedTensorType wType,
   return bool(boundConstant(weight));
 }
 
+// Whether `op` (a conv whose im2col GEMM would run on the CPU) runs by
+// output rows instead (ir/KilnDialect.h, kRowsConvChannels): a 2-D window
+// of kRowsConvMinTaps or more over a few input channels, strides 1 or 2,
+// output rows at least kRowsConvMinWidth wide.
+bool rowsConv(ConvOp op, RankedTensorType wType, RankedTensorType outType) {
+  if (!runsCppKernels(getDevice(op.getResult().getType())))
+    return false;
+  return wType.getRank() == 4 && wType.getDimSize(1) <= kRowsConvChannels &&
+         wType.getDimSize(2) * wType.getDimSize(3) >= kRowsConvMinTaps &&
+         llvm::all_of(op.getStrides(),
+                      [](int64_t s) { return s == 1 || s == 2; }) &&
+         llvm::all_of(op.getDilations(), [](int64_t d) { return d == 1; }) &&
+         outType.getDimSize(3) >= kRowsConvMinWidth;
+}
+
 // Spatial input exprs: o_i * s_i + k_i * d_i.
 SmallVector<AffineExpr> windowExprs(OpBuilder &b, ArrayRef<int64_t> strides,
                                     ArrayRef<int64_t> dilations, int64_t firstK,
@@ -170,6 +187,10 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
     end[2] += outType.getDimSize(2) % 2;
     end[3] += outType.getDimSize(3) % 2;
   }
+  // A stem conv by output rows: a direct window with its taps outside.
+  bool rows = gemm && !winograd && rowsConv(op, wType, outType);
+  if (rows)
+    gemm = false;
   Value input = lowering::padTensor(b, loc, operands[0], begin, end, 0);
 
   // Dims: n = 0, m = 1, c = 2, k = 3.., o = 3 + r..
@@ -206,9 +227,10 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
     wExprs.push_back(d(3 + i));
     outExprs.push_back(d(3 + r + i));
   }
-  // The bias starts the sums of a direct conv. A GEMM (or Winograd) starts
-  // from zeros (the library overwrites them) and the bias is added after
-  // it, where the epilogue (an activation) fuses with it.
+  // The bias starts the sums of a direct conv. A GEMM (or Winograd, or a
+  // conv by rows) starts from zeros (the library overwrites them) and the
+  // bias is added after it, where the epilogue (an activation) fuses with
+  // it.
   int64_t rank = outType.getRank();
   auto addBias = [&](Value sums) -> Value {
     Value empty = lowering::emptyResult(b, op, operands);
@@ -230,7 +252,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
             })
         .getResult(0);
   };
-  bool biasAfter = (gemm || winograd) && operands.size() == 3;
+  bool biasAfter = (gemm || winograd || rows) && operands.size() == 3;
   Value init =
       operands.size() == 3 && !biasAfter
           ? addBias(Value())
@@ -287,7 +309,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
             })
         .getResult(0);
   }
-  if (!gemm && n >= 0 && n <= kUnrolledTaps)
+  if (!gemm && !rows && n >= 0 && n <= kUnrolledTaps)
     reductionsInnermost(maps, iterators, 2, 3 + r, r);
   Value sums = b.create<linalg::GenericOp>(
                     loc, TypeRange{outType}, ValueRange{input, operands[1]},

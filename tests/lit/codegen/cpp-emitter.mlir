@@ -590,3 +590,63 @@ func.func @split_plane_copy(%x: tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> ten
   }
   return %0 : tensor<1x2x24x24xf32, #kiln.device<cpu>>
 }
+
+// A stem conv (3 input channels, 7x7 window, stride 2: matchRowsConv) runs
+// through kiln_conv_rows, no im2col; its bias and relu run on each tile
+// (4 channels of an output row) right after it, through
+// kiln_conv_rows_tiles (steps of a channel and of a row); its loops run
+// only if both decline, the epilogue's own only without tiles.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK:      const auto [[TILE:tile[0-9]+]] = [&](int64_t image, int64_t mlo, int64_t mhi, int64_t nlo, int64_t nhi) {
+// CHECK-NEXT:   for (int64_t d0 = image; d0 < image + 1; ++d0)
+// CHECK-NEXT:     for (int64_t d1 = mlo; d1 < mhi; ++d1)
+// CHECK-NEXT:       for (int64_t d3 = nlo * int64_t(1) * 16; d3 < nhi * int64_t(1) * 16; ++d3) {
+// CHECK:      const bool [[FLAG:tiled[0-9]+]] = {{.*}}kiln_conv_rows_tiles(1, 3, 8, 37, 37, 7, 7, 2, 2, 16, 16, [[X:t[0-9]+]], in1, out0, 8, 16, [[TILE]]);
+// CHECK-NEXT: if (![[FLAG]] && !kiln_conv_rows(1, 3, 8, 37, 37, 7, 7, 2, 2, 16, 16, [[X]], in1, out0)) {
+// CHECK:      if (![[FLAG]]) {
+func.func @conv_rows(%arg0: tensor<1x3x32x32xf32, #kiln.device<cpu>>, %arg1: tensor<8x3x7x7xf32, #kiln.device<cpu>>, %arg2: tensor<8xf32, #kiln.device<cpu>>) -> tensor<1x8x16x16xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%arg0, %arg1, %arg2 : tensor<1x3x32x32xf32, #kiln.device<cpu>>, tensor<8x3x7x7xf32, #kiln.device<cpu>>, tensor<8xf32, #kiln.device<cpu>>) -> (tensor<1x8x16x16xf32, #kiln.device<cpu>>) {
+  ^bb0(%arg3: tensor<1x3x32x32xf32>, %arg4: tensor<8x3x7x7xf32>, %arg5: tensor<8xf32>):
+    %cst = arith.constant 0.000000e+00 : f32
+    %c0 = arith.constant 0 : index
+    %c3 = arith.constant 3 : index
+    %c32 = arith.constant 32 : index
+    %1 = tensor.empty() : tensor<1x3x37x37xf32>
+    %2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%1 : tensor<1x3x37x37xf32>) {
+    ^bb0(%out: f32):
+      %8 = linalg.index 0 : index
+      %9 = linalg.index 1 : index
+      %10 = linalg.index 2 : index
+      %11 = arith.subi %10, %c3 : index
+      %12 = arith.cmpi slt, %11, %c32 : index
+      %13 = arith.cmpi sge, %11, %c0 : index
+      %14 = arith.andi %13, %12 : i1
+      %15 = linalg.index 3 : index
+      %16 = arith.subi %15, %c3 : index
+      %17 = arith.cmpi slt, %16, %c32 : index
+      %18 = arith.cmpi sge, %16, %c0 : index
+      %19 = arith.andi %18, %17 : i1
+      %20 = arith.andi %14, %19 : i1
+      %extracted = tensor.extract %arg3[%8, %9, %11, %16] {kiln.guarded_read} : tensor<1x3x32x32xf32>
+      %21 = arith.select %20, %extracted, %cst : f32
+      linalg.yield %21 : f32
+    } -> tensor<1x3x37x37xf32>
+    %3 = tensor.empty() : tensor<1x8x16x16xf32>
+    %4 = linalg.fill ins(%cst : f32) outs(%3 : tensor<1x8x16x16xf32>) -> tensor<1x8x16x16xf32>
+    %5 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d2, d5 * 2 + d3, d6 * 2 + d4)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%2, %arg4 : tensor<1x3x37x37xf32>, tensor<8x3x7x7xf32>) outs(%4 : tensor<1x8x16x16xf32>) {
+    ^bb0(%in: f32, %in_0: f32, %out: f32):
+      %8 = arith.mulf %in, %in_0 : f32
+      %9 = arith.addf %out, %8 : f32
+      linalg.yield %9 : f32
+    } -> tensor<1x8x16x16xf32>
+    %6 = tensor.empty() : tensor<1x8x16x16xf32>
+    %7 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d1)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%arg5, %5 : tensor<8xf32>, tensor<1x8x16x16xf32>) outs(%6 : tensor<1x8x16x16xf32>) {
+    ^bb0(%in: f32, %in_0: f32, %out: f32):
+      %8 = arith.addf %in_0, %in : f32
+      %9 = arith.maximumf %8, %cst : f32
+      linalg.yield %9 : f32
+    } -> tensor<1x8x16x16xf32>
+    kiln.yield %7 : tensor<1x8x16x16xf32>
+  }
+  return %0 : tensor<1x8x16x16xf32, #kiln.device<cpu>>
+}

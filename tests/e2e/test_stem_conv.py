@@ -1,0 +1,85 @@
+"""Convs over a few input channels with a large window (a network's stem)
+run on the CPU by output rows, without im2col (kiln_conv_rows,
+codegen/Gemm.h's matchRowsConv): resnet18's 7x7 stride-2 stem, a 5x5
+stride-1 conv on one channel with output rows that are no multiple of 16
+and 6 channels (not a multiple of 4), mixed strides with asymmetric pads,
+an odd input width at stride 2; with the bias and an activation on each
+tile, or no epilogue. Batches 1 and 3 through one artifact (symbolic batch).
+
+Reference: torch.nn.functional.conv2d in float64.
+"""
+
+import unittest
+
+import numpy as np
+
+import kiln_testing as kt
+
+
+class StemConv(kt.KilnTestCase):
+    CASES = [
+        # name, c, m, h, w, k, strides, pads (t, l, b, r), bias, activation
+        ("resnet_stem", 3, 16, 64, 64, 7, (2, 2), (3, 3, 3, 3), True, "Relu"),
+        ("one_channel", 1, 6, 28, 20, 5, (1, 1), (2, 2, 2, 2), False, None),
+        ("mixed_strides", 4, 5, 40, 50, 7, (1, 2), (2, 3, 1, 0), True,
+         "Sigmoid"),
+        ("odd_width", 2, 9, 33, 35, 5, (2, 2), (0, 0, 0, 0), True, None),
+    ]
+
+    def test_stem_convs(self):
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        F = torch.nn.functional
+        for name, c, m, hh, ww, k, strides, pads, bias, act in self.CASES:
+            with self.subTest(case=name):
+                rng = np.random.default_rng(len(name))
+                w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+                b = rng.standard_normal(m).astype(np.float32)
+                consts = [nh.from_array(w, "w")]
+                inputs = ["x", "w"]
+                if bias:
+                    consts.append(nh.from_array(b, "b"))
+                    inputs.append("b")
+                nodes = [h.make_node(
+                    "Conv", inputs, ["y" if act is None else "s"],
+                    kernel_shape=[k, k], strides=list(strides),
+                    pads=[pads[0], pads[1], pads[2], pads[3]])]
+                if act is not None:
+                    nodes.append(h.make_node(act, ["s"], ["y"]))
+                graph = h.make_graph(
+                    nodes, name,
+                    [h.make_tensor_value_info("x", T.FLOAT, ["n", c, hh, ww])],
+                    [h.make_tensor_value_info("y", T.FLOAT, None)], consts)
+                model = h.make_model(
+                    graph, opset_imports=[h.make_opsetid("", 17)])
+                path, cpp = self.emit_cpp(model, name)
+                kernels = cpp[cpp.index("//===--- kiln_k0"):]
+                self.assertTrue("kiln_conv_rows(" in kernels and
+                                "kiln_sgemm" not in kernels, kernels[:3000])
+                if act is not None or bias:
+                    self.assertTrue("kiln_conv_rows_tiles(" in kernels,
+                                    kernels[:3000])
+                artifact, proc = self.compile(path, name + ".kiln")
+                kt.assert_success(self, proc)
+                for n in (1, 3):
+                    x = rng.standard_normal((n, c, hh, ww)).astype(np.float32)
+                    t = torch.from_numpy
+                    padded = F.pad(t(x).double(), (pads[1], pads[3], pads[0],
+                                                   pads[2]))
+                    want = F.conv2d(padded, t(w).double(),
+                                    t(b).double() if bias else None,
+                                    stride=strides)
+                    if act == "Relu":
+                        want = want.relu()
+                    elif act == "Sigmoid":
+                        want = want.sigmoid()
+                    want = want.numpy()
+                    (got,), _ = self.run_artifact(
+                        artifact, [x], out_name="%s_%d" % (name, n))
+                    self.assertEqual(got.shape, want.shape)
+                    np.testing.assert_allclose(got, want, rtol=1e-4,
+                                               atol=1e-4)
+
+
+if __name__ == "__main__":
+    unittest.main()
