@@ -291,8 +291,10 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
 // kiln_sgemm in one tile of C per thread, each tile's `epilogue(i, m0, m1,
 // n0, n1)` run by its thread right after its GEMM, on what it just wrote. M
 // is em steps of m / em rows (the epilogue's loop over its first M dim), N
-// en steps of n / en columns; tiles split M before N, and the epilogue gets
-// step ranges. (Smaller tiles, to keep each in L2, were slower on
+// en steps of n / en columns; tiles split the larger of M and N, but M
+// first with K above 64 while half the rows are 16 or more (mobilenet_v2's
+// 14x14 projections, 96x196x576: 59 against 67 us, 0.79-0.88x in the model;
+// docs/performance.md, step 34), and the epilogue gets step ranges. (Smaller tiles, to keep each in L2, were slower on
 // mobilenet_v2's 1x1 convs of K 960 and BERT's linear layers: oneDNN's sgemm
 // works best on large ones.) With K at most 64 the GEMM is bound by writing
 // C, and tiles of at most 128 KiB of C, split along N first, let the
@@ -317,7 +319,7 @@ inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m,
   const int64_t rows = m / em, cols = n / en, threads = omp_get_max_threads();
   int64_t tm = em, tn = en;
   while (batch * ((em + tm - 1) / tm) * ((en + tn - 1) / tn) < threads && (tm > 1 || tn > 1)) {
-    if (tm > 1 && (tm * rows >= tn * cols || tn == 1))
+    if (tm > 1 && ((k > 64 && (tm + 1) / 2 * rows >= 16) || tm * rows >= tn * cols || tn == 1))
       tm = (tm + 1) / 2;
     else
       tn = (tn + 1) / 2;
