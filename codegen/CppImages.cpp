@@ -224,21 +224,21 @@ void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,
      << "    return " << imageSymbol << "(buffers);\n"
      << "  int64_t one[" << total << "];\n"
      << "  std::memcpy(one, dims, sizeof(one));\n";
-  // A leading dim of 1 broadcasts: every image reads the same one.
-  auto setLeadingDims = [&](StringRef indent, StringRef images) {
-    for (auto [i, type] : llvm::enumerate(types)) {
-      if (!batched(type))
-        continue;
-      int64_t at = dimsOffset(kernel, i);
-      os << indent << "one[" << at << "] = ";
-      if (group == 1)
-        os << "1;\n";
-      else
-        os << "dims[" << at << "] == 1 ? 1 : " << images << ";\n";
-    }
+  // Each batched buffer's leading dim: 1, or the group's images (a leading
+  // dim of 1 broadcasts: every image reads the same one).
+  auto setLeadingDims = [&](StringRef indent) {
+    for (auto [i, type] : llvm::enumerate(types))
+      if (batched(type)) {
+        int64_t at = dimsOffset(kernel, i);
+        os << indent << "one[" << at << "] = ";
+        if (group == 1)
+          os << "1;\n";
+        else
+          os << "dims[" << at << "] == 1 ? 1 : group;\n";
+      }
   };
   if (group == 1)
-    setLeadingDims("  ", "1");
+    setLeadingDims("  ");
   os << "  void *image[" << types.size() + 1 << "];\n"
      << "  image[" << types.size() << "] = one;\n";
   if (group == 1) {
@@ -248,7 +248,7 @@ void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,
        << "  for (int64_t n = 0; n < images; n += " << group << ") {\n"
        << "    const int64_t group = std::min<int64_t>(" << group
        << ", images - n);\n";
-    setLeadingDims("    ", "group");
+    setLeadingDims("    ");
   }
   for (auto [i, type] : llvm::enumerate(types)) {
     os << "    image[" << i << "] = ";

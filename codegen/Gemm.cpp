@@ -200,11 +200,10 @@ kiln::matchRowsConv(linalg::GenericOp op) {
     return std::nullopt;
   auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
   auto out = cast<RankedTensorType>(op.getResult(0).getType());
-  if (weight.getDimSize(1) > kRowsConvChannels ||
-      weight.getDimSize(2) * weight.getDimSize(3) < kRowsConvMinTaps ||
-      ShapedType::isDynamic(out.getDimSize(2)) ||
+  if (ShapedType::isDynamic(out.getDimSize(2)) ||
       ShapedType::isDynamic(out.getDimSize(3)) ||
-      out.getDimSize(3) < kRowsConvMinWidth)
+      !rowsConvSizes(weight.getDimSize(1), weight.getDimSize(2),
+                     weight.getDimSize(3), out.getDimSize(3)))
     return std::nullopt;
   return strides;
 }

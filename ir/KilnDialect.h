@@ -59,6 +59,13 @@ inline constexpr int64_t kSplitPlaneWidth = 24;
 inline constexpr int64_t kRowsConvChannels = 4;
 inline constexpr int64_t kRowsConvMinTaps = 25;
 inline constexpr int64_t kRowsConvMinWidth = 16;
+/// Whether a conv of these sizes qualifies (the lowering and the C++
+/// emitter both ask).
+inline bool rowsConvSizes(int64_t channels, int64_t kh, int64_t kw,
+                          int64_t outWidth) {
+  return channels <= kRowsConvChannels && kh * kw >= kRowsConvMinTaps &&
+         outWidth >= kRowsConvMinWidth;
+}
 
 /// An integer attribute on a kernel-level linalg.generic that is a CPU GEMM
 /// (codegen/Gemm.h): the number of the kernel input that holds its constant

@@ -112,12 +112,12 @@ bool winogradConv(ConvOp op, Value weight, RankedTensorType wType,
 bool rowsConv(ConvOp op, RankedTensorType wType, RankedTensorType outType) {
   if (!runsCppKernels(getDevice(op.getResult().getType())))
     return false;
-  return wType.getRank() == 4 && wType.getDimSize(1) <= kRowsConvChannels &&
-         wType.getDimSize(2) * wType.getDimSize(3) >= kRowsConvMinTaps &&
+  return wType.getRank() == 4 &&
+         rowsConvSizes(wType.getDimSize(1), wType.getDimSize(2),
+                       wType.getDimSize(3), outType.getDimSize(3)) &&
          llvm::all_of(op.getStrides(),
                       [](int64_t s) { return s == 1 || s == 2; }) &&
-         llvm::all_of(op.getDilations(), [](int64_t d) { return d == 1; }) &&
-         outType.getDimSize(3) >= kRowsConvMinWidth;
+         llvm::all_of(op.getDilations(), [](int64_t d) { return d == 1; });
 }
 
 // Spatial input exprs: o_i * s_i + k_i * d_i.
