@@ -211,16 +211,45 @@ inline void kiln_packed_rows(int64_t k, const float *__restrict a, const float *
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + row[j] : row[j];
   }
 }
+// One row through a panel: a matrix-vector product bound by reading the
+// panel, so four independent sums over k keep the loads in flight.
+inline void kiln_packed_row(int64_t k, const float *__restrict a, const float *__restrict b,
+                            float *__restrict c, int64_t width, bool accumulate) {
+  kiln_v8 s[4][2] = {};
+  int64_t x = 0;
+  for (; x + 4 <= k; x += 4) {
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      s[u][0] += a[x + u] * kiln_load8(b + (x + u) * 16);
+      s[u][1] += a[x + u] * kiln_load8(b + (x + u) * 16 + 8);
+    }
+  }
+  for (; x < k; ++x) {
+    s[0][0] += a[x] * kiln_load8(b + x * 16);
+    s[0][1] += a[x] * kiln_load8(b + x * 16 + 8);
+  }
+  float row[16];
+  const kiln_v8 lo = (s[0][0] + s[1][0]) + (s[2][0] + s[3][0]);
+  const kiln_v8 hi = (s[0][1] + s[1][1]) + (s[2][1] + s[3][1]);
+  __builtin_memcpy(row, &lo, sizeof lo);
+  __builtin_memcpy(row + 8, &hi, sizeof hi);
+  for (int64_t j = 0; j < width; ++j)
+    c[j] = accumulate ? c[j] + row[j] : row[j];
+}
 inline bool kiln_sgemm_packed(int64_t batch, int64_t m, int64_t n, int64_t k, const float *a,
                               int64_t strideA, const float *packed, float *c, bool accumulate,
                               int64_t max_rows) {
-  if (m > max_rows || m == 1)
+  if (m > max_rows)
     return false;
   const int64_t panels = (n + 15) / 16;
 #pragma omp parallel for schedule(static) if (batch * m * n * k >= 32768)
   for (int64_t t = 0; t < batch * panels; ++t) {
     const int64_t i = t / panels, j = t % panels, width = std::min<int64_t>(16, n - j * 16);
     const float *b = packed + j * k * 16;
+    if (m == 1) {
+      kiln_packed_row(k, a + i * strideA, b, c + i * n + j * 16, width, accumulate);
+      continue;
+    }
     for (int64_t r = 0; r < m; r += 8) {
       const float *ar = a + i * strideA + r * k;
       float *cr = c + (i * m + r) * n + j * 16;
@@ -392,6 +421,68 @@ inline void kiln_winograd_tiles(const float *q, int64_t stride, float *o, int64_
     }
   }
 }
+// The tiles [t0, t1) of image n of kiln_winograd3x3 by one thread: their
+// input transform into v (stride sv between the 16 products), the 16 GEMMs
+// into mt (oneDNN on the calling thread alone, inside a parallel loop) and
+// the output transform into y. False, having written nothing to y, if
+// oneDNN rejects a GEMM.
+inline bool kiln_winograd_band(kiln_sgemm_fn gemm, int64_t n, int64_t t0, int64_t t1, int64_t c,
+                               int64_t m, int64_t hp, int64_t wp, int64_t ho, int64_t wo,
+                               const float *x, const float *u, float *__restrict v,
+                               float *__restrict mt, float *y) {
+  const int64_t tw = (wo + 1) / 2, cols = t1 - t0, sv = c * cols, sm = m * cols;
+  // Each row of tiles in the band: from tile tx0 to tx1 of tile row ty, at
+  // column `at` of v and mt.
+  const auto rows = [&](const auto &row) {
+    for (int64_t tt = t0; tt < t1;) {
+      const int64_t ty = tt / tw, tx0 = tt % tw, tx1 = std::min(tw, tx0 + (t1 - tt));
+      row(ty, tx0, tx1, tt - t0);
+      tt += tx1 - tx0;
+    }
+  };
+  for (int64_t ch = 0; ch < c; ++ch)
+    rows([&](int64_t ty, int64_t tx0, int64_t tx1, int64_t at) {
+      const float *p = x + (n * c + ch) * hp * wp + 2 * ty * wp;
+      float *o = v + ch * cols + at - tx0;
+#pragma omp simd
+      for (int64_t tx = tx0; tx < tx1; ++tx) {
+        const float *p0 = p + 2 * tx, *p1 = p0 + wp, *p2 = p1 + wp, *p3 = p2 + wp;
+        float *q = o + tx;
+        kiln_winograd_in(p0[0] - p2[0], p0[1] - p2[1], p0[2] - p2[2], p0[3] - p2[3], q, sv);
+        kiln_winograd_in(p1[0] + p2[0], p1[1] + p2[1], p1[2] + p2[2], p1[3] + p2[3], q + 4 * sv,
+                         sv);
+        kiln_winograd_in(p2[0] - p1[0], p2[1] - p1[1], p2[2] - p1[2], p2[3] - p1[3], q + 8 * sv,
+                         sv);
+        kiln_winograd_in(p1[0] - p3[0], p1[1] - p3[1], p1[2] - p3[2], p1[3] - p3[3],
+                         q + 12 * sv, sv);
+      }
+    });
+  for (int64_t e = 0; e < 16; ++e)
+    if (gemm('N', 'N', m, cols, c, 1.0f, u + e * m * c, c, v + e * sv, cols, 0.0f, mt + e * sm,
+             cols) != 0)
+      return false;
+  for (int64_t mm = 0; mm < m; ++mm)
+    rows([&](int64_t ty, int64_t tx0, int64_t tx1, int64_t at) {
+      const float *q = mt + mm * cols + at;
+      float *o = y + (n * m + mm) * ho * wo + 2 * ty * wo + 2 * tx0;
+      // Whole tiles with vectors; the last tile of an odd width and the
+      // last row of an odd height cut short.
+      const int64_t whole = std::min(tx1, wo / 2) - tx0;
+      const bool two = 2 * ty + 1 < ho;
+      if (two)
+        kiln_winograd_tiles<2>(q, sm, o, wo, whole);
+      else
+        kiln_winograd_tiles<1>(q, sm, o, wo, whole);
+      if (tx0 + whole < tx1) {
+        float r00, r01, r10, r11;
+        kiln_winograd_out(q + whole, sm, r00, r01, r10, r11);
+        o[2 * whole] = r00;
+        if (two)
+          o[wo + 2 * whole] = r10;
+      }
+    });
+  return true;
+}
 // y[n][m][h][w] = sum over ch, i, j of x[n][ch][h + i][w + j] * w[m][ch][i][j]
 // (a 3x3 conv, stride 1) by Winograd F(2x2, 3x3), with x padded to
 // [batch][c][hp][wp] and u the weight transformed as U[16][m][c]
@@ -402,8 +493,15 @@ inline void kiln_winograd_tiles(const float *q, int64_t stride, float *o, int64_
 // 2x2 outputs. With fewer than 32 tiles in all (resnet18's layer4 at batch
 // 1: 16), the 16 GEMMs are too narrow to pay for reading U, 16/9 the size
 // of w: the conv runs as im2col and one GEMM on w[m][c][3][3] per image
-// instead (docs/performance.md, step 25). False, having written nothing,
-// without oneDNN or whole tiles.
+// instead (docs/performance.md, step 25). With an image's tiles at least
+// as many as the output channels (U no bigger than an image's transformed
+// tiles: resnet18's layers 1 and 2), each thread takes bands of an image's
+// tiles of at most 2 MiB of transformed tiles and products
+// (kiln_winograd_band): 435-459 against 620-643 us for layer1's conv,
+// 415-450 against 597-616 for layer2's (harness, 2 threads); layer3's
+// (256 channels, 49 tiles) took 587-610 against 479-497, each thread
+// reading all of U. False, having written nothing, without oneDNN or whole
+// tiles.
 inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, int64_t wp,
                              int64_t ho, int64_t wo, const float *x, const float *w,
                              const float *u, float *y) {
@@ -434,6 +532,36 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
         std::abort();
       }
     }
+    return true;
+  }
+  if (m <= t) {
+    const int64_t threads = omp_get_max_threads();
+    int64_t bt = std::max<int64_t>(1, (int64_t(2) << 20) / (64 * (c + m)));
+    int64_t bands = (t + bt - 1) / bt;
+    // At least a band per thread, and at batch 1 a multiple of the threads.
+    if (batch * bands < threads)
+      bands = (threads + batch - 1) / batch;
+    if (batch == 1)
+      bands = (bands + threads - 1) / threads * threads;
+    bt = (t + bands - 1) / bands;
+    bands = (t + bt - 1) / bt;
+    int64_t rejected = 0;
+#pragma omp parallel for schedule(static) reduction(+ : rejected)
+    for (int64_t job = 0; job < batch * bands; ++job) {
+      const int64_t n = job / bands, t0 = job % bands * bt, t1 = std::min(t, t0 + bt);
+      kiln_scratch v_owner(sizeof(float) * 16 * std::max<int64_t>(c, 1) * (t1 - t0));
+      kiln_scratch mt_owner(sizeof(float) * 16 * m * (t1 - t0));
+      if (!kiln_winograd_band(gemm, n, t0, t1, c, m, hp, wp, ho, wo, x, u,
+                              static_cast<float *>(v_owner.data),
+                              static_cast<float *>(mt_owner.data), y))
+        ++rejected;
+    }
+    // oneDNN rejects a call for its arguments alone, which the bands share
+    // but for their widths: all of them or none.
+    if (rejected == batch * bands)
+      return false;
+    if (rejected)
+      std::abort();
     return true;
   }
   const int64_t chunk =
@@ -513,7 +641,7 @@ typedef float kiln_v16 __attribute__((vector_size(64)));
 // as [4][V * 16]: tap t reads at + offsets[t], its 4 weights are w[4 t..].
 template <int V>
 inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const float *w,
-                                int64_t taps, float *sums) {
+                                int64_t taps, float *y, int64_t ldy) {
   kiln_v16 acc[4][V];
   for (int v = 0; v < V; ++v)
     acc[0][v] = acc[1][v] = acc[2][v] = acc[3][v] = kiln_v16{};
@@ -533,7 +661,8 @@ inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const f
       acc[3][v] += in * b3;
     }
   }
-  std::memcpy(sums, acc, sizeof(acc));
+  for (int r = 0; r < 4; ++r)
+    std::memcpy(y + r * ldy, acc[r], sizeof(acc[r]));
 }
 // With `epilogue(n, mlo, mhi, oh, oh + 1)` run by the thread on each tile
 // of channels [mlo, mhi) of output row oh of image n right after computing
@@ -575,8 +704,11 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
         }
   for (int64_t n = 0; n < batch; ++n) {
     const float *xn = x + n * c * hp * wp;
+    // Row by row across the channels, so that each thread copies the rows
+    // its output rows read below (static schedules alike).
 #pragma omp parallel for schedule(static) if (c * hp * wp >= 4096)
-    for (int64_t r = 0; r < c * hp; ++r) {
+    for (int64_t rc = 0; rc < c * hp; ++rc) {
+      const int64_t r = rc % c * hp + rc / c;
       float *o = xs + r * row;
       const float *src = xn + r * wp;
       if (sw == 1) {
@@ -595,26 +727,35 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
       std::memset(o + even, 0, sizeof(float) * (phase - even));
       std::memset(o + phase + odd, 0, sizeof(float) * (phase - odd));
     }
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < blocks; ++b)
-      for (int64_t oh = 0; oh < ho; ++oh) {
+    // A thread runs all blocks of channels on an output row before the
+    // next row, while the input rows it reads are in L1, and full tiles
+    // store their sums straight into y: mobilenet_v2's stem (27 taps) took
+    // 118-121 us against 192-215 block by block, resnet18's (147 taps)
+    // 770-780 against 828-868 (harness, 2 threads, 4 alternated runs).
+#pragma omp parallel for schedule(static)
+    for (int64_t oh = 0; oh < ho; ++oh)
+      for (int64_t b = 0; b < blocks; ++b) {
         const float *wb = wt + b * taps * 4;
         alignas(64) float sums[4 * 6 * 16];
         for (int64_t v0 = 0; v0 < vectors; v0 += per) {
           const int64_t nv = std::min(per, vectors - v0);
           const float *at = xs + oh * sh * row + v0 * 16;
-          switch (nv) {
-          case 1: kiln_conv_rows_tile<1>(at, offsets, wb, taps, sums); break;
-          case 2: kiln_conv_rows_tile<2>(at, offsets, wb, taps, sums); break;
-          case 3: kiln_conv_rows_tile<3>(at, offsets, wb, taps, sums); break;
-          case 4: kiln_conv_rows_tile<4>(at, offsets, wb, taps, sums); break;
-          case 5: kiln_conv_rows_tile<5>(at, offsets, wb, taps, sums); break;
-          default: kiln_conv_rows_tile<6>(at, offsets, wb, taps, sums); break;
-          }
           const int64_t width = std::min(nv * 16, wo - v0 * 16);
-          for (int64_t r = 0; r < 4 && b * 4 + r < m; ++r)
-            std::memcpy(y + ((n * m + b * 4 + r) * ho + oh) * wo + v0 * 16, sums + r * nv * 16,
-                        sizeof(float) * width);
+          float *yt = y + ((n * m + b * 4) * ho + oh) * wo + v0 * 16;
+          const bool direct = width == nv * 16 && b * 4 + 4 <= m;
+          float *out = direct ? yt : sums;
+          const int64_t ld = direct ? ho * wo : nv * 16;
+          switch (nv) {
+          case 1: kiln_conv_rows_tile<1>(at, offsets, wb, taps, out, ld); break;
+          case 2: kiln_conv_rows_tile<2>(at, offsets, wb, taps, out, ld); break;
+          case 3: kiln_conv_rows_tile<3>(at, offsets, wb, taps, out, ld); break;
+          case 4: kiln_conv_rows_tile<4>(at, offsets, wb, taps, out, ld); break;
+          case 5: kiln_conv_rows_tile<5>(at, offsets, wb, taps, out, ld); break;
+          default: kiln_conv_rows_tile<6>(at, offsets, wb, taps, out, ld); break;
+          }
+          if (!direct)
+            for (int64_t r = 0; r < 4 && b * 4 + r < m; ++r)
+              std::memcpy(yt + r * ho * wo, sums + r * nv * 16, sizeof(float) * width);
         }
         epilogue(n, b * 4, std::min(b * 4 + 4, m), oh, oh + 1);
       }

@@ -3,8 +3,8 @@ run on the CPU by output rows, without im2col (kiln_conv_rows,
 codegen/Gemm.h's matchRowsConv): resnet18's 7x7 stride-2 stem, a 5x5
 stride-1 conv on one channel with output rows that are no multiple of 16
 and 6 channels (not a multiple of 4), mixed strides with asymmetric pads,
-an odd input width at stride 2; with the bias and an activation on each
-tile, or no epilogue. Batches 1 and 3 through one artifact (symbolic batch).
+an odd input width at stride 2, mobilenet_v2's 3x3 stride-2 stem (9
+taps); with the bias and an activation on each tile, or no epilogue. Batches 1 and 3 through one artifact (symbolic batch).
 
 Reference: torch.nn.functional.conv2d in float64.
 """
@@ -24,6 +24,10 @@ class StemConv(kt.KilnTestCase):
         ("mixed_strides", 4, 5, 40, 50, 7, (1, 2), (2, 3, 1, 0), True,
          "Sigmoid"),
         ("odd_width", 2, 9, 33, 35, 5, (2, 2), (0, 0, 0, 0), True, None),
+        # mobilenet_v2's stem: 9 taps, the fewest that qualify; 33 output
+        # columns and 10 channels leave partial tiles beside full ones.
+        ("mobilenet_stem", 3, 10, 64, 66, 3, (2, 2), (1, 1, 1, 1), True,
+         "Relu"),
     ]
 
     def test_stem_convs(self):
