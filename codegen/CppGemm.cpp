@@ -93,27 +93,68 @@ static std::optional<GemmMatch> tiledProduct(linalg::GenericOp op) {
   return g;
 }
 
+linalg::GenericOp cpp::rowsConvPad(linalg::GenericOp conv) {
+  if (!matchRowsConv(conv) || !zeroFillOf(conv))
+    return nullptr;
+  auto pad = conv.getDpsInputs()[0].getDefiningOp<linalg::GenericOp>();
+  if (!pad || !pad->getResult(0).hasOneUse())
+    return nullptr;
+  std::optional<PadMatch> match = matchPad(pad);
+  if (!match || match->begin[0] != 0 || match->begin[1] != 0)
+    return nullptr;
+  auto value = match->value.getDefiningOp<arith::ConstantOp>();
+  auto zero = value ? dyn_cast<FloatAttr>(value.getValue()) : FloatAttr();
+  if (!zero || !zero.getValue().isPosZero())
+    return nullptr;
+  // The batch and channels as they are, the planes padded.
+  auto in = cast<RankedTensorType>(match->input.getType());
+  auto out = cast<RankedTensorType>(pad.getResult(0).getType());
+  for (int64_t d = 0; d < 2; ++d)
+    if (in.isDynamicDim(d) != out.isDynamicDim(d) ||
+        in.getDimSize(d) != out.getDimSize(d))
+      return nullptr;
+  return pad;
+}
+
 /// `if (!kiln_conv_rows(...)) {` in front of the loops of a stem conv
 /// (matchRowsConv), which run only if it declines; with its epilogue on
-/// each tile (kiln_conv_rows_tiles) where one follows. True when emitted.
+/// each tile (kiln_conv_rows_tiles) where one follows. A zero pad of its
+/// planes (rowsConvPad) is done by kiln_conv_rows as it copies the input,
+/// and otherwise only in front of those loops. True when emitted.
 bool CppEmitter::emitRowsConvCall(linalg::GenericOp op) {
   std::optional<std::pair<int64_t, int64_t>> strides = matchRowsConv(op);
   if (!strides || !zeroFillOf(op))
     return false;
   Value in = op.getDpsInputs()[0];
+  linalg::GenericOp pad = rowsConvPad(op);
+  Value source = pad ? matchPad(pad)->input : in;
+  SmallVector<int64_t> begin =
+      pad ? matchPad(pad)->begin : SmallVector<int64_t>(4, 0);
   std::string args = llvm::formatv(
       "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, "
-      "{13}",
+      "{13}, {14}, {15}, {16}, {17}",
       loopRange(op, 0), loopRange(op, 2), loopRange(op, 1), dimExpr(in, 2),
-      dimExpr(in, 3), loopRange(op, 3), loopRange(op, 4), strides->first,
-      strides->second, loopRange(op, 5), loopRange(op, 6), bufferFor(in),
+      dimExpr(in, 3), dimExpr(source, 2), dimExpr(source, 3), begin[2],
+      begin[3], loopRange(op, 3), loopRange(op, 4), strides->first,
+      strides->second, loopRange(op, 5), loopRange(op, 6), bufferFor(source),
       bufferFor(op.getDpsInputs()[1]), bufferFor(op.getResult(0)));
   std::string tiled;
-  if (linalg::GenericOp epilogue = gemmEpilogue(op))
-    tiled = emitTiledGemm(op, *tiledProduct(op), epilogue, "", args, "",
+  if (linalg::GenericOp epilogue = gemmEpilogue(op)) {
+    // Nor may the epilogue write over the unpadded input it reads.
+    std::string check;
+    if (pad) {
+      declareOperands(epilogue);
+      check = "static_cast<const void *>(" +
+              bufferFor(epilogue.getResult(0)) +
+              ") != static_cast<const void *>(" + bufferFor(source) + ") && ";
+    }
+    tiled = emitTiledGemm(op, *tiledProduct(op), epilogue, check, args, "",
                           "kiln_conv_rows_tiles");
+  }
   os << "  if (" << (tiled.empty() ? "" : "!" + tiled + " && ")
      << "!kiln_conv_rows(" << args << ")) {\n";
+  if (pad && failed(emitLoops(pad)))
+    return false;
   emitFillOp(zeroFillOf(op));
   return true;
 }

@@ -61,6 +61,11 @@ struct PadMatch {
   mlir::Value value;
 };
 std::optional<PadMatch> matchPad(mlir::linalg::GenericOp op);
+/// The generic that pads the input of stem conv `conv` (matchRowsConv) with
+/// zeros along its planes alone, and nothing else reads: kiln_conv_rows
+/// reads the unpadded input and writes the zeros as it copies it
+/// (CppGemm.cpp); null if there is none.
+mlir::linalg::GenericOp rowsConvPad(mlir::linalg::GenericOp conv);
 
 /// Whether `op` is all-parallel over `p` loops, writes its output in loop
 /// order, and does not read its init: elementwise over another op's loops

@@ -629,10 +629,11 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
 // A conv over a few input channels (a network's stem, where im2col's K, c *
 // kh * kw, is too small for a GEMM to run well), by output rows:
 // y[n][m][oh][ow] = sum over ch < c, i < kh, j < kw of x[n][ch][oh * sh +
-// i][ow * sw + j] * w[m][ch][i][j], x padded to [batch][c][hp][wp]. Each
-// image's x is first copied split by the column stride (column ow * sw + j
-// goes to phase j % sw, column ow + j / sw), so that each tap reads the
-// inputs of a row of outputs contiguously. Then each thread takes 4 output
+// i][ow * sw + j] * w[m][ch][i][j], x [batch][c][h][iw] read as if padded
+// with zeros to [batch][c][hp][wp] (top rows and left columns before it).
+// Each image's x is first copied so padded and split by the column stride
+// (column ow * sw + j goes to phase j % sw, column ow + j / sw), so that
+// each tap reads the inputs of a row of outputs contiguously. Then each thread takes 4 output
 // channels of an output row and keeps their sums over all taps in vectors
 // of 16 outputs, up to 6 vectors at a time: 24 sums and 4 weights in
 // registers (docs/performance.md, step 33).
@@ -670,9 +671,10 @@ inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const f
 // (steps of a channel and a row), else false, having written nothing.
 template <typename F>
 inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp, int64_t wp,
-                                 int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ho,
-                                 int64_t wo, const float *x, const float *w, float *y, int64_t em,
-                                 int64_t en, const F &epilogue) {
+                                 int64_t h, int64_t iw, int64_t top, int64_t left, int64_t kh,
+                                 int64_t kw, int64_t sh, int64_t sw, int64_t ho, int64_t wo,
+                                 const float *x, const float *w, float *y, int64_t em, int64_t en,
+                                 const F &epilogue) {
   if (em != m || en != ho)
     return false;
   if (batch == 0 || m == 0 || ho == 0 || wo == 0)
@@ -703,29 +705,32 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
                   w[std::min(b * 4 + r, m - 1) * taps + (ch * kh + i) * kw + q * sw + ph];
         }
   for (int64_t n = 0; n < batch; ++n) {
-    const float *xn = x + n * c * hp * wp;
+    const float *xn = x + n * c * h * iw;
     // Row by row across the channels, so that each thread copies the rows
-    // its output rows read below (static schedules alike).
+    // its output rows read below (static schedules alike). Phase ph holds
+    // the padded columns q * sw + ph, source column q * sw + ph - left.
 #pragma omp parallel for schedule(static) if (c * hp * wp >= 4096)
     for (int64_t rc = 0; rc < c * hp; ++rc) {
-      const int64_t r = rc % c * hp + rc / c;
-      float *o = xs + r * row;
-      const float *src = xn + r * wp;
-      if (sw == 1) {
-        std::memcpy(o, src, sizeof(float) * wp);
-        std::memset(o + wp, 0, sizeof(float) * (phase - wp));
+      const int64_t ch = rc % c, r = rc / c, s = r - top;
+      float *o = xs + (ch * hp + r) * row;
+      if (s < 0 || s >= h) {
+        std::memset(o, 0, sizeof(float) * row);
         continue;
       }
-      // sw == 2: the even columns, then the odd ones.
-      const int64_t even = (wp + 1) / 2, odd = wp / 2;
-      for (int64_t j = 0; j < odd; ++j) {
-        o[j] = src[2 * j];
-        o[phase + j] = src[2 * j + 1];
+      const float *src = xn + (ch * h + s) * iw;
+      const int64_t inside = std::min(iw + left, wp);
+      for (int64_t ph = 0; ph < sw; ++ph) {
+        float *op = o + ph * phase;
+        const int64_t first = std::min(phase, (left - ph + sw - 1) / sw);
+        const int64_t end = std::max(first, std::min(phase, (inside - ph + sw - 1) / sw));
+        std::memset(op, 0, sizeof(float) * first);
+        if (sw == 1)
+          std::memcpy(op + first, src + first - left, sizeof(float) * (end - first));
+        else
+          for (int64_t q = first; q < end; ++q)
+            op[q] = src[q * sw + ph - left];
+        std::memset(op + end, 0, sizeof(float) * (phase - end));
       }
-      if (even > odd)
-        o[odd] = src[wp - 1];
-      std::memset(o + even, 0, sizeof(float) * (phase - even));
-      std::memset(o + phase + odd, 0, sizeof(float) * (phase - odd));
     }
     // A thread runs all blocks of channels on an output row before the
     // next row, while the input rows it reads are in L1, and full tiles
@@ -763,10 +768,11 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
   return true;
 }
 inline bool kiln_conv_rows(int64_t batch, int64_t c, int64_t m, int64_t hp, int64_t wp,
-                           int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ho,
-                           int64_t wo, const float *x, const float *w, float *y) {
-  return kiln_conv_rows_tiles(batch, c, m, hp, wp, kh, kw, sh, sw, ho, wo, x, w, y, m, ho,
-                              [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
+                           int64_t h, int64_t iw, int64_t top, int64_t left, int64_t kh,
+                           int64_t kw, int64_t sh, int64_t sw, int64_t ho, int64_t wo,
+                           const float *x, const float *w, float *y) {
+  return kiln_conv_rows_tiles(batch, c, m, hp, wp, h, iw, top, left, kh, kw, sh, sw, ho, wo, x,
+                              w, y, m, ho, [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
 }
 )";
 

@@ -266,7 +266,7 @@ bool CppEmitter::absorbed(Operation *op) {
     return true;
   Operation *user = *op->getUsers().begin();
   if (auto window = dyn_cast<linalg::GenericOp>(user)) {
-    if (windowPrologue(window) == op)
+    if (windowPrologue(window) == op || rowsConvPad(window) == op)
       return true;
     unsigned planes = 0;
     if (planeProducer(window, planes) == op)
