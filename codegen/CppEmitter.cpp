@@ -138,10 +138,18 @@ LogicalResult CppEmitter::emitLoops(linalg::GenericOp op) {
       declareOperands(generic);
   if (epilogue)
     declareOperands(epilogue);
+  // A depthwise 3x3 conv through the prelude, its loops only if it declines.
+  bool call = emitDepthwiseCall(op);
   if (producer && !planeSplits.count(producer.getResult(0)) &&
-      flatWindow(op, producer, planes, prologue, epilogue))
-    return emitFlatWindow(op, producer, planes, prologue, epilogue);
-  bool gemm = emitGemmCall(op) || emitWinogradCall(op) || emitRowsConvCall(op);
+      flatWindow(op, producer, planes, prologue, epilogue)) {
+    if (failed(emitFlatWindow(op, producer, planes, prologue, epilogue)))
+      return failure();
+    if (call)
+      os << "  }\n";
+    return success();
+  }
+  bool gemm = call || emitGemmCall(op) || emitWinogradCall(op) ||
+              emitRowsConvCall(op);
   SmallVector<std::string> ranges;
   for (unsigned d = 0; d < op.getNumLoops(); ++d) {
     ranges.push_back(loopRange(op, d));

@@ -166,12 +166,14 @@ private:
                             mlir::linalg::GenericOp epilogue,
                             const std::string &check, const std::string &args,
                             const std::string &m,
-                            llvm::StringRef callee = "kiln_sgemm_tiles");
+                            llvm::StringRef callee = "kiln_sgemm_tiles",
+                            llvm::ArrayRef<mlir::Value> reads = {});
   /// Epilogues run tile by tile when the flag they map to is true at run
   /// time: their own loops run only when it is false.
   llvm::DenseMap<mlir::Operation *, std::string> tiledEpilogues;
   bool emitWinogradCall(mlir::linalg::GenericOp op);
   bool emitRowsConvCall(mlir::linalg::GenericOp op);
+  bool emitDepthwiseCall(mlir::linalg::GenericOp op);
   void emitParallelFor(mlir::linalg::GenericOp op, unsigned shared);
   mlir::LogicalResult emitWindowPrologue(mlir::linalg::GenericOp op,
                                          mlir::Operation *prologue,

@@ -186,11 +186,45 @@ directConvStrides(linalg::GenericOp op) {
   return std::nullopt;
 }
 
+std::optional<int64_t> kiln::matchDepthwise3x3(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumLoops() != 7 || !op.hasPureTensorSemantics() ||
+      !getElementTypeOrSelf(op.getResult(0).getType()).isF32() ||
+      !isMultiplyAccumulate(op))
+    return std::nullopt;
+  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  if (!weight.hasStaticShape() || weight.getRank() != 4 ||
+      weight.getDimSize(1) != 1 || weight.getDimSize(2) != 3 ||
+      weight.getDimSize(3) != 3)
+    return std::nullopt;
+  using Iter = utils::IteratorType;
+  SmallVector<Iter> iterators = {
+      Iter::parallel,  Iter::parallel,  Iter::parallel, Iter::parallel,
+      Iter::reduction, Iter::reduction, Iter::reduction};
+  if (op.getIteratorTypesArray() != iterators)
+    return std::nullopt;
+  MLIRContext *ctx = op.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  auto map = [&](ArrayRef<AffineExpr> exprs) {
+    return AffineMap::get(7, 0, exprs, ctx);
+  };
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  if (maps[1] != map({d(1), d(4), d(5), d(6)}) ||
+      maps[2] != map({d(0), d(1), d(2), d(3)}))
+    return std::nullopt;
+  for (int64_t s : {1, 2})
+    if (maps[0] == map({d(0), d(1) + d(4), d(2) * s + d(5), d(3) * s + d(6)}))
+      return s;
+  return std::nullopt;
+}
+
 bool kiln::matchWinograd(linalg::GenericOp op) {
   if (directConvStrides(op) != std::make_pair(int64_t(1), int64_t(1)))
     return false;
   auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
-  return weight.getDimSize(2) == 3 && weight.getDimSize(3) == 3;
+  // A stem's 3x3 window over a few channels runs by rows.
+  return weight.getDimSize(2) == 3 && weight.getDimSize(3) == 3 &&
+         !matchRowsConv(op);
 }
 
 std::optional<std::pair<int64_t, int64_t>>

@@ -36,10 +36,18 @@ std::optional<GemmMatch> matchGemm(mlir::linalg::GenericOp op);
 /// Whether `op` is a direct f32 conv with a 3x3 window, stride and
 /// dilation 1 and no groups: loops [n, m, c, kh, kw, oh, ow] computing
 /// out[n, m, oh, ow] += in[n, c, oh + kh, ow + kw] * w[m, c, kh, kw] (input
-/// 0 the padded input, input 1 the weight of static shape). The CPU runs
-/// such a conv as Winograd F(2x2, 3x3) when its weight is a constant
-/// (kiln-pack-weights, kWinogradU).
+/// 0 the padded input, input 1 the weight of static shape), and no stem
+/// (matchRowsConv). The CPU runs such a conv as Winograd F(2x2, 3x3) when
+/// its weight is a constant (kiln-pack-weights, kWinogradU).
 bool matchWinograd(mlir::linalg::GenericOp op);
+
+/// A depthwise f32 conv with a 3x3 window and the same stride, 1 or 2, in
+/// both dims, no dilation: loops [n, ch, oh, ow, g, kh, kw] (g of size 1)
+/// computing out[n, ch, oh, ow] += in[n, ch + g, oh * s + kh, ow * s + kw] *
+/// w[ch, g, kh, kw] (input 0 the padded input, input 1 the weight of static
+/// shape [C, 1, 3, 3]). Its stride s when it is one. The CPU runs it from the
+/// unpadded input (kiln_dwconv3x3).
+std::optional<int64_t> matchDepthwise3x3(mlir::linalg::GenericOp op);
 
 /// A direct f32 conv over few input channels with a large window (a stem:
 /// kRowsConvChannels, ir/KilnDialect.h), stride 1 or 2 in each spatial

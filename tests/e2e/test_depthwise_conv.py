@@ -1,0 +1,92 @@
+"""Depthwise 3x3 convs (groups = channels) run on the CPU through the
+prelude's kiln_dwconv3x3, straight from the unpadded input, with the plane
+sizes as template arguments (codegen/CppGemm.cpp, emitDepthwiseCall):
+strides 1 and 2, even and odd planes, symmetric, asymmetric and no pads,
+with and without a bias, a ReLU6 (Clip), a ReLU or nothing after, at
+batches 1 and 3 through one artifact (symbolic batch). Rows of 7 at stride
+1 keep the window's own loops.
+
+Reference: torch.nn.functional.conv2d in float64.
+"""
+
+import unittest
+
+import numpy as np
+
+import kiln_testing as kt
+
+
+class DepthwiseConv(kt.KilnTestCase):
+    CASES = [
+        # name, channels, (h, w), stride, pads (t, l, b, r), bias, activation,
+        # through the prelude
+        ("s1_clip", 16, (14, 14), 1, (1, 1, 1, 1), True, "Clip", True),
+        ("s2_clip", 24, (28, 28), 2, (1, 1, 1, 1), True, "Clip", True),
+        ("s1_odd", 5, (13, 11), 1, (1, 1, 1, 1), False, "Relu", True),
+        ("s2_odd", 6, (15, 17), 2, (1, 1, 1, 1), True, None, True),
+        ("s1_asym", 8, (12, 10), 1, (0, 1, 2, 1), True, "Relu", True),
+        ("s2_asym", 8, (16, 12), 2, (1, 0, 0, 1), False, "Clip", True),
+        ("s1_nopad", 4, (10, 12), 1, (0, 0, 0, 0), True, None, True),
+        ("s2_small", 32, (7, 7), 2, (1, 1, 1, 1), True, "Clip", True),
+        ("s1_rows_of_7", 32, (7, 7), 1, (1, 1, 1, 1), True, "Clip", False),
+    ]
+
+    def test_depthwise_convs(self):
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        F = torch.nn.functional
+        for name, c, (hh, ww), s, pads, bias, act, prelude in self.CASES:
+            with self.subTest(case=name):
+                rng = np.random.default_rng(len(name) + c)
+                w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+                b = rng.standard_normal(c).astype(np.float32)
+                consts = [nh.from_array(w, "w")]
+                inputs = ["x", "w"]
+                if bias:
+                    consts.append(nh.from_array(b, "b"))
+                    inputs.append("b")
+                out = "y" if act is None else "s"
+                nodes = [h.make_node("Conv", inputs, [out], group=c,
+                                     kernel_shape=[3, 3], strides=[s, s],
+                                     pads=list(pads))]
+                if act == "Clip":
+                    consts += [nh.from_array(np.array(0, np.float32), "lo"),
+                               nh.from_array(np.array(6, np.float32), "hi")]
+                    nodes.append(h.make_node("Clip", ["s", "lo", "hi"], ["y"]))
+                elif act == "Relu":
+                    nodes.append(h.make_node("Relu", ["s"], ["y"]))
+                graph = h.make_graph(
+                    nodes, name,
+                    [h.make_tensor_value_info("x", T.FLOAT, ["n", c, hh, ww])],
+                    [h.make_tensor_value_info("y", T.FLOAT, None)], consts)
+                model = h.make_model(
+                    graph, opset_imports=[h.make_opsetid("", 17)])
+                path, cpp = self.emit_cpp(model, name)
+                kernels = cpp[cpp.index("//===--- kiln_k0"):]
+                self.assertEqual("kiln_dwconv3x3" in kernels, prelude,
+                                 kernels[:3000])
+                artifact, proc = self.compile(path, name + ".kiln")
+                kt.assert_success(self, proc)
+                for n in (1, 3):
+                    x = (rng.standard_normal((n, c, hh, ww)) * 3).astype(
+                        np.float32)
+                    t = torch.from_numpy
+                    padded = F.pad(t(x).double(),
+                                   (pads[1], pads[3], pads[0], pads[2]))
+                    want = F.conv2d(padded, t(w).double(),
+                                    t(b).double() if bias else None,
+                                    stride=s, groups=c)
+                    if act == "Clip":
+                        want = want.clamp(0, 6)
+                    elif act == "Relu":
+                        want = want.relu()
+                    want = want.numpy()
+                    (got,), _ = self.run_artifact(
+                        artifact, [x], out_name="%s_%d" % (name, n))
+                    self.assertEqual(got.shape, want.shape)
+                    np.testing.assert_allclose(got, want, rtol=1e-5,
+                                               atol=1e-5)
+
+
+if __name__ == "__main__":
+    unittest.main()
