@@ -775,21 +775,19 @@ inline bool kiln_conv_rows(int64_t batch, int64_t c, int64_t m, int64_t hp, int6
                               w, y, m, ho, [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
 }
 
-// A depthwise 3x3 conv, stride s (1 or 2) in both dims, read straight from
-// x [batch][c][h][w] as if padded with zeros (top rows and left columns
-// before it): y[n][ch][oh][ow] = init + sum over i, j < 3 of x[n][ch][oh * s
-// + i - top][ow * s + j - left] * w[ch][i][j], init bias[ch] (or `init`
-// without a bias). Each output row reads three input rows (a row outside x
-// weighs 0) at columns ow * s + j - left: the columns whose three taps all
-// lie inside x run as one vector loop, the others one by one. Threads take
-// planes, and run `epilogue(n, ch, ch + 1, 0, ho)` on each right after it
-// (as kiln_sgemm_tiles does for a GEMM's tiles): em must be c and en ho,
-// else false, having written nothing. Against the window's loops over a
-// padded copy of each plane (harness, 2 threads, bias and ReLU6):
-// mobilenet_v2's stride-1 planes 76 against 85 us (32 x 112x112), 91
-// against 102 (144 x 56x56), 32 against 37 (192 x 28x28); stride 2, 112
-// against 142 (96 x 112x112), 28 against 46 (144 x 56x56), 12 against 34
-// (192 x 28x28), 14 against 40 (576 x 14x14).
+// A depthwise 3x3 conv, stride S (1 or 2) in both dims, read straight from
+// x [batch][c][H][W] as if padded with zeros (Top rows and Left columns
+// before it): y[n][ch][oh][ow] = init + sum over i, j < 3 of x[n][ch][oh *
+// S + i - Top][ow * S + j - Left] * w[ch][i][j] for HO x WO outputs, init
+// bias[ch] (or `init` without a bias). Each output row reads three input
+// rows (a row outside x reads zeros) at columns ow * S + j - Left: the
+// columns whose three taps all lie inside x run as one vector loop, the
+// others one by one, each sum in the window's order. The plane sizes are
+// template arguments: as function arguments, 960 planes of 7x7 took 40 us
+// against 20. Threads take planes, and run `epilogue(n, ch, ch + 1, 0, HO)`
+// on each right after it (as kiln_sgemm_tiles does for a GEMM's tiles): em
+// must be c and en HO, else false, having written nothing
+// (docs/performance.md, step 39).
 // An output of kiln_dwconv3x3 at input column q (its first tap's) whose
 // taps may lie outside the w columns of rows r0, r1, r2 (zeros there).
 inline float kiln_dw_edge(const float *r0, const float *r1, const float *r2, int64_t q,
