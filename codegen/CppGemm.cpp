@@ -76,6 +76,19 @@ bool CppEmitter::emitWinogradCall(linalg::GenericOp op) {
   return true;
 }
 
+/// Conv `op` read as images (loop 0) of [channels (loop 1)] x [n] products,
+/// summed over k, for its epilogue's tiles.
+static GemmMatch convProduct(linalg::GenericOp op, ArrayRef<unsigned> n,
+                             ArrayRef<unsigned> k) {
+  GemmMatch g;
+  g.element = getElementTypeOrSelf(op.getResult(0).getType());
+  g.batch = {0};
+  g.m = {1};
+  g.n.assign(n.begin(), n.end());
+  g.k.assign(k.begin(), k.end());
+  return g;
+}
+
 /// `op` as a GEMM whose result tiles an epilogue can follow: a library
 /// GEMM, or a stem conv (matchRowsConv) read as images [n] of [m] x [oh,
 /// ow] products, whose tiles kiln_conv_rows computes.
@@ -84,13 +97,7 @@ static std::optional<GemmMatch> tiledProduct(linalg::GenericOp op) {
     return g;
   if (!matchRowsConv(op))
     return std::nullopt;
-  GemmMatch g;
-  g.element = getElementTypeOrSelf(op.getResult(0).getType());
-  g.batch = {0};
-  g.m = {1};
-  g.n = {5, 6};
-  g.k = {2, 3, 4};
-  return g;
+  return convProduct(op, {5, 6}, {2, 3, 4});
 }
 
 linalg::GenericOp cpp::rowsConvPad(linalg::GenericOp conv) {
@@ -140,9 +147,9 @@ bool CppEmitter::emitRowsConvCall(linalg::GenericOp op) {
       bufferFor(op.getDpsInputs()[1]), bufferFor(op.getResult(0)));
   std::string tiled;
   if (linalg::GenericOp epilogue = gemmEpilogue(op))
-    tiled = emitTiledGemm(op, *tiledProduct(op), epilogue, "", args, "",
-                          "kiln_conv_rows_tiles",
-                          {source, op.getDpsInputs()[1]});
+    tiled =
+        emitTiledGemm(op, *tiledProduct(op), epilogue, "", args, "",
+                      "kiln_conv_rows_tiles", {source, op.getDpsInputs()[1]});
   os << "  if (" << (tiled.empty() ? "" : "!" + tiled + " && ")
      << "!kiln_conv_rows(" << args << ")) {\n";
   if (pad && failed(emitLoops(pad)))
@@ -223,10 +230,10 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
   // through the prelude, its columns 2 of 7 at the edges).
   if (*stride == 1 && outType.getDimSize(3) < 8)
     return false;
-  std::string sizes = llvm::formatv(
-      "<{0}, {1}, {2}, {3}, {4}, {5}, {6}>", *stride, inType.getDimSize(2),
-      inType.getDimSize(3), outType.getDimSize(2), outType.getDimSize(3), top,
-      left);
+  std::string sizes =
+      llvm::formatv("<{0}, {1}, {2}, {3}, {4}, {5}, {6}>", *stride,
+                    inType.getDimSize(2), inType.getDimSize(3),
+                    outType.getDimSize(2), outType.getDimSize(3), top, left);
   std::string args = llvm::formatv(
       "{0}, {1}, {2}, {3}, {4}, {5}, {6}", loopRange(op, 0), loopRange(op, 1),
       bufferFor(source), bufferFor(op.getDpsInputs()[1]), bias, init,
@@ -238,15 +245,9 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
   }
   // The epilogue on each plane, as on a GEMM's tiles: [n] images of
   // [channels] x [rows, columns].
-  GemmMatch planesOf;
-  planesOf.element = getElementTypeOrSelf(op.getResult(0).getType());
-  planesOf.batch = {0};
-  planesOf.m = {1};
-  planesOf.n = {2, 3};
-  planesOf.k = {4, 5, 6};
-  std::string tiled = emitTiledGemm(op, planesOf, epilogue, "", args, "",
-                                    "kiln_dwconv3x3_tiles" + sizes,
-                                    {source, op.getDpsInputs()[1]});
+  std::string tiled = emitTiledGemm(
+      op, convProduct(op, {2, 3}, {4, 5, 6}), epilogue, "", args, "",
+      "kiln_dwconv3x3_tiles" + sizes, {source, op.getDpsInputs()[1]});
   if (tiled.empty())
     return false;
   os << "  if (!" << tiled << ") {\n";

@@ -421,6 +421,26 @@ inline void kiln_winograd_tiles(const float *q, int64_t stride, float *o, int64_
     }
   }
 }
+// Tiles [tx0, tx1) of tile row ty of a Winograd conv's output from their
+// products q (sm apart) into o (row 2 ty, column 2 tx0 of an ho x wo
+// plane): whole tiles with vectors; the last tile of an odd width and the
+// last row of an odd height cut short.
+inline void kiln_winograd_row(const float *q, int64_t sm, float *o, int64_t ho, int64_t wo,
+                              int64_t ty, int64_t tx0, int64_t tx1) {
+  const int64_t whole = std::min(tx1, wo / 2) - tx0;
+  const bool two = 2 * ty + 1 < ho;
+  if (two)
+    kiln_winograd_tiles<2>(q, sm, o, wo, whole);
+  else
+    kiln_winograd_tiles<1>(q, sm, o, wo, whole);
+  if (tx0 + whole < tx1) {
+    float r00, r01, r10, r11;
+    kiln_winograd_out(q + whole, sm, r00, r01, r10, r11);
+    o[2 * whole] = r00;
+    if (two)
+      o[wo + 2 * whole] = r10;
+  }
+}
 // The tiles [t0, t1) of image n of kiln_winograd3x3 by one thread: their
 // input transform into v (stride sv between the 16 products), the 16 GEMMs
 // into mt (oneDNN on the calling thread alone, inside a parallel loop) and
@@ -463,23 +483,8 @@ inline bool kiln_winograd_band(kiln_sgemm_fn gemm, int64_t n, int64_t t0, int64_
       return false;
   for (int64_t mm = 0; mm < m; ++mm)
     rows([&](int64_t ty, int64_t tx0, int64_t tx1, int64_t at) {
-      const float *q = mt + mm * cols + at;
-      float *o = y + (n * m + mm) * ho * wo + 2 * ty * wo + 2 * tx0;
-      // Whole tiles with vectors; the last tile of an odd width and the
-      // last row of an odd height cut short.
-      const int64_t whole = std::min(tx1, wo / 2) - tx0;
-      const bool two = 2 * ty + 1 < ho;
-      if (two)
-        kiln_winograd_tiles<2>(q, sm, o, wo, whole);
-      else
-        kiln_winograd_tiles<1>(q, sm, o, wo, whole);
-      if (tx0 + whole < tx1) {
-        float r00, r01, r10, r11;
-        kiln_winograd_out(q + whole, sm, r00, r01, r10, r11);
-        o[2 * whole] = r00;
-        if (two)
-          o[wo + 2 * whole] = r10;
-      }
+      kiln_winograd_row(mt + mm * cols + at, sm, y + (n * m + mm) * ho * wo + 2 * ty * wo + 2 * tx0,
+                        ho, wo, ty, tx0, tx1);
     });
   return true;
 }
@@ -604,23 +609,8 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
     for (int64_t i = 0; i < images; ++i)
       for (int64_t mm = 0; mm < m; ++mm)
         for (int64_t ty = 0; ty < th; ++ty) {
-          const float *q = mt + mm * cols + i * t + ty * tw;
-          float *o = y + ((n0 + i) * m + mm) * ho * wo + 2 * ty * wo;
-          // Whole tiles with vectors; the last tile of an odd width and the
-          // last row of an odd height cut short.
-          const int64_t whole = wo / 2;
-          const bool two = 2 * ty + 1 < ho;
-          if (two)
-            kiln_winograd_tiles<2>(q, sm, o, wo, whole);
-          else
-            kiln_winograd_tiles<1>(q, sm, o, wo, whole);
-          if (whole < tw) {
-            float r00, r01, r10, r11;
-            kiln_winograd_out(q + whole, sm, r00, r01, r10, r11);
-            o[2 * whole] = r00;
-            if (two)
-              o[wo + 2 * whole] = r10;
-          }
+          kiln_winograd_row(mt + mm * cols + i * t + ty * tw, sm,
+                            y + ((n0 + i) * m + mm) * ho * wo + 2 * ty * wo, ho, wo, ty, 0, tw);
         }
   }
   return true;

@@ -151,69 +151,77 @@ std::optional<GemmMatch> kiln::matchGemm(linalg::GenericOp op) {
   return rank(*second) < rank(*first) ? second : first;
 }
 
+namespace {
+/// A conv generic's 7 loops: d[i] is loop i's dim expr.
+struct ConvLoops {
+  explicit ConvLoops(MLIRContext *ctx) : ctx(ctx) {
+    for (unsigned i = 0; i < 7; ++i)
+      d.push_back(getAffineDimExpr(i, ctx));
+  }
+  AffineMap map(ArrayRef<AffineExpr> exprs) const {
+    return AffineMap::get(7, 0, exprs, ctx);
+  }
+  MLIRContext *ctx;
+  SmallVector<AffineExpr> d;
+};
+} // namespace
+
+/// The indexing maps of `op` when it is an f32 multiply-accumulate over 7
+/// loops of these iterators, with a static 4-D weight as input 1; else
+/// none.
+static std::optional<SmallVector<AffineMap>>
+convMaps(linalg::GenericOp op, ArrayRef<utils::IteratorType> iterators) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumLoops() != 7 || !op.hasPureTensorSemantics() ||
+      !getElementTypeOrSelf(op.getResult(0).getType()).isF32() ||
+      !isMultiplyAccumulate(op) ||
+      !llvm::equal(op.getIteratorTypesArray(), iterators))
+    return std::nullopt;
+  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  if (!weight.hasStaticShape() || weight.getRank() != 4)
+    return std::nullopt;
+  return op.getIndexingMapsArray();
+}
+
 /// The strides [sh, sw] (1 or 2) of `op` when it is a direct f32 2-D conv
 /// with a static 4-D weight: loops [n, m, c, kh, kw, oh, ow], out[n, m, oh,
 /// ow] += in[n, c, oh * sh + kh, ow * sw + kw] * w[m, c, kh, kw].
 static std::optional<std::pair<int64_t, int64_t>>
 directConvStrides(linalg::GenericOp op) {
-  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
-      op.getNumLoops() != 7 || !op.hasPureTensorSemantics() ||
-      !getElementTypeOrSelf(op.getResult(0).getType()).isF32() ||
-      !isMultiplyAccumulate(op))
-    return std::nullopt;
-  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
-  if (!weight.hasStaticShape() || weight.getRank() != 4)
-    return std::nullopt;
   using Iter = utils::IteratorType;
-  SmallVector<Iter> iterators = {
-      Iter::parallel,  Iter::parallel, Iter::reduction, Iter::reduction,
-      Iter::reduction, Iter::parallel, Iter::parallel};
-  if (op.getIteratorTypesArray() != iterators)
-    return std::nullopt;
-  MLIRContext *ctx = op.getContext();
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  auto map = [&](ArrayRef<AffineExpr> exprs) {
-    return AffineMap::get(7, 0, exprs, ctx);
-  };
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  if (maps[1] != map({d(1), d(2), d(3), d(4)}) ||
-      maps[2] != map({d(0), d(1), d(5), d(6)}))
+  std::optional<SmallVector<AffineMap>> maps = convMaps(
+      op, {Iter::parallel, Iter::parallel, Iter::reduction, Iter::reduction,
+           Iter::reduction, Iter::parallel, Iter::parallel});
+  ConvLoops l(op.getContext());
+  ArrayRef<AffineExpr> d = l.d;
+  if (!maps || (*maps)[1] != l.map({d[1], d[2], d[3], d[4]}) ||
+      (*maps)[2] != l.map({d[0], d[1], d[5], d[6]}))
     return std::nullopt;
   for (int64_t sh : {1, 2})
     for (int64_t sw : {1, 2})
-      if (maps[0] == map({d(0), d(2), d(5) * sh + d(3), d(6) * sw + d(4)}))
+      if ((*maps)[0] == l.map({d[0], d[2], d[5] * sh + d[3], d[6] * sw + d[4]}))
         return std::make_pair(sh, sw);
   return std::nullopt;
 }
 
 std::optional<int64_t> kiln::matchDepthwise3x3(linalg::GenericOp op) {
-  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
-      op.getNumLoops() != 7 || !op.hasPureTensorSemantics() ||
-      !getElementTypeOrSelf(op.getResult(0).getType()).isF32() ||
-      !isMultiplyAccumulate(op))
+  using Iter = utils::IteratorType;
+  std::optional<SmallVector<AffineMap>> maps = convMaps(
+      op, {Iter::parallel, Iter::parallel, Iter::parallel, Iter::parallel,
+           Iter::reduction, Iter::reduction, Iter::reduction});
+  if (!maps)
     return std::nullopt;
   auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
-  if (!weight.hasStaticShape() || weight.getRank() != 4 ||
-      weight.getDimSize(1) != 1 || weight.getDimSize(2) != 3 ||
-      weight.getDimSize(3) != 3)
-    return std::nullopt;
-  using Iter = utils::IteratorType;
-  SmallVector<Iter> iterators = {
-      Iter::parallel,  Iter::parallel,  Iter::parallel, Iter::parallel,
-      Iter::reduction, Iter::reduction, Iter::reduction};
-  if (op.getIteratorTypesArray() != iterators)
-    return std::nullopt;
-  MLIRContext *ctx = op.getContext();
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  auto map = [&](ArrayRef<AffineExpr> exprs) {
-    return AffineMap::get(7, 0, exprs, ctx);
-  };
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  if (maps[1] != map({d(1), d(4), d(5), d(6)}) ||
-      maps[2] != map({d(0), d(1), d(2), d(3)}))
+  ConvLoops l(op.getContext());
+  ArrayRef<AffineExpr> d = l.d;
+  if (weight.getDimSize(1) != 1 || weight.getDimSize(2) != 3 ||
+      weight.getDimSize(3) != 3 ||
+      (*maps)[1] != l.map({d[1], d[4], d[5], d[6]}) ||
+      (*maps)[2] != l.map({d[0], d[1], d[2], d[3]}))
     return std::nullopt;
   for (int64_t s : {1, 2})
-    if (maps[0] == map({d(0), d(1) + d(4), d(2) * s + d(5), d(3) * s + d(6)}))
+    if ((*maps)[0] ==
+        l.map({d[0], d[1] + d[4], d[2] * s + d[5], d[3] * s + d[6]}))
       return s;
   return std::nullopt;
 }

@@ -192,6 +192,54 @@ def import_or_skip(name):
         raise unittest.SkipTest("%s is not importable: %s" % (name, e))
 
 
+def conv_model(name, c, m, hw, k, strides, pads, rng, group=1, bias=True,
+               act=None):
+    """A one-Conv ONNX model (opset 17) on x [n, c, h, w] with a symbolic
+    batch, its weight [m, c / group, k, k] and bias [m] drawn from `rng`,
+    then `act` (None, "Relu", "Sigmoid" or "Clip" to [0, 6]). Returns the
+    model, the weight and the bias (drawn even when unused)."""
+    from onnx import TensorProto as T, helper as h, numpy_helper as nh
+    w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    consts = [nh.from_array(w, "w")]
+    inputs = ["x", "w"]
+    if bias:
+        consts.append(nh.from_array(b, "b"))
+        inputs.append("b")
+    nodes = [h.make_node("Conv", inputs, ["y" if act is None else "s"],
+                         kernel_shape=[k, k], strides=list(strides),
+                         pads=list(pads), group=group)]
+    if act == "Clip":
+        consts += [nh.from_array(np.array(0, np.float32), "lo"),
+                   nh.from_array(np.array(6, np.float32), "hi")]
+        nodes.append(h.make_node("Clip", ["s", "lo", "hi"], ["y"]))
+    elif act is not None:
+        nodes.append(h.make_node(act, ["s"], ["y"]))
+    graph = h.make_graph(
+        nodes, name,
+        [h.make_tensor_value_info("x", T.FLOAT, ["n", c, hw[0], hw[1]])],
+        [h.make_tensor_value_info("y", T.FLOAT, None)], consts)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    return model, w, b
+
+
+def torch_conv(torch, x, w, b, strides, pads, group=1, act=None):
+    """conv_model's output in float64 by torch: x padded (pads top, left,
+    bottom, right), the conv, then `act`."""
+    F = torch.nn.functional
+    t = torch.from_numpy
+    padded = F.pad(t(x).double(), (pads[1], pads[3], pads[0], pads[2]))
+    y = F.conv2d(padded, t(w).double(), None if b is None else t(b).double(),
+                 stride=tuple(strides), groups=group)
+    if act == "Relu":
+        y = y.relu()
+    elif act == "Sigmoid":
+        y = y.sigmoid()
+    elif act == "Clip":
+        y = y.clamp(0, 6)
+    return y.numpy()
+
+
 def onnx_model(nodes, inputs, outputs, opset, ir_version=None, name="test"):
     """A one-graph ONNX model of `nodes` at default-domain `opset`."""
     from onnx import helper

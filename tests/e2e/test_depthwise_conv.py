@@ -33,34 +33,12 @@ class DepthwiseConv(kt.KilnTestCase):
 
     def test_depthwise_convs(self):
         torch = kt.import_or_skip("torch")
-        from onnx import TensorProto as T, helper as h, numpy_helper as nh
-        F = torch.nn.functional
         for name, c, (hh, ww), s, pads, bias, act, prelude in self.CASES:
             with self.subTest(case=name):
                 rng = np.random.default_rng(len(name) + c)
-                w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
-                b = rng.standard_normal(c).astype(np.float32)
-                consts = [nh.from_array(w, "w")]
-                inputs = ["x", "w"]
-                if bias:
-                    consts.append(nh.from_array(b, "b"))
-                    inputs.append("b")
-                out = "y" if act is None else "s"
-                nodes = [h.make_node("Conv", inputs, [out], group=c,
-                                     kernel_shape=[3, 3], strides=[s, s],
-                                     pads=list(pads))]
-                if act == "Clip":
-                    consts += [nh.from_array(np.array(0, np.float32), "lo"),
-                               nh.from_array(np.array(6, np.float32), "hi")]
-                    nodes.append(h.make_node("Clip", ["s", "lo", "hi"], ["y"]))
-                elif act == "Relu":
-                    nodes.append(h.make_node("Relu", ["s"], ["y"]))
-                graph = h.make_graph(
-                    nodes, name,
-                    [h.make_tensor_value_info("x", T.FLOAT, ["n", c, hh, ww])],
-                    [h.make_tensor_value_info("y", T.FLOAT, None)], consts)
-                model = h.make_model(
-                    graph, opset_imports=[h.make_opsetid("", 17)])
+                model, w, b = kt.conv_model(name, c, c, (hh, ww), 3, (s, s),
+                                            pads, rng, group=c, bias=bias,
+                                            act=act)
                 path, cpp = self.emit_cpp(model, name)
                 kernels = cpp[cpp.index("//===--- kiln_k0"):]
                 self.assertEqual("kiln_dwconv3x3" in kernels, prelude,
@@ -70,23 +48,13 @@ class DepthwiseConv(kt.KilnTestCase):
                 for n in (1, 3):
                     x = (rng.standard_normal((n, c, hh, ww)) * 3).astype(
                         np.float32)
-                    t = torch.from_numpy
-                    padded = F.pad(t(x).double(),
-                                   (pads[1], pads[3], pads[0], pads[2]))
-                    want = F.conv2d(padded, t(w).double(),
-                                    t(b).double() if bias else None,
-                                    stride=s, groups=c)
-                    if act == "Clip":
-                        want = want.clamp(0, 6)
-                    elif act == "Relu":
-                        want = want.relu()
-                    want = want.numpy()
+                    want = kt.torch_conv(torch, x, w, b if bias else None,
+                                         (s, s), pads, group=c, act=act)
                     (got,), _ = self.run_artifact(
                         artifact, [x], out_name="%s_%d" % (name, n))
                     self.assertEqual(got.shape, want.shape)
                     np.testing.assert_allclose(got, want, rtol=1e-5,
                                                atol=1e-5)
-
 
 if __name__ == "__main__":
     unittest.main()

@@ -32,30 +32,11 @@ class StemConv(kt.KilnTestCase):
 
     def test_stem_convs(self):
         torch = kt.import_or_skip("torch")
-        from onnx import TensorProto as T, helper as h, numpy_helper as nh
-        F = torch.nn.functional
         for name, c, m, hh, ww, k, strides, pads, bias, act in self.CASES:
             with self.subTest(case=name):
                 rng = np.random.default_rng(len(name))
-                w = rng.standard_normal((m, c, k, k)).astype(np.float32)
-                b = rng.standard_normal(m).astype(np.float32)
-                consts = [nh.from_array(w, "w")]
-                inputs = ["x", "w"]
-                if bias:
-                    consts.append(nh.from_array(b, "b"))
-                    inputs.append("b")
-                nodes = [h.make_node(
-                    "Conv", inputs, ["y" if act is None else "s"],
-                    kernel_shape=[k, k], strides=list(strides),
-                    pads=[pads[0], pads[1], pads[2], pads[3]])]
-                if act is not None:
-                    nodes.append(h.make_node(act, ["s"], ["y"]))
-                graph = h.make_graph(
-                    nodes, name,
-                    [h.make_tensor_value_info("x", T.FLOAT, ["n", c, hh, ww])],
-                    [h.make_tensor_value_info("y", T.FLOAT, None)], consts)
-                model = h.make_model(
-                    graph, opset_imports=[h.make_opsetid("", 17)])
+                model, w, b = kt.conv_model(name, c, m, (hh, ww), k, strides,
+                                            pads, rng, bias=bias, act=act)
                 path, cpp = self.emit_cpp(model, name)
                 kernels = cpp[cpp.index("//===--- kiln_k0"):]
                 self.assertTrue("kiln_conv_rows(" in kernels and
@@ -67,23 +48,13 @@ class StemConv(kt.KilnTestCase):
                 kt.assert_success(self, proc)
                 for n in (1, 3):
                     x = rng.standard_normal((n, c, hh, ww)).astype(np.float32)
-                    t = torch.from_numpy
-                    padded = F.pad(t(x).double(), (pads[1], pads[3], pads[0],
-                                                   pads[2]))
-                    want = F.conv2d(padded, t(w).double(),
-                                    t(b).double() if bias else None,
-                                    stride=strides)
-                    if act == "Relu":
-                        want = want.relu()
-                    elif act == "Sigmoid":
-                        want = want.sigmoid()
-                    want = want.numpy()
+                    want = kt.torch_conv(torch, x, w, b if bias else None,
+                                         strides, pads, act=act)
                     (got,), _ = self.run_artifact(
                         artifact, [x], out_name="%s_%d" % (name, n))
                     self.assertEqual(got.shape, want.shape)
                     np.testing.assert_allclose(got, want, rtol=1e-4,
                                                atol=1e-4)
-
 
 if __name__ == "__main__":
     unittest.main()
