@@ -100,26 +100,34 @@ static std::optional<GemmMatch> tiledProduct(linalg::GenericOp op) {
   return convProduct(op, {5, 6}, {2, 3, 4});
 }
 
+/// The pad `op` is when it pads only the planes of a 4-D tensor, with
+/// zeros: what kiln_conv_rows and kiln_dwconv3x3 write themselves as they
+/// read its input.
+static std::optional<PadMatch> zeroPlanePad(linalg::GenericOp op) {
+  std::optional<PadMatch> match = op ? matchPad(op) : std::nullopt;
+  if (!match || match->begin.size() != 4 || match->begin[0] != 0 ||
+      match->begin[1] != 0)
+    return std::nullopt;
+  auto value = match->value.getDefiningOp<arith::ConstantOp>();
+  auto zero = value ? dyn_cast<FloatAttr>(value.getValue()) : FloatAttr();
+  if (!zero || !zero.getValue().isPosZero())
+    return std::nullopt;
+  // The batch and channels as they are.
+  auto in = cast<RankedTensorType>(match->input.getType());
+  auto out = cast<RankedTensorType>(op.getResult(0).getType());
+  for (int64_t d = 0; d < 2; ++d)
+    if (in.isDynamicDim(d) != out.isDynamicDim(d) ||
+        in.getDimSize(d) != out.getDimSize(d))
+      return std::nullopt;
+  return match;
+}
+
 linalg::GenericOp cpp::rowsConvPad(linalg::GenericOp conv) {
   if (!matchRowsConv(conv) || !zeroFillOf(conv))
     return nullptr;
   auto pad = conv.getDpsInputs()[0].getDefiningOp<linalg::GenericOp>();
-  if (!pad || !pad->getResult(0).hasOneUse())
+  if (!pad || !pad->getResult(0).hasOneUse() || !zeroPlanePad(pad))
     return nullptr;
-  std::optional<PadMatch> match = matchPad(pad);
-  if (!match || match->begin[0] != 0 || match->begin[1] != 0)
-    return nullptr;
-  auto value = match->value.getDefiningOp<arith::ConstantOp>();
-  auto zero = value ? dyn_cast<FloatAttr>(value.getValue()) : FloatAttr();
-  if (!zero || !zero.getValue().isPosZero())
-    return nullptr;
-  // The batch and channels as they are, the planes padded.
-  auto in = cast<RankedTensorType>(match->input.getType());
-  auto out = cast<RankedTensorType>(pad.getResult(0).getType());
-  for (int64_t d = 0; d < 2; ++d)
-    if (in.isDynamicDim(d) != out.isDynamicDim(d) ||
-        in.getDimSize(d) != out.getDimSize(d))
-      return nullptr;
   return pad;
 }
 
@@ -134,9 +142,10 @@ bool CppEmitter::emitRowsConvCall(linalg::GenericOp op) {
     return false;
   Value in = op.getDpsInputs()[0];
   linalg::GenericOp pad = rowsConvPad(op);
-  Value source = pad ? matchPad(pad)->input : in;
+  std::optional<PadMatch> match = zeroPlanePad(pad);
+  Value source = match ? match->input : in;
   SmallVector<int64_t> begin =
-      pad ? matchPad(pad)->begin : SmallVector<int64_t>(4, 0);
+      match ? match->begin : SmallVector<int64_t>(4, 0);
   std::string args = llvm::formatv(
       "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, "
       "{13}, {14}, {15}, {16}, {17}",
@@ -191,16 +200,13 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
   Value source = in;
   int64_t top = 0, left = 0;
   unsigned planes = 0;
-  if (auto pad = in.getDefiningOp<linalg::GenericOp>();
-      std::optional<PadMatch> match = pad ? matchPad(pad) : std::nullopt) {
-    auto zero = match->value.getDefiningOp<arith::ConstantOp>();
-    auto value = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
-    if (!value || !value.getValue().isPosZero() || match->begin[0] != 0 ||
-        match->begin[1] != 0)
-      return false;
-    source = match->input;
-    top = match->begin[2];
-    left = match->begin[3];
+  auto producer = in.getDefiningOp<linalg::GenericOp>();
+  if (std::optional<PadMatch> pad = zeroPlanePad(producer)) {
+    source = pad->input;
+    top = pad->begin[2];
+    left = pad->begin[3];
+  } else if (producer && matchPad(producer)) {
+    return false; // another pad value, or a pad of more than the planes
   } else if (planeProducer(op, planes)) {
     return false; // made plane by plane: no whole tensor to read
   }

@@ -421,6 +421,22 @@ inline void kiln_winograd_tiles(const float *q, int64_t stride, float *o, int64_
     }
   }
 }
+// The input transform B^T d B of tiles [tx0, tx1) of a tile row whose top
+// input row is p (rows wp apart): tile tx's 16 products go to o[tx], sv
+// apart.
+inline void kiln_winograd_in_row(const float *p, int64_t wp, float *o, int64_t sv, int64_t tx0,
+                                 int64_t tx1) {
+#pragma omp simd
+  for (int64_t tx = tx0; tx < tx1; ++tx) {
+    const float *p0 = p + 2 * tx, *p1 = p0 + wp, *p2 = p1 + wp, *p3 = p2 + wp;
+    float *q = o + tx;
+    kiln_winograd_in(p0[0] - p2[0], p0[1] - p2[1], p0[2] - p2[2], p0[3] - p2[3], q, sv);
+    kiln_winograd_in(p1[0] + p2[0], p1[1] + p2[1], p1[2] + p2[2], p1[3] + p2[3], q + 4 * sv, sv);
+    kiln_winograd_in(p2[0] - p1[0], p2[1] - p1[1], p2[2] - p1[2], p2[3] - p1[3], q + 8 * sv, sv);
+    kiln_winograd_in(p1[0] - p3[0], p1[1] - p3[1], p1[2] - p3[2], p1[3] - p3[3], q + 12 * sv,
+                     sv);
+  }
+}
 // Tiles [tx0, tx1) of tile row ty of a Winograd conv's output from their
 // products q (sm apart) into o (row 2 ty, column 2 tx0 of an ho x wo
 // plane): whole tiles with vectors; the last tile of an odd width and the
@@ -462,20 +478,8 @@ inline bool kiln_winograd_band(kiln_sgemm_fn gemm, int64_t n, int64_t t0, int64_
   };
   for (int64_t ch = 0; ch < c; ++ch)
     rows([&](int64_t ty, int64_t tx0, int64_t tx1, int64_t at) {
-      const float *p = x + (n * c + ch) * hp * wp + 2 * ty * wp;
-      float *o = v + ch * cols + at - tx0;
-#pragma omp simd
-      for (int64_t tx = tx0; tx < tx1; ++tx) {
-        const float *p0 = p + 2 * tx, *p1 = p0 + wp, *p2 = p1 + wp, *p3 = p2 + wp;
-        float *q = o + tx;
-        kiln_winograd_in(p0[0] - p2[0], p0[1] - p2[1], p0[2] - p2[2], p0[3] - p2[3], q, sv);
-        kiln_winograd_in(p1[0] + p2[0], p1[1] + p2[1], p1[2] + p2[2], p1[3] + p2[3], q + 4 * sv,
-                         sv);
-        kiln_winograd_in(p2[0] - p1[0], p2[1] - p1[1], p2[2] - p1[2], p2[3] - p1[3], q + 8 * sv,
-                         sv);
-        kiln_winograd_in(p1[0] - p3[0], p1[1] - p3[1], p1[2] - p3[2], p1[3] - p3[3],
-                         q + 12 * sv, sv);
-      }
+      kiln_winograd_in_row(x + (n * c + ch) * hp * wp + 2 * ty * wp, wp,
+                           v + ch * cols + at - tx0, sv, tx0, tx1);
     });
   for (int64_t e = 0; e < 16; ++e)
     if (gemm('N', 'N', m, cols, c, 1.0f, u + e * m * c, c, v + e * sv, cols, 0.0f, mt + e * sm,
@@ -582,22 +586,9 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
 #pragma omp parallel for collapse(3) schedule(static) if (images * c * t >= 4096)
     for (int64_t i = 0; i < images; ++i)
       for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t ty = 0; ty < th; ++ty) {
-          const float *p = x + ((n0 + i) * c + ch) * hp * wp + 2 * ty * wp;
-          float *o = v + ch * cols + i * t + ty * tw;
-#pragma omp simd
-          for (int64_t tx = 0; tx < tw; ++tx) {
-            const float *p0 = p + 2 * tx, *p1 = p0 + wp, *p2 = p1 + wp, *p3 = p2 + wp;
-            float *q = o + tx;
-            kiln_winograd_in(p0[0] - p2[0], p0[1] - p2[1], p0[2] - p2[2], p0[3] - p2[3], q, sv);
-            kiln_winograd_in(p1[0] + p2[0], p1[1] + p2[1], p1[2] + p2[2], p1[3] + p2[3],
-                             q + 4 * sv, sv);
-            kiln_winograd_in(p2[0] - p1[0], p2[1] - p1[1], p2[2] - p1[2], p2[3] - p1[3],
-                             q + 8 * sv, sv);
-            kiln_winograd_in(p1[0] - p3[0], p1[1] - p3[1], p1[2] - p3[2], p1[3] - p3[3],
-                             q + 12 * sv, sv);
-          }
-        }
+        for (int64_t ty = 0; ty < th; ++ty)
+          kiln_winograd_in_row(x + ((n0 + i) * c + ch) * hp * wp + 2 * ty * wp, wp,
+                               v + ch * cols + i * t + ty * tw, sv, 0, tw);
     for (int64_t e = 0; e < 16; ++e)
       if (gemm('N', 'N', m, cols, c, 1.0f, u + e * m * c, c, v + e * sv, cols, 0.0f,
                mt + e * sm, cols) != 0) {
@@ -608,10 +599,9 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
 #pragma omp parallel for collapse(3) schedule(static) if (images * m * t >= 4096)
     for (int64_t i = 0; i < images; ++i)
       for (int64_t mm = 0; mm < m; ++mm)
-        for (int64_t ty = 0; ty < th; ++ty) {
+        for (int64_t ty = 0; ty < th; ++ty)
           kiln_winograd_row(mt + mm * cols + i * t + ty * tw, sm,
                             y + ((n0 + i) * m + mm) * ho * wo + 2 * ty * wo, ho, wo, ty, 0, tw);
-        }
   }
   return true;
 }
