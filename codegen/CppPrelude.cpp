@@ -21,6 +21,9 @@ constexpr const char *kPrelude = R"(#include <cmath>
 #include <vector>
 #include <new>
 #include <omp.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace {
 // NaN-propagating max/min, as arith.maximumf/minimumf (and torch) define them.
@@ -268,12 +271,144 @@ inline bool kiln_sgemm_packed(int64_t batch, int64_t m, int64_t n, int64_t k, co
   return true;
 }
 
+// A GEMM of K at most 16 with one A for the whole batch (a 1x1 conv of few
+// input channels: mobilenet_v2's 16->96 expansion at 112x112), by kiln's
+// own AVX-512 blocks: 6 rows of C by 4 vectors of 16 columns in 24
+// registers, each row's A broadcast, the last vector of a row masked. oneDNN
+// spends most of such a GEMM on its setup per call (packing, K loop): 274-287
+// us against 373-379 in the model, and the depthwise conv after it 133-135
+// against 152-154, its planes now on the core that wrote them
+// (docs/performance.md, step 41). Larger K ran slower than oneDNN in the
+// model (the 56x56 expansions of K 24 by 25 us and more), and a product of
+// 16 rows (K 32) took 1.25-1.35x oneDNN's time in a harness. The sums run in
+// the order of K, as oneDNN's do at this size (bit-identical in the harness).
+#if defined(__AVX512F__)
+inline bool kiln_pointwise_applies(int64_t batch, bool transA, bool transB, int64_t m, int64_t n,
+                                   int64_t k, int64_t strideA) {
+  return !transA && !transB && strideA == 0 && k > 0 && k <= 16 && m >= 32 &&
+         batch * m * n * k >= (int64_t(1) << 20);
+}
+// R rows of C = A B over V vectors of 16 columns, the last one's lanes
+// `last` only: A row-major (lda k), B and C rows ldb and ldc apart.
+template <int R, int V>
+inline void kiln_pointwise_block(int64_t k, const float *__restrict a,
+                                 const float *__restrict b, int64_t ldb, float *__restrict c,
+                                 int64_t ldc, __mmask16 last, bool accumulate) {
+  __m512 s[R][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      s[i][v] = _mm512_setzero_ps();
+  for (int64_t x = 0; x < k; ++x) {
+    __m512 bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V - 1; ++v)
+      bv[v] = _mm512_loadu_ps(b + x * ldb + 16 * v);
+    bv[V - 1] = _mm512_maskz_loadu_ps(last, b + x * ldb + 16 * (V - 1));
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512 w = _mm512_set1_ps(a[i * k + x]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        s[i][v] = _mm512_fmadd_ps(w, bv[v], s[i][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+    float *p = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 lanes = v == V - 1 ? last : __mmask16(0xffff);
+      __m512 o = s[i][v];
+      if (accumulate)
+        o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(lanes, p + 16 * v));
+      _mm512_mask_storeu_ps(p + 16 * v, lanes, o);
+    }
+  }
+}
+template <int V>
+inline void kiln_pointwise_rows(int64_t rows, int64_t k, const float *a, const float *b,
+                                int64_t ldb, float *c, int64_t ldc, __mmask16 last,
+                                bool accumulate) {
+  int64_t r = 0;
+  for (; r + 6 <= rows; r += 6)
+    kiln_pointwise_block<6, V>(k, a + r * k, b, ldb, c + r * ldc, ldc, last, accumulate);
+  a += r * k;
+  c += r * ldc;
+  switch (rows - r) {
+  case 5: kiln_pointwise_block<5, V>(k, a, b, ldb, c, ldc, last, accumulate); break;
+  case 4: kiln_pointwise_block<4, V>(k, a, b, ldb, c, ldc, last, accumulate); break;
+  case 3: kiln_pointwise_block<3, V>(k, a, b, ldb, c, ldc, last, accumulate); break;
+  case 2: kiln_pointwise_block<2, V>(k, a, b, ldb, c, ldc, last, accumulate); break;
+  case 1: kiln_pointwise_block<1, V>(k, a, b, ldb, c, ldc, last, accumulate); break;
+  default: break;
+  }
+}
+// C rows [r0, r1) by columns [c0, c1) of C = A B (B's rows ldb apart):
+// column blocks of 64, each through all the rows.
+inline void kiln_pointwise_tile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t k,
+                                const float *a, const float *b, int64_t ldb, float *c,
+                                int64_t ldc, bool accumulate) {
+  a += r0 * k;
+  c += r0 * ldc;
+  for (int64_t j = c0; j < c1; j += 64) {
+    const int64_t w = std::min<int64_t>(64, c1 - j), v = (w + 15) / 16;
+    const __mmask16 last = __mmask16((1u << (w - 16 * (v - 1))) - 1);
+    switch (v) {
+    case 4: kiln_pointwise_rows<4>(r1 - r0, k, a, b + j, ldb, c + j, ldc, last, accumulate); break;
+    case 3: kiln_pointwise_rows<3>(r1 - r0, k, a, b + j, ldb, c + j, ldc, last, accumulate); break;
+    case 2: kiln_pointwise_rows<2>(r1 - r0, k, a, b + j, ldb, c + j, ldc, last, accumulate); break;
+    default: kiln_pointwise_rows<1>(r1 - r0, k, a, b + j, ldb, c + j, ldc, last, accumulate); break;
+    }
+  }
+}
+// kiln_pointwise_tile on tiles of whole steps (as kiln_sgemm_tiles's: em
+// of M, en of N), each at least 128 columns wide and 24 KiB at most, so
+// that `epilogue(i, m0, m1, n0, n1)` reads it from L1. A thread takes the
+// tiles of a rows' range across all columns, so whole channels of a conv:
+// a depthwise conv after it, whose threads take planes, reads them on the
+// core that wrote them.
+template <typename F>
+inline void kiln_pointwise_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, const float *a,
+                                 const float *b, int64_t strideB, float *c, bool accumulate,
+                                 int64_t em, int64_t en, const F &epilogue) {
+  const int64_t rows = m / em, cols = n / en;
+  const int64_t tn = std::min(en, (128 + cols - 1) / cols);
+  int64_t tm = std::max<int64_t>(1, (int64_t(24) << 10) / (tn * cols * rows * 4));
+  if (tm * rows > 6)
+    tm = std::max<int64_t>(1, tm * rows / 6 * 6 / rows);
+  tm = std::min(tm, em);
+  const int64_t mt = (em + tm - 1) / tm, nt = (en + tn - 1) / tn;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < batch * mt * nt; ++t) {
+    const int64_t i = t / (mt * nt), m0 = (t / nt) % mt * tm, n0 = t % nt * tn;
+    const int64_t m1 = std::min(em, m0 + tm), n1 = std::min(en, n0 + tn);
+    kiln_pointwise_tile(m0 * rows, m1 * rows, n0 * cols, n1 * cols, k, a, b + i * strideB, n,
+                        c + i * m * n, n, accumulate);
+    epilogue(i, m0, m1, n0, n1);
+  }
+}
+#else
+inline bool kiln_pointwise_applies(int64_t, bool, bool, int64_t, int64_t, int64_t, int64_t) {
+  return false;
+}
+template <typename F>
+inline void kiln_pointwise_tiles(int64_t, int64_t, int64_t, int64_t, const float *, const float *,
+                                 int64_t, float *, bool, int64_t, int64_t, const F &) {}
+#endif
+
 // C[i] = A[i] * B[i] (+ C[i] when accumulating) for every batch i
 // (row-major; A is [k, m] when transposed, B [n, k]); false, having written
-// nothing, without a library.
+// nothing, without a library (kiln_pointwise's GEMMs need none).
 inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                        const float *a, int64_t strideA, const float *b, int64_t strideB, float *c,
                        bool accumulate) {
+  if (kiln_pointwise_applies(batch, transA, transB, m, n, k, strideA)) {
+    kiln_pointwise_tiles(batch, m, n, k, a, b, strideB, c, accumulate, m, n,
+                         [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
+    return true;
+  }
   kiln_sgemm_fn gemm = kiln_dnnl_sgemm();
   if (!gemm)
     return false;
@@ -342,6 +477,10 @@ inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m,
                              int64_t k, const float *a, int64_t strideA, const float *b,
                              int64_t strideB, float *c, bool accumulate, int64_t em, int64_t en,
                              const F &epilogue) {
+  if (kiln_pointwise_applies(batch, transA, transB, m, n, k, strideA)) {
+    kiln_pointwise_tiles(batch, m, n, k, a, b, strideB, c, accumulate, em, en, epilogue);
+    return true;
+  }
   kiln_sgemm_fn gemm = kiln_dnnl_sgemm();
   if (!gemm || batch * m * n * k < (int64_t(1) << 20) || (strideB == 0 && k > 64))
     return false;
@@ -793,16 +932,15 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
   // Interior columns: ow * S - Left >= 0 and ow * S - Left + 2 < W.
   constexpr int64_t lo = std::min(WO, (Left + S - 1) / S);
   constexpr int64_t hi = std::max(lo, std::min(WO, W + Left - 2 > 0 ? (W + Left - 3) / S + 1 : 0));
-#pragma omp parallel for schedule(static) if (batch * c * HO * WO >= 4096)
-  for (int64_t plane = 0; plane < batch * c; ++plane) {
-    const int64_t n = plane / c, ch = plane % c;
+  const auto rows = [&](int64_t plane, int64_t oh0, int64_t oh1) {
+    const int64_t ch = plane % c;
     const float *xp = x + plane * H * W;
     const float *k = wt + ch * 9;
     const float k00 = k[0], k01 = k[1], k02 = k[2], k10 = k[3], k11 = k[4], k12 = k[5],
                 k20 = k[6], k21 = k[7], k22 = k[8];
     const float b = bias ? bias[ch] : init;
     float *yp = y + plane * HO * WO;
-    for (int64_t oh = 0; oh < HO; ++oh) {
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
       const int64_t i0 = oh * S - Top;
       const float *__restrict r0 = i0 >= 0 && i0 < H ? xp + i0 * W : zeros;
       const float *__restrict r1 = i0 + 1 >= 0 && i0 + 1 < H ? xp + (i0 + 1) * W : zeros;
@@ -821,6 +959,11 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
       for (int64_t ow = hi; ow < WO; ++ow)
         o[ow] = kiln_dw_edge(r0, r1, r2, ow * S - Left, W, k, b);
     }
+  };
+#pragma omp parallel for schedule(static) if (batch * c * HO * WO >= 4096)
+  for (int64_t plane = 0; plane < batch * c; ++plane) {
+    const int64_t n = plane / c, ch = plane % c;
+    rows(plane, 0, HO);
     epilogue(n, ch, ch + 1, 0, HO);
   }
   return true;
