@@ -231,11 +231,6 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
   for (unsigned d = 2; d < 4; ++d)
     if (inType.isDynamicDim(d) || outType.isDynamicDim(d))
       return false;
-  // Rows of 7 at stride 1 run faster as the window's loops over the whole
-  // plane flattened (960 planes of 7x7 in mobilenet_v2: 27-34 us, 32-36
-  // through the prelude, its columns 2 of 7 at the edges).
-  if (*stride == 1 && outType.getDimSize(3) < 8)
-    return false;
   std::string sizes =
       llvm::formatv("<{0}, {1}, {2}, {3}, {4}, {5}, {6}>", *stride,
                     inType.getDimSize(2), inType.getDimSize(3),

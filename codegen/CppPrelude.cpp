@@ -452,26 +452,25 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
   return true;
 }
 
-// kiln_sgemm in one tile of C per thread, each tile's `epilogue(i, m0, m1,
-// n0, n1)` run by its thread right after its GEMM, on what it just wrote. M
-// is em steps of m / em rows (the epilogue's loop over its first M dim), N
-// en steps of n / en columns; tiles split the larger of M and N, but M
-// first with K above 64 while half the rows are 16 or more (mobilenet_v2's
-// 14x14 projections, 96x196x576: 59 against 67 us, 0.79-0.88x in the model;
-// docs/performance.md, step 34), and the epilogue gets step ranges. (Smaller tiles, to keep each in L2, were slower on
-// mobilenet_v2's 1x1 convs of K 960 and BERT's linear layers: oneDNN's sgemm
-// works best on large ones.) With K at most 64 the GEMM is bound by writing
-// C, and tiles of at most 128 KiB of C, split along N first, let the
-// epilogue read C from L2: mobilenet_v2's 16->96 expansion at 112x112,
-// batch 8, 0.85x the time of one tile per thread (kernel harness, medians
-// of 5 alternated rounds). False, having written nothing, without oneDNN or
-// below 2^20 multiply-adds: a GEMM that small gains little from tiles, and
-// the plain call keeps its results bit-identical to those of the same GEMM
-// without an epilogue (a plan that puts the epilogue in another kernel, on
-// another device). Nor when B is one matrix for the whole batch (a linear
-// layer's weight) and K is above 64: oneDNN's own threading ran BERT's
-// linear layers faster than one tile per thread (docs/performance.md, step
-// 27).
+// kiln_sgemm in one tile of C per thread, each tile's `epilogue(i, m0, m1, n0,
+// n1)` run by its thread right after its GEMM, on what it just wrote. M is em
+// steps of m / em rows (the epilogue's loop over its first M dim), N en steps
+// of n / en columns; tiles split the larger of M and N, but M first with K
+// above 64 while half the rows are 16 or more (mobilenet_v2's 14x14
+// projections, 96x196x576: 59 against 67 us, 0.79-0.88x in the model;
+// docs/performance.md, step 34), and the epilogue gets step ranges. (Smaller
+// tiles, to keep each in L2, were slower on mobilenet_v2's 1x1 convs of K 960
+// and BERT's linear layers: oneDNN's sgemm works best on large ones.) With K at
+// most 64 the GEMM is bound by writing C, and tiles of at most 128 KiB of C,
+// split along N first, let the epilogue read C from L2: mobilenet_v2's 16->96
+// expansion at 112x112, batch 8, 0.85x the time of one tile per thread (kernel
+// harness, medians of 5 alternated rounds). False, having written nothing,
+// without oneDNN or below 2^20 multiply-adds: a GEMM that small gains little
+// from tiles, and the plain call keeps its results bit-identical to those of
+// the same GEMM without an epilogue (a plan that puts the epilogue in another
+// kernel, on another device). Nor when B is one matrix for the whole batch (a
+// linear layer's weight) and K is above 64: oneDNN's own threading ran BERT's
+// linear layers faster than one tile per thread (docs/performance.md, step 27).
 template <typename F>
 inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m, int64_t n,
                              int64_t k, const float *a, int64_t strideA, const float *b,
@@ -894,21 +893,25 @@ inline bool kiln_conv_rows(int64_t batch, int64_t c, int64_t m, int64_t hp, int6
                               w, y, m, ho, [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
 }
 
-// A depthwise 3x3 conv, stride S (1 or 2) in both dims, read straight from
-// x [batch][c][H][W] as if padded with zeros (Top rows and Left columns
-// before it): y[n][ch][oh][ow] = init + sum over i, j < 3 of x[n][ch][oh *
-// S + i - Top][ow * S + j - Left] * w[ch][i][j] for HO x WO outputs, init
-// bias[ch] (or `init` without a bias). Each output row reads three input
-// rows (a row outside x reads zeros) at columns ow * S + j - Left: the
-// columns whose three taps all lie inside x run as one vector loop, the
-// others one by one, each sum in the window's order. The plane sizes are
-// template arguments: as function arguments, 960 planes of 7x7 took 40 us
-// against 20. Threads take planes, and run `epilogue(n, ch, ch + 1, 0, HO)`
-// on each right after it (as kiln_sgemm_tiles does for a GEMM's tiles): em
-// must be c and en HO, else false, having written nothing
-// (docs/performance.md, step 39).
-// An output of kiln_dwconv3x3 at input column q (its first tap's) whose
-// taps may lie outside the w columns of rows r0, r1, r2 (zeros there).
+// A depthwise 3x3 conv, stride S (1 or 2) in both dims, read straight from x
+// [batch][c][H][W] as if padded with zeros (Top rows and Left columns before
+// it): y[n][ch][oh][ow] = init + sum over i, j < 3 of x[n][ch][oh * S + i -
+// Top][ow * S + j - Left] * w[ch][i][j] for HO x WO outputs, init bias[ch] (or
+// `init` without a bias). Each output row reads three input rows (a row outside
+// x reads zeros) at columns ow * S + j - Left: the columns whose three taps all
+// lie inside x run as one vector loop, the others one by one, each sum in the
+// window's order. The plane sizes are template arguments: as function
+// arguments, 960 planes of 7x7 took 40 us against 20. Planes of at most 256
+// outputs at stride 1 whose rows keep their width run flattened, 16 outputs a
+// vector, on CPUs with AVX-512 (kiln_dwconv3x3_flat): mobilenet_v2's 960 planes
+// of 7x7 took 23-25 us against 39-43 by rows (and 35-42 through the window's
+// own loops, which such planes keep without AVX-512), its 14x14 ones 27-28
+// against 28-31; its 28x28 ones, flattened, 67-69 against 55-59. Threads take
+// planes, and run `epilogue(n, ch, ch + 1, 0, HO)` on each right after it (as
+// kiln_sgemm_tiles does for a GEMM's tiles): em must be c and en HO, else
+// false, having written nothing (docs/performance.md, steps 39 and 42).
+// An output of kiln_dwconv3x3 at input column q (its first tap's) whose taps
+// may lie outside the w columns of rows r0, r1, r2 (zeros there).
 inline float kiln_dw_edge(const float *r0, const float *r1, const float *r2, int64_t q,
                           int64_t w, const float *k, float b) {
   const auto at = [w](const float *r, int64_t col) {
@@ -918,6 +921,50 @@ inline float kiln_dw_edge(const float *r0, const float *r1, const float *r2, int
          at(r1, q + 1) * k[4] + at(r1, q + 2) * k[5] + at(r2, q) * k[6] + at(r2, q + 1) * k[7] +
          at(r2, q + 2) * k[8];
 }
+#if defined(__AVX512F__)
+// A stride-1 depthwise plane whose rows are as wide as its input's (W ==
+// WO) has each tap (i, j) read the plane flattened at a fixed shift, (i -
+// Top) W + j - Left: its 16 outputs a vector take 9 masked loads (the
+// lanes whose tap lies outside x, or past the plane, read zeros) and 9
+// FMAs, whatever the width of the rows. The masks, by tap and vector.
+template <int64_t H, int64_t W, int64_t HO, int64_t Top, int64_t Left> struct kiln_dw_flat {
+  static constexpr int64_t size = HO * W, vectors = (size + 15) / 16;
+  __mmask16 mask[9][vectors], last;
+  int64_t shift[9];
+  kiln_dw_flat() {
+    for (int64_t t = 0; t < 9; ++t) {
+      const int64_t i = t / 3, j = t % 3;
+      shift[t] = (i - Top) * W + j - Left;
+      for (int64_t v = 0; v < vectors; ++v) {
+        unsigned m = 0;
+        for (int64_t l = 0; l < 16; ++l) {
+          const int64_t p = v * 16 + l, r = p / W + i - Top, q = p % W + j - Left;
+          if (p < size && r >= 0 && r < H && q >= 0 && q < W)
+            m |= 1u << l;
+        }
+        mask[t][v] = __mmask16(m);
+      }
+    }
+    last = __mmask16((1u << (size - 16 * (vectors - 1))) - 1);
+  }
+};
+template <int64_t H, int64_t W, int64_t HO, int64_t Top, int64_t Left>
+inline void kiln_dwconv3x3_flat(const float *__restrict xp, const float *k, float b,
+                                float *__restrict yp) {
+  static const kiln_dw_flat<H, W, HO, Top, Left> f;
+  __m512 kv[9];
+  for (int t = 0; t < 9; ++t)
+    kv[t] = _mm512_set1_ps(k[t]);
+  for (int64_t v = 0; v < f.vectors; ++v) {
+    __m512 acc = _mm512_set1_ps(b);
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t)
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(f.mask[t][v], xp + v * 16 + f.shift[t]), kv[t],
+                            acc);
+    _mm512_mask_storeu_ps(yp + v * 16, v == f.vectors - 1 ? f.last : __mmask16(0xffff), acc);
+  }
+}
+#endif
 template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top, int64_t Left,
           typename F>
 inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const float *wt,
@@ -960,6 +1007,24 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
         o[ow] = kiln_dw_edge(r0, r1, r2, ow * S - Left, W, k, b);
     }
   };
+#if defined(__AVX512F__)
+  if constexpr (S == 1 && W == WO && HO * WO <= 256) {
+#pragma omp parallel for schedule(static) if (batch * c * HO * WO >= 4096)
+    for (int64_t plane = 0; plane < batch * c; ++plane) {
+      const int64_t n = plane / c, ch = plane % c;
+      kiln_dwconv3x3_flat<H, W, HO, Top, Left>(x + plane * H * W, wt + ch * 9,
+                                               bias ? bias[ch] : init, y + plane * HO * WO);
+      epilogue(n, ch, ch + 1, 0, HO);
+    }
+    return true;
+  }
+#else
+  // Rows of 7 at stride 1 ran faster as the window's own loops over the
+  // plane flattened: 27-34 us for mobilenet_v2's 960 planes of 7x7, 32-36
+  // by rows here, 2 of 7 columns at the edges.
+  if constexpr (S == 1 && WO < 8)
+    return false;
+#endif
 #pragma omp parallel for schedule(static) if (batch * c * HO * WO >= 4096)
   for (int64_t plane = 0; plane < batch * c; ++plane) {
     const int64_t n = plane / c, ch = plane % c;

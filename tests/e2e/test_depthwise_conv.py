@@ -3,8 +3,10 @@ prelude's kiln_dwconv3x3, straight from the unpadded input, with the plane
 sizes as template arguments (codegen/CppGemm.cpp, emitDepthwiseCall):
 strides 1 and 2, even and odd planes, symmetric, asymmetric and no pads,
 with and without a bias, a ReLU6 (Clip), a ReLU or nothing after, at
-batches 1 and 3 through one artifact (symbolic batch). Rows of 7 at stride
-1 keep the window's own loops.
+batches 1 and 3 through one artifact (symbolic batch). Planes of at most
+256 outputs at stride 1 whose rows keep their width run flattened
+(kiln_dwconv3x3_flat, on CPUs with AVX-512; rows of 7 keep the window's
+own loops without it); the others by rows.
 
 Reference: torch.nn.functional.conv2d in float64.
 """
@@ -19,7 +21,7 @@ import kiln_testing as kt
 class DepthwiseConv(kt.KilnTestCase):
     CASES = [
         # name, channels, (h, w), stride, pads (t, l, b, r), bias, activation,
-        # through the prelude
+        # through the prelude (kiln_dwconv3x3 in the C++)
         ("s1_clip", 16, (14, 14), 1, (1, 1, 1, 1), True, "Clip", True),
         ("s2_clip", 24, (28, 28), 2, (1, 1, 1, 1), True, "Clip", True),
         ("s1_odd", 5, (13, 11), 1, (1, 1, 1, 1), False, "Relu", True),
@@ -28,7 +30,9 @@ class DepthwiseConv(kt.KilnTestCase):
         ("s2_asym", 8, (16, 12), 2, (1, 0, 0, 1), False, "Clip", True),
         ("s1_nopad", 4, (10, 12), 1, (0, 0, 0, 0), True, None, True),
         ("s2_small", 32, (7, 7), 2, (1, 1, 1, 1), True, "Clip", True),
-        ("s1_rows_of_7", 32, (7, 7), 1, (1, 1, 1, 1), True, "Clip", False),
+        ("s1_rows_of_7", 32, (7, 7), 1, (1, 1, 1, 1), True, "Clip", True),
+        ("s1_7_asym", 12, (7, 7), 1, (0, 1, 2, 1), False, "Relu", True),
+        ("s1_large", 8, (20, 18), 1, (1, 1, 1, 1), True, None, True),
     ]
 
     def test_depthwise_convs(self):
