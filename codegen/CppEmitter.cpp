@@ -138,8 +138,9 @@ LogicalResult CppEmitter::emitLoops(linalg::GenericOp op) {
       declareOperands(generic);
   if (epilogue)
     declareOperands(epilogue);
-  // A depthwise 3x3 conv through the prelude, its loops only if it declines.
-  bool call = emitDepthwiseCall(op);
+  // A depthwise 3x3 conv or a 3x3 max pool through the prelude, its loops
+  // only if it declines.
+  bool call = emitDepthwiseCall(op) || emitMaxPoolCall(op);
   if (producer && !planeSplits.count(producer.getResult(0)) &&
       flatWindow(op, producer, planes, prologue, epilogue)) {
     if (failed(emitFlatWindow(op, producer, planes, prologue, epilogue)))

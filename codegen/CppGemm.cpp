@@ -104,21 +104,12 @@ static std::optional<GemmMatch> tiledProduct(linalg::GenericOp op) {
 /// zeros: what kiln_conv_rows and kiln_dwconv3x3 write themselves as they
 /// read its input.
 static std::optional<PadMatch> zeroPlanePad(linalg::GenericOp op) {
-  std::optional<PadMatch> match = op ? matchPad(op) : std::nullopt;
-  if (!match || match->begin.size() != 4 || match->begin[0] != 0 ||
-      match->begin[1] != 0)
-    return std::nullopt;
-  auto value = match->value.getDefiningOp<arith::ConstantOp>();
+  std::optional<PadMatch> match = planePad(op);
+  auto value = match ? match->value.getDefiningOp<arith::ConstantOp>()
+                     : arith::ConstantOp();
   auto zero = value ? dyn_cast<FloatAttr>(value.getValue()) : FloatAttr();
   if (!zero || !zero.getValue().isPosZero())
     return std::nullopt;
-  // The batch and channels as they are.
-  auto in = cast<RankedTensorType>(match->input.getType());
-  auto out = cast<RankedTensorType>(op.getResult(0).getType());
-  for (int64_t d = 0; d < 2; ++d)
-    if (in.isDynamicDim(d) != out.isDynamicDim(d) ||
-        in.getDimSize(d) != out.getDimSize(d))
-      return std::nullopt;
   return match;
 }
 

@@ -4,8 +4,9 @@
 // live in CppEmitter.cpp, its library calls (GEMMs, with their epilogues on
 // tiles, and Winograd convs) in CppGemm.cpp, and whose windows (small conv
 // and pool windows: taps innermost, planes made per thread, split or
-// flattened) in CppWindow.cpp (their pads in CppPad.cpp); kernels run image
-// by image in CppImages.cpp.
+// flattened) in CppWindow.cpp (their pads in CppPad.cpp, 3x3 max pools
+// through the prelude in CppPool.cpp); kernels run image by image in
+// CppImages.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,6 +62,9 @@ struct PadMatch {
   mlir::Value value;
 };
 std::optional<PadMatch> matchPad(mlir::linalg::GenericOp op);
+/// The pad `op` is when it pads only the planes of a 4-D tensor (its batch
+/// and channels as they are), with any value.
+std::optional<PadMatch> planePad(mlir::linalg::GenericOp op);
 /// The generic that pads the input of stem conv `conv` (matchRowsConv) with
 /// zeros along its planes alone, and nothing else reads: kiln_conv_rows
 /// reads the unpadded input and writes the zeros as it copies it
@@ -174,6 +178,7 @@ private:
   bool emitWinogradCall(mlir::linalg::GenericOp op);
   bool emitRowsConvCall(mlir::linalg::GenericOp op);
   bool emitDepthwiseCall(mlir::linalg::GenericOp op);
+  bool emitMaxPoolCall(mlir::linalg::GenericOp op);
   void emitParallelFor(mlir::linalg::GenericOp op, unsigned shared);
   mlir::LogicalResult emitWindowPrologue(mlir::linalg::GenericOp op,
                                          mlir::Operation *prologue,

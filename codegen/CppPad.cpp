@@ -189,3 +189,18 @@ bool CppEmitter::emitPadPlane(linalg::GenericOp producer, const PadMatch &pad,
   os << indent << "}\n";
   return true;
 }
+
+std::optional<PadMatch> cpp::planePad(linalg::GenericOp op) {
+  std::optional<PadMatch> match = op ? matchPad(op) : std::nullopt;
+  if (!match || match->begin.size() != 4 || match->begin[0] != 0 ||
+      match->begin[1] != 0)
+    return std::nullopt;
+  // The batch and channels as they are.
+  auto in = cast<RankedTensorType>(match->input.getType());
+  auto out = cast<RankedTensorType>(op.getResult(0).getType());
+  for (int64_t d = 0; d < 2; ++d)
+    if (in.isDynamicDim(d) != out.isDynamicDim(d) ||
+        in.getDimSize(d) != out.getDimSize(d))
+      return std::nullopt;
+  return match;
+}

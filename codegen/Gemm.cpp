@@ -226,6 +226,50 @@ std::optional<int64_t> kiln::matchDepthwise3x3(linalg::GenericOp op) {
   return std::nullopt;
 }
 
+std::optional<int64_t> kiln::matchMaxPool3x3(linalg::GenericOp op) {
+  using Iter = utils::IteratorType;
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumLoops() != 6 || op.getNumReductionLoops() != 2)
+    return std::nullopt;
+  auto in = dyn_cast<RankedTensorType>(op.getDpsInputs()[0].getType());
+  auto window = dyn_cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  if (!in || !in.getElementType().isF32() || !window ||
+      window.getShape() != ArrayRef<int64_t>{3, 3})
+    return std::nullopt;
+  // The body: the accumulator's max with the input's element.
+  Block &body = op.getRegion().front();
+  auto max = dyn_cast<arith::MaximumFOp>(&body.front());
+  if (!max || body.getOperations().size() != 2 ||
+      body.getTerminator()->getOperand(0) != max.getResult())
+    return std::nullopt;
+  Value acc = body.getArgument(2), elem = body.getArgument(0);
+  if (!((max.getLhs() == acc && max.getRhs() == elem) ||
+        (max.getLhs() == elem && max.getRhs() == acc)))
+    return std::nullopt;
+  // The output's dims in order, the window's, and the input at the
+  // output's spatial dims times the stride plus the window's (the taps
+  // innermost or, at stride 1, outside the spatial loops).
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  SmallVector<AffineExpr> out(maps[2].getResults()), taps(maps[1].getResults()),
+      at(maps[0].getResults());
+  if (out.size() != 4 || at.size() != 4 || taps.size() != 2 ||
+      !maps[2].isProjectedPermutation() || !maps[1].isProjectedPermutation() ||
+      at[0] != out[0] || at[1] != out[1])
+    return std::nullopt;
+  for (unsigned i = 0; i < 4; ++i)
+    if (op.getIteratorTypesArray()[cast<AffineDimExpr>(out[i]).getPosition()] !=
+        Iter::parallel)
+      return std::nullopt;
+  for (int64_t s : {1, 2}) {
+    auto is = [&](AffineExpr e, AffineExpr o, AffineExpr t) {
+      return e == o * s + t || e == t + o * s;
+    };
+    if (is(at[2], out[2], taps[0]) && is(at[3], out[3], taps[1]))
+      return s;
+  }
+  return std::nullopt;
+}
+
 bool kiln::matchWinograd(linalg::GenericOp op) {
   if (directConvStrides(op) != std::make_pair(int64_t(1), int64_t(1)))
     return false;

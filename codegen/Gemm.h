@@ -49,6 +49,11 @@ bool matchWinograd(mlir::linalg::GenericOp op);
 /// unpadded input (kiln_dwconv3x3).
 std::optional<int64_t> matchDepthwise3x3(mlir::linalg::GenericOp op);
 
+/// A 3x3 max pool, stride 1 or 2 in both spatial dims: y[n][c][h][w] = max
+/// over i, j < 3 of x[n][c][h * s + i][w * s + j], with a 3x3 window operand
+/// (what pooling lowers to). Its stride when `op` is one.
+std::optional<int64_t> matchMaxPool3x3(mlir::linalg::GenericOp op);
+
 /// A direct f32 conv over few input channels with a large window (a stem:
 /// kRowsConvChannels, ir/KilnDialect.h), stride 1 or 2 in each spatial
 /// dim, no dilation or groups: loops [n, m, c, kh, kw, oh, ow] computing out[n,

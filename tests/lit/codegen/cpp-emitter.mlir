@@ -720,3 +720,52 @@ func.func @depthwise_prelude(%arg0: tensor<1x8x16x16xf32, #kiln.device<cpu>>, %a
   }
   return %0 : tensor<1x8x8x8xf32, #kiln.device<cpu>>
 }
+
+// A 3x3 max pool (stride 2) over a pad of its planes with -inf reads the
+// unpadded input through the prelude's kiln_maxpool3x3 (sizes, pad before,
+// then batch, channels, input, the pad's value, the init, output); the
+// window's loops, over each plane padded per thread, run only if it
+// declines.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK:      if (!kiln_maxpool3x3<2, 16, 16, 8, 8, 1, 1>(1, 8, in0, [[NEG:v[0-9]+]], [[NEG]], out0)) {
+// CHECK:      // a pad, by rows
+// CHECK:      kiln_maximum(
+func.func @maxpool_prelude(%arg0: tensor<1x8x16x16xf32, #kiln.device<cpu>>) -> tensor<1x8x8x8xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%arg0 : tensor<1x8x16x16xf32, #kiln.device<cpu>>) -> (tensor<1x8x8x8xf32, #kiln.device<cpu>>) {
+  ^bb0(%arg3: tensor<1x8x16x16xf32>):
+    %cst = arith.constant 0xFF800000 : f32
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c16 = arith.constant 16 : index
+    %1 = tensor.empty() : tensor<1x8x18x18xf32>
+    %2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%1 : tensor<1x8x18x18xf32>) {
+    ^bb0(%out: f32):
+      %8 = linalg.index 0 : index
+      %9 = linalg.index 1 : index
+      %10 = linalg.index 2 : index
+      %11 = arith.subi %10, %c1 : index
+      %12 = arith.cmpi slt, %11, %c16 : index
+      %13 = arith.cmpi sge, %11, %c0 : index
+      %14 = arith.andi %13, %12 : i1
+      %15 = linalg.index 3 : index
+      %16 = arith.subi %15, %c1 : index
+      %17 = arith.cmpi slt, %16, %c16 : index
+      %18 = arith.cmpi sge, %16, %c0 : index
+      %19 = arith.andi %18, %17 : i1
+      %20 = arith.andi %14, %19 : i1
+      %extracted = tensor.extract %arg3[%8, %9, %11, %16] {kiln.guarded_read} : tensor<1x8x16x16xf32>
+      %21 = arith.select %20, %extracted, %cst : f32
+      linalg.yield %21 : f32
+    } -> tensor<1x8x18x18xf32>
+    %3 = tensor.empty() : tensor<3x3xf32>
+    %4 = tensor.empty() : tensor<1x8x8x8xf32>
+    %5 = linalg.fill ins(%cst : f32) outs(%4 : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+    %6 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 * 2 + d4, d3 * 2 + d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d4, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%2, %3 : tensor<1x8x18x18xf32>, tensor<3x3xf32>) outs(%5 : tensor<1x8x8x8xf32>) {
+    ^bb0(%in: f32, %in_0: f32, %out: f32):
+      %7 = arith.maximumf %out, %in : f32
+      linalg.yield %7 : f32
+    } -> tensor<1x8x8x8xf32>
+    kiln.yield %6 : tensor<1x8x8x8xf32>
+  }
+  return %0 : tensor<1x8x8x8xf32, #kiln.device<cpu>>
+}
