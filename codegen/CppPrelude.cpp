@@ -484,6 +484,52 @@ inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m,
   if (!gemm || batch * m * n * k < (int64_t(1) << 20) || (strideB == 0 && k > 64))
     return false;
   const int64_t rows = m / em, cols = n / en, threads = omp_get_max_threads();
+  if (batch * 2 <= threads && k >= 128 && n >= 128 && m * n <= 32768 && !transA && !transB &&
+      strideA == 0) {
+    // A product of few rows over a long K, one image (mobilenet_v2's
+    // projections at 28x28 and 14x14, 32-96 rows, K 144-576): each thread
+    // multiplies a share of K into a partial C, then takes a share of C's
+    // steps, summing the partials into it and running the epilogue on
+    // them. Each thread reads the rows of B that the depthwise conv before
+    // wrote on its core, not all of B: those projections took 31-44 us
+    // against 52-71 at 28x28, and at 14x14 36-40 against 44-48 (K 384) and
+    // 80-82 against 86-92 (K 576) in the model (docs/performance.md, step
+    // 45). The steps go
+    // by rows where M splits so (as below), else by columns. The partial
+    // sums round differently from one product over K.
+    kiln_scratch parts_owner(sizeof(float) * (threads - 1) * m * n);
+    float *parts = static_cast<float *>(parts_owner.data);
+    const bool byRows = em >= threads && em / threads * rows >= 16;
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+      for (int64_t i = 0; i < batch; ++i) {
+        float *ci = c + i * m * n;
+        const int64_t k0 = t * k / T, k1 = (t + 1) * k / T;
+        float *dst = t == 0 ? ci : parts + (t - 1) * m * n;
+        if (gemm('N', 'N', m, n, k1 - k0, 1.0f, a + k0, k, b + i * strideB + k0 * n, n,
+                 t == 0 && accumulate ? 1.0f : 0.0f, dst, n) != 0)
+          std::abort();
+#pragma omp barrier
+        const int64_t steps = byRows ? em : en;
+        const int64_t s0 = t * steps / T, s1 = (t + 1) * steps / T;
+        const int64_t r0 = byRows ? s0 * rows : 0, r1 = byRows ? s1 * rows : m;
+        const int64_t c0 = byRows ? 0 : s0 * cols, c1 = byRows ? n : s1 * cols;
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t u = 1; u < T; ++u) {
+            const float *p = parts + (u - 1) * m * n + r * n;
+            float *q = ci + r * n;
+#pragma omp simd
+            for (int64_t j = c0; j < c1; ++j)
+              q[j] += p[j];
+          }
+        if (s1 > s0)
+          epilogue(i, byRows ? s0 : 0, byRows ? s1 : em, byRows ? 0 : s0, byRows ? en : s1);
+#pragma omp barrier
+      }
+    }
+    return true;
+  }
   int64_t tm = em, tn = en;
   while (batch * ((em + tm - 1) / tm) * ((en + tn - 1) / tn) < threads && (tm > 1 || tn > 1)) {
     if (tm > 1 && ((k > 64 && (tm + 1) / 2 * rows >= 16) || tm * rows >= tn * cols || tn == 1))
