@@ -800,26 +800,32 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
 // each tap reads the inputs of a row of outputs contiguously. Then each thread takes 4 output
 // channels of an output row and keeps their sums over all taps in vectors
 // of 16 outputs, up to 6 vectors at a time: 24 sums and 4 weights in
-// registers (docs/performance.md, step 33).
-typedef float kiln_v16 __attribute__((vector_size(64)));
+// registers (docs/performance.md, step 33). Without AVX-512, vectors of 8
+// and up to 3 at a time: 16 registers hold no more (as 6 vectors of 16 in
+// pairs of registers, resnet18's stem took 22 ms against 0.9).
+#if defined(__AVX512F__)
+constexpr int64_t kiln_rows_lanes = 16, kiln_rows_vectors = 6;
+#else
+constexpr int64_t kiln_rows_lanes = 8, kiln_rows_vectors = 3;
+#endif
+typedef float kiln_vrow __attribute__((vector_size(4 * kiln_rows_lanes)));
 // The sums of 4 output channels for V vectors of outputs, written to sums
-// as [4][V * 16]: tap t reads at + offsets[t], its 4 weights are w[4 t..].
+// as [4][V * kiln_rows_lanes]: tap t reads at + offsets[t], its 4 weights
+// are w[4 t..].
 template <int V>
 inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const float *w,
                                 int64_t taps, float *y, int64_t ldy) {
-  kiln_v16 acc[4][V];
+  kiln_vrow acc[4][V];
   for (int v = 0; v < V; ++v)
-    acc[0][v] = acc[1][v] = acc[2][v] = acc[3][v] = kiln_v16{};
+    acc[0][v] = acc[1][v] = acc[2][v] = acc[3][v] = kiln_vrow{};
   for (int64_t t = 0; t < taps; ++t) {
     const float *p = at + offsets[t];
     const float s0 = w[4 * t], s1 = w[4 * t + 1], s2 = w[4 * t + 2], s3 = w[4 * t + 3];
-    const kiln_v16 b0 = {s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0};
-    const kiln_v16 b1 = {s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1};
-    const kiln_v16 b2 = {s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2, s2};
-    const kiln_v16 b3 = {s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3, s3};
+    const kiln_vrow b0 = kiln_vrow{} + s0, b1 = kiln_vrow{} + s1, b2 = kiln_vrow{} + s2,
+                    b3 = kiln_vrow{} + s3;
     for (int v = 0; v < V; ++v) {
-      kiln_v16 in;
-      std::memcpy(&in, p + 16 * v, sizeof(in));
+      kiln_vrow in;
+      std::memcpy(&in, p + kiln_rows_lanes * v, sizeof(in));
       acc[0][v] += in * b0;
       acc[1][v] += in * b1;
       acc[2][v] += in * b2;
@@ -843,10 +849,12 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
     return false;
   if (batch == 0 || m == 0 || ho == 0 || wo == 0)
     return true;
-  const int64_t vectors = (wo + 15) / 16, chunks = (vectors + 5) / 6;
+  constexpr int64_t L = kiln_rows_lanes;
+  const int64_t vectors = (wo + L - 1) / L,
+                chunks = (vectors + kiln_rows_vectors - 1) / kiln_rows_vectors;
   const int64_t per = (vectors + chunks - 1) / chunks;
   // Zeros past the last vector's taps.
-  const int64_t phase = vectors * 16 + kw, row = sw * phase, plane = hp * row;
+  const int64_t phase = vectors * L + kw, row = sw * phase, plane = hp * row;
   const int64_t taps = c * kh * kw, blocks = (m + 3) / 4;
   kiln_scratch xs_owner(sizeof(float) * std::max<int64_t>(c * plane, 1));
   float *__restrict xs = static_cast<float *>(xs_owner.data);
@@ -920,15 +928,15 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
     for (int64_t oh = 0; oh < ho; ++oh)
       for (int64_t b = 0; b < blocks; ++b) {
         const float *wb = wt + b * taps * 4;
-        alignas(64) float sums[4 * 6 * 16];
+        alignas(64) float sums[4 * kiln_rows_vectors * L];
         for (int64_t v0 = 0; v0 < vectors; v0 += per) {
           const int64_t nv = std::min(per, vectors - v0);
-          const float *at = xs + oh * sh * row + v0 * 16;
-          const int64_t width = std::min(nv * 16, wo - v0 * 16);
-          float *yt = y + ((n * m + b * 4) * ho + oh) * wo + v0 * 16;
-          const bool direct = width == nv * 16 && b * 4 + 4 <= m;
+          const float *at = xs + oh * sh * row + v0 * L;
+          const int64_t width = std::min(nv * L, wo - v0 * L);
+          float *yt = y + ((n * m + b * 4) * ho + oh) * wo + v0 * L;
+          const bool direct = width == nv * L && b * 4 + 4 <= m;
           float *out = direct ? yt : sums;
-          const int64_t ld = direct ? ho * wo : nv * 16;
+          const int64_t ld = direct ? ho * wo : nv * L;
           switch (nv) {
           case 1: kiln_conv_rows_tile<1>(at, offsets, wb, taps, out, ld); break;
           case 2: kiln_conv_rows_tile<2>(at, offsets, wb, taps, out, ld); break;
@@ -939,7 +947,7 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
           }
           if (!direct)
             for (int64_t r = 0; r < 4 && b * 4 + r < m; ++r)
-              std::memcpy(yt + r * ho * wo, sums + r * nv * 16, sizeof(float) * width);
+              std::memcpy(yt + r * ho * wo, sums + r * nv * L, sizeof(float) * width);
         }
         epilogue(n, b * 4, std::min(b * 4 + 4, m), oh, oh + 1);
       }

@@ -13,6 +13,7 @@ printed), KILN_E2E_TIMEOUT overrides the per-command timeout in seconds.
 
 import json
 import os
+import platform
 import shutil
 import struct
 import subprocess
@@ -180,6 +181,13 @@ def save_safetensors(path, tensors):
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
     return path
+
+
+# The CPU targets the prelude's kernels are checked for: the machine's own
+# (AVX-512 where it has it) and, on x86-64, AVX2 alone (x86-64-v3), whose
+# kernels take other paths (vectors of 8, the window's own loops).
+CPU_TARGETS = ["native"] + (["x86-64-v3"] if platform.machine() in
+                            ("x86_64", "AMD64") else [])
 
 
 def import_or_skip(name):

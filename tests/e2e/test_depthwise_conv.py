@@ -6,7 +6,8 @@ with and without a bias, a ReLU6 (Clip), a ReLU or nothing after, at
 batches 1 and 3 through one artifact (symbolic batch). Planes of at most
 256 outputs at stride 1 whose rows keep their width run flattened
 (kiln_dwconv3x3_flat, on CPUs with AVX-512; rows of 7 keep the window's
-own loops without it); the others by rows.
+own loops without it); the others by rows. Compiled for each of
+kiln_testing.CPU_TARGETS.
 
 Reference: torch.nn.functional.conv2d in float64.
 """
@@ -47,18 +48,22 @@ class DepthwiseConv(kt.KilnTestCase):
                 kernels = cpp[cpp.index("//===--- kiln_k0"):]
                 self.assertEqual("kiln_dwconv3x3" in kernels, prelude,
                                  kernels[:3000])
-                artifact, proc = self.compile(path, name + ".kiln")
-                kt.assert_success(self, proc)
-                for n in (1, 3):
-                    x = (rng.standard_normal((n, c, hh, ww)) * 3).astype(
-                        np.float32)
-                    want = kt.torch_conv(torch, x, w, b if bias else None,
-                                         (s, s), pads, group=c, act=act)
-                    (got,), _ = self.run_artifact(
-                        artifact, [x], out_name="%s_%d" % (name, n))
-                    self.assertEqual(got.shape, want.shape)
-                    np.testing.assert_allclose(got, want, rtol=1e-5,
-                                               atol=1e-5)
+                for target in kt.CPU_TARGETS:
+                    artifact, proc = self.compile(
+                        path, name + target + ".kiln",
+                        "--target-cpu=" + target)
+                    kt.assert_success(self, proc)
+                    for n in (1, 3):
+                        x = (rng.standard_normal((n, c, hh, ww)) * 3).astype(
+                            np.float32)
+                        want = kt.torch_conv(torch, x, w, b if bias else None,
+                                             (s, s), pads, group=c, act=act)
+                        (got,), _ = self.run_artifact(
+                            artifact, [x],
+                            out_name="%s_%s_%d" % (name, target, n))
+                        self.assertEqual(got.shape, want.shape)
+                        np.testing.assert_allclose(got, want, rtol=1e-5,
+                                                   atol=1e-5)
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,7 +4,8 @@ strides 1 and 2, symmetric, asymmetric and no pads, ceil_mode, planes
 narrower than a vector and odd sizes, at batches 1 and 3 through one
 artifact (symbolic batch). The inputs hold -inf, +inf and NaN: a window
 with a NaN gives NaN, as torch's does. 2x2 windows keep the window's own
-loops.
+loops. Compiled for each of kiln_testing.CPU_TARGETS (AVX-512's vmaxps
+with NaNs put back, and without it kiln_maximum).
 
 Reference: torch.nn.functional.max_pool2d in float64.
 """
@@ -60,22 +61,28 @@ class MaxPool(kt.KilnTestCase):
                 kernels = cpp[cpp.index("//===--- kiln_k0"):]
                 self.assertEqual("kiln_maxpool3x3<" in kernels, prelude,
                                  kernels[:3000])
-                artifact, proc = self.compile(path, name + ".kiln")
-                kt.assert_success(self, proc)
-                for n in (1, 3):
-                    x = rng.standard_normal((n, c, hh, ww)).astype(np.float32)
-                    flat = x.reshape(-1)
-                    picks = rng.choice(flat.size, 6, replace=False)
-                    flat[picks[:2]] = np.nan
-                    flat[picks[2:4]] = np.inf
-                    flat[picks[4:]] = -np.inf
-                    want = torch_pool(torch, x, k, s, pads, ceil)
-                    (got,), _ = self.run_artifact(
-                        artifact, [x], out_name="%s_%d" % (name, n))
-                    self.assertEqual(got.shape, want.shape)
-                    np.testing.assert_array_equal(np.isnan(got),
-                                                  np.isnan(want))
-                    np.testing.assert_array_equal(got, want.astype(np.float32))
+                for target in kt.CPU_TARGETS:
+                    artifact, proc = self.compile(
+                        path, name + target + ".kiln",
+                        "--target-cpu=" + target)
+                    kt.assert_success(self, proc)
+                    for n in (1, 3):
+                        x = rng.standard_normal(
+                            (n, c, hh, ww)).astype(np.float32)
+                        flat = x.reshape(-1)
+                        picks = rng.choice(flat.size, 6, replace=False)
+                        flat[picks[:2]] = np.nan
+                        flat[picks[2:4]] = np.inf
+                        flat[picks[4:]] = -np.inf
+                        want = torch_pool(torch, x, k, s, pads, ceil)
+                        (got,), _ = self.run_artifact(
+                            artifact, [x],
+                            out_name="%s_%s_%d" % (name, target, n))
+                        self.assertEqual(got.shape, want.shape)
+                        np.testing.assert_array_equal(np.isnan(got),
+                                                      np.isnan(want))
+                        np.testing.assert_array_equal(
+                            got, want.astype(np.float32))
 
 
 if __name__ == "__main__":

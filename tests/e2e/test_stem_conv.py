@@ -4,7 +4,9 @@ codegen/Gemm.h's matchRowsConv): resnet18's 7x7 stride-2 stem, a 5x5
 stride-1 conv on one channel with output rows that are no multiple of 16
 and 6 channels (not a multiple of 4), mixed strides with asymmetric pads,
 an odd input width at stride 2, mobilenet_v2's 3x3 stride-2 stem (9
-taps); with the bias and an activation on each tile, or no epilogue. Batches 1 and 3 through one artifact (symbolic batch).
+taps); with the bias and an activation on each tile, or no epilogue.
+Batches 1 and 3 through one artifact (symbolic batch), compiled for each
+of kiln_testing.CPU_TARGETS (vectors of 16 with AVX-512, of 8 without).
 
 Reference: torch.nn.functional.conv2d in float64.
 """
@@ -44,17 +46,22 @@ class StemConv(kt.KilnTestCase):
                 if act is not None or bias:
                     self.assertTrue("kiln_conv_rows_tiles(" in kernels,
                                     kernels[:3000])
-                artifact, proc = self.compile(path, name + ".kiln")
-                kt.assert_success(self, proc)
-                for n in (1, 3):
-                    x = rng.standard_normal((n, c, hh, ww)).astype(np.float32)
-                    want = kt.torch_conv(torch, x, w, b if bias else None,
-                                         strides, pads, act=act)
-                    (got,), _ = self.run_artifact(
-                        artifact, [x], out_name="%s_%d" % (name, n))
-                    self.assertEqual(got.shape, want.shape)
-                    np.testing.assert_allclose(got, want, rtol=1e-4,
-                                               atol=1e-4)
+                for target in kt.CPU_TARGETS:
+                    artifact, proc = self.compile(
+                        path, name + target + ".kiln",
+                        "--target-cpu=" + target)
+                    kt.assert_success(self, proc)
+                    for n in (1, 3):
+                        x = rng.standard_normal(
+                            (n, c, hh, ww)).astype(np.float32)
+                        want = kt.torch_conv(torch, x, w, b if bias else None,
+                                             strides, pads, act=act)
+                        (got,), _ = self.run_artifact(
+                            artifact, [x],
+                            out_name="%s_%s_%d" % (name, target, n))
+                        self.assertEqual(got.shape, want.shape)
+                        np.testing.assert_allclose(got, want, rtol=1e-4,
+                                                   atol=1e-4)
 
 if __name__ == "__main__":
     unittest.main()
