@@ -1123,6 +1123,9 @@ template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top, 
 inline bool kiln_maxpool3x3(int64_t batch, int64_t c, const float *x, float pad, float init,
                             float *y) {
   static_assert((S == 1 || S == 2) && H > 0 && W > 0, "a stride of 1 or 2, a plane");
+  // A row of maxima and one of pad values live on the stack.
+  if constexpr (W > 16384 || Top < 0 || Left < 0)
+    return false;
   // The row's maxima at columns -Left.., and past W as far as the last
   // vectors of inputs and outputs reach.
   constexpr int64_t span =
