@@ -103,12 +103,14 @@ static std::optional<GemmMatch> tiledProduct(linalg::GenericOp op) {
 /// The pad `op` is when it pads only the planes of a 4-D tensor, with
 /// zeros: what kiln_conv_rows and kiln_dwconv3x3 write themselves as they
 /// read its input.
+static bool isPositiveZero(Value v) {
+  auto value = v ? v.getDefiningOp<arith::ConstantOp>() : arith::ConstantOp();
+  auto zero = value ? dyn_cast<FloatAttr>(value.getValue()) : FloatAttr();
+  return zero && zero.getValue().isPosZero();
+}
 static std::optional<PadMatch> zeroPlanePad(linalg::GenericOp op) {
   std::optional<PadMatch> match = planePad(op);
-  auto value = match ? match->value.getDefiningOp<arith::ConstantOp>()
-                     : arith::ConstantOp();
-  auto zero = value ? dyn_cast<FloatAttr>(value.getValue()) : FloatAttr();
-  if (!zero || !zero.getValue().isPosZero())
+  if (!match || !isPositiveZero(match->value))
     return std::nullopt;
   return match;
 }
@@ -187,25 +189,10 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
   std::optional<int64_t> stride = matchDepthwise3x3(op);
   if (!stride)
     return false;
-  Value in = op.getDpsInputs()[0];
-  Value source = in;
-  int64_t top = 0, left = 0;
-  unsigned planes = 0;
-  auto producer = in.getDefiningOp<linalg::GenericOp>();
-  if (std::optional<PadMatch> pad = zeroPlanePad(producer)) {
-    source = pad->input;
-    top = pad->begin[2];
-    left = pad->begin[3];
-  } else if (producer && matchPad(producer)) {
-    return false; // another pad value, or a pad of more than the planes
-  } else if (planeProducer(op, planes)) {
-    return false; // made plane by plane: no whole tensor to read
-  }
-  // The dims of the input and the output the call takes: batch and
-  // channels must be the output's too.
-  for (unsigned d = 0; d < 2; ++d)
-    if (dimExpr(source, d) != dimExpr(op.getResult(0), d))
-      return false;
+  // Its input, or that of a pad of its planes with zeros.
+  std::optional<PlaneSource> source = planeSource(op, *stride);
+  if (!source || (source->padValue && !isPositiveZero(source->padValue)))
+    return false;
   Operation *prologue = windowPrologue(op);
   std::string bias = "nullptr", init = "0.0f";
   if (auto fill = dyn_cast_or_null<linalg::FillOp>(prologue)) {
@@ -215,31 +202,21 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
   } else {
     return false;
   }
-  // The planes' sizes are template arguments: loops of known trip counts
-  // (960 planes of 7x7 took 40 us with them as arguments, 20 so).
-  auto inType = cast<RankedTensorType>(source.getType());
-  auto outType = cast<RankedTensorType>(op.getResult(0).getType());
-  for (unsigned d = 2; d < 4; ++d)
-    if (inType.isDynamicDim(d) || outType.isDynamicDim(d))
-      return false;
-  std::string sizes =
-      llvm::formatv("<{0}, {1}, {2}, {3}, {4}, {5}, {6}>", *stride,
-                    inType.getDimSize(2), inType.getDimSize(3),
-                    outType.getDimSize(2), outType.getDimSize(3), top, left);
   std::string args = llvm::formatv(
       "{0}, {1}, {2}, {3}, {4}, {5}, {6}", loopRange(op, 0), loopRange(op, 1),
-      bufferFor(source), bufferFor(op.getDpsInputs()[1]), bias, init,
+      bufferFor(source->input), bufferFor(op.getDpsInputs()[1]), bias, init,
       bufferFor(op.getResult(0)));
   linalg::GenericOp epilogue = windowEpilogue(op);
   if (!epilogue) {
-    os << "  if (!kiln_dwconv3x3" << sizes << "(" << args << ")) {\n";
+    os << "  if (!kiln_dwconv3x3" << source->sizes << "(" << args << ")) {\n";
     return true;
   }
   // The epilogue on each plane, as on a GEMM's tiles: [n] images of
   // [channels] x [rows, columns].
-  std::string tiled = emitTiledGemm(
-      op, convProduct(op, {2, 3}, {4, 5, 6}), epilogue, "", args, "",
-      "kiln_dwconv3x3_tiles" + sizes, {source, op.getDpsInputs()[1]});
+  std::string tiled =
+      emitTiledGemm(op, convProduct(op, {2, 3}, {4, 5, 6}), epilogue, "", args,
+                    "", "kiln_dwconv3x3_tiles" + source->sizes,
+                    {source->input, op.getDpsInputs()[1]});
   if (tiled.empty())
     return false;
   os << "  if (!" << tiled << ") {\n";

@@ -65,6 +65,15 @@ std::optional<PadMatch> matchPad(mlir::linalg::GenericOp op);
 /// The pad `op` is when it pads only the planes of a 4-D tensor (its batch
 /// and channels as they are), with any value.
 std::optional<PadMatch> planePad(mlir::linalg::GenericOp op);
+/// What a prelude window over 4-D planes (kiln_dwconv3x3, kiln_maxpool3x3)
+/// reads through its input 0: a whole tensor, with the rows and columns of
+/// a pad before it and the pad's value (null without a pad), and `sizes`,
+/// the template arguments <S, H, W, HO, WO, Top, Left> (CppPool.cpp).
+struct PlaneSource {
+  mlir::Value input, padValue;
+  int64_t top = 0, left = 0;
+  std::string sizes;
+};
 /// The generic that pads the input of stem conv `conv` (matchRowsConv) with
 /// zeros along its planes alone, and nothing else reads: kiln_conv_rows
 /// reads the unpadded input and writes the zeros as it copies it
@@ -179,6 +188,8 @@ private:
   bool emitRowsConvCall(mlir::linalg::GenericOp op);
   bool emitDepthwiseCall(mlir::linalg::GenericOp op);
   bool emitMaxPoolCall(mlir::linalg::GenericOp op);
+  std::optional<PlaneSource> planeSource(mlir::linalg::GenericOp op,
+                                         int64_t stride);
   void emitParallelFor(mlir::linalg::GenericOp op, unsigned shared);
   mlir::LogicalResult emitWindowPrologue(mlir::linalg::GenericOp op,
                                          mlir::Operation *prologue,

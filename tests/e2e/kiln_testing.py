@@ -321,6 +321,16 @@ class KilnTestCase(unittest.TestCase):
         proc = kilnc(model_path, "-o", out, *extra)
         return (out if proc.returncode == 0 else None), proc
 
+    def cpu_artifacts(self, model_path, name):
+        """Compiles `model_path` for each of CPU_TARGETS (each must
+        succeed); yields (target, artifact path)."""
+        for target in CPU_TARGETS:
+            artifact, proc = self.compile(model_path,
+                                          "%s_%s.kiln" % (name, target),
+                                          "--target-cpu=" + target)
+            assert_success(self, proc)
+            yield target, artifact
+
     def run_onnx(self, model, tag, inputs):
         """Compiles `model` (must succeed) and runs it on `inputs`; returns
         its outputs."""

@@ -48,11 +48,7 @@ class DepthwiseConv(kt.KilnTestCase):
                 kernels = cpp[cpp.index("//===--- kiln_k0"):]
                 self.assertEqual("kiln_dwconv3x3" in kernels, prelude,
                                  kernels[:3000])
-                for target in kt.CPU_TARGETS:
-                    artifact, proc = self.compile(
-                        path, name + target + ".kiln",
-                        "--target-cpu=" + target)
-                    kt.assert_success(self, proc)
+                for target, artifact in self.cpu_artifacts(path, name):
                     for n in (1, 3):
                         x = (rng.standard_normal((n, c, hh, ww)) * 3).astype(
                             np.float32)

@@ -46,11 +46,7 @@ class StemConv(kt.KilnTestCase):
                 if act is not None or bias:
                     self.assertTrue("kiln_conv_rows_tiles(" in kernels,
                                     kernels[:3000])
-                for target in kt.CPU_TARGETS:
-                    artifact, proc = self.compile(
-                        path, name + target + ".kiln",
-                        "--target-cpu=" + target)
-                    kt.assert_success(self, proc)
+                for target, artifact in self.cpu_artifacts(path, name):
                     for n in (1, 3):
                         x = rng.standard_normal(
                             (n, c, hh, ww)).astype(np.float32)
