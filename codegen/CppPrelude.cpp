@@ -494,9 +494,9 @@ inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m,
     // wrote on its core, not all of B: those projections took 31-44 us
     // against 52-71 at 28x28, and at 14x14 36-40 against 44-48 (K 384) and
     // 80-82 against 86-92 (K 576) in the model (docs/performance.md, step
-    // 45). The steps go
-    // by rows where M splits so (as below), else by columns. The partial
-    // sums round differently from one product over K.
+    // 45). The steps go by rows where M splits so (as below), else by
+    // columns. The partial sums round differently from one product over K,
+    // so the plain call's results are not the tiles' bit for bit here.
     kiln_scratch parts_owner(sizeof(float) * (threads - 1) * m * n);
     float *parts = static_cast<float *>(parts_owner.data);
     const bool byRows = em >= threads && em / threads * rows >= 16;
