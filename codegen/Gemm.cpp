@@ -127,6 +127,24 @@ std::optional<GemmMatch> matchOrder(linalg::GenericOp op, unsigned first) {
       !layout(*b, g.batch, g.k, g.n, g.batchedB, g.transB) || g.k.empty() ||
       (g.m.empty() && g.n.empty()))
     return std::nullopt;
+  auto unitDims = [&](OpOperand &operand) {
+    Dims dims;
+    for (AffineExpr e : op.getMatchingIndexingMap(&operand).getResults())
+      if (auto d = dyn_cast<AffineDimExpr>(e);
+          d && ranges[d.getPosition()] == 1)
+        dims.push_back(d.getPosition());
+    return dims;
+  };
+  Dims unitA = unitDims(*op.getDpsInputOperand(first)),
+       unitB = unitDims(*op.getDpsInputOperand(1 - first)),
+       unitC = unitDims(*op.getDpsInitOperand(0));
+  auto perImage = [&](const Dims &mine, const Dims &other) {
+    return llvm::any_of(mine, [&](unsigned d) {
+      return llvm::is_contained(unitC, d) && !llvm::is_contained(other, d);
+    });
+  };
+  g.perImageA = perImage(unitA, unitB);
+  g.perImageB = perImage(unitB, unitA);
   return g;
 }
 } // namespace

@@ -27,6 +27,10 @@ struct GemmMatch {
   llvm::SmallVector<unsigned> batch, m, n, k;
   bool transA = false, transB = false;
   bool batchedA = false, batchedB = false;
+  // Indexed by a loop dim of static size 1 that C is indexed by and the
+  // other operand is not: an image of a batch of one (a conv's input at a
+  // static batch of 1), not a matrix every image shares (a weight).
+  bool perImageA = false, perImageB = false;
 };
 
 /// The GEMM `op` computes, or nullopt. The body must be exactly `acc + a * b`

@@ -463,10 +463,12 @@ func.func @narrow_constant() -> tensor<bf16, #kiln.device<cpu>> {
 
 // The same conv at batch 1. Without the batch, the patches could also be A
 // (transposed, shared) with W's rows as a batch of 8 matrix-vector
-// products; the matcher takes the split with both M and N: one GEMM.
+// products; the matcher takes the split with both M and N: one GEMM. The
+// patches, an image's data (indexed by the batch's unit dim), keep their
+// stride; W, which every image shares, has none.
 // CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
 // CHECK:      const int64_t [[M:m[0-9]+]] = int64_t(1) * 8, [[N:n[0-9]+]] = int64_t(1) * 4 * 4, [[K:k[0-9]+]] = int64_t(1) * 3 * 2 * 2;
-// CHECK-NEXT: if (!(kiln_sgemm(int64_t(1), false, false, [[M]], [[N]], [[K]], in1, 0, in0, 0, out0, false))) {
+// CHECK-NEXT: if (!(kiln_sgemm(int64_t(1), false, false, [[M]], [[N]], [[K]], in1, 0, in0, [[K]] * [[N]], out0, false))) {
 func.func @conv_batch1(%col: tensor<1x3x2x2x4x4xf32, #kiln.device<cpu>>, %w: tensor<8x3x2x2xf32, #kiln.device<cpu>>) -> tensor<1x8x4x4xf32, #kiln.device<cpu>> {
   %0 = kiln.kernel(%col, %w : tensor<1x3x2x2x4x4xf32, #kiln.device<cpu>>, tensor<8x3x2x2xf32, #kiln.device<cpu>>) -> (tensor<1x8x4x4xf32, #kiln.device<cpu>>) {
   ^bb0(%a0: tensor<1x3x2x2x4x4xf32>, %a1: tensor<8x3x2x2xf32>):
