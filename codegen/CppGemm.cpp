@@ -100,14 +100,15 @@ static std::optional<GemmMatch> tiledProduct(linalg::GenericOp op) {
   return convProduct(op, {5, 6}, {2, 3, 4});
 }
 
-/// The pad `op` is when it pads only the planes of a 4-D tensor, with
-/// zeros: what kiln_conv_rows and kiln_dwconv3x3 write themselves as they
-/// read its input.
+/// Whether `v` is the constant +0.
 static bool isPositiveZero(Value v) {
   auto value = v ? v.getDefiningOp<arith::ConstantOp>() : arith::ConstantOp();
   auto zero = value ? dyn_cast<FloatAttr>(value.getValue()) : FloatAttr();
   return zero && zero.getValue().isPosZero();
 }
+/// The pad `op` is when it pads only the planes of a 4-D tensor, with
+/// zeros: what kiln_conv_rows and kiln_dwconv3x3 write themselves as they
+/// read its input.
 static std::optional<PadMatch> zeroPlanePad(linalg::GenericOp op) {
   std::optional<PadMatch> match = planePad(op);
   if (!match || !isPositiveZero(match->value))

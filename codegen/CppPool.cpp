@@ -1,12 +1,14 @@
-//===- CppPool.cpp - 3x3 max pools through the prelude, in C++ kernels ----===//
+//===- CppPool.cpp - plane windows through the prelude, in C++ kernels ----===//
 //
-// A 3x3 max pool (matchMaxPool3x3) whose input is a constant pad of the
-// planes calls the prelude's kiln_maxpool3x3, which reads the unpadded input
-// (the pad's value outside it) a row of outputs at a time: the max of the
-// three input rows, then of each output's three columns. The window's own
-// loops, over a plane padded and split by columns per thread, run only if
-// it declines (resnet18's max pool after its stem: 89-132 us against
-// 151-174 in the model; docs/performance.md, step 44).
+// Windows over 4-D planes read a whole tensor, or the input of a constant
+// pad of its planes, through the prelude (planeSource), the pad's value
+// outside it; their own loops run only if the prelude declines. Depthwise
+// 3x3 convs (kiln_dwconv3x3) are emitted with the GEMM-like calls
+// (CppGemm.cpp) for their epilogue tiles. A 3x3 max pool (matchMaxPool3x3,
+// kiln_maxpool3x3) takes a row of outputs at a time: the max of its three
+// input rows, then of each output's three columns (resnet18's pool after
+// its stem: 89-132 us against 151-174 in the model; docs/performance.md,
+// step 44).
 //
 //===----------------------------------------------------------------------===//
 

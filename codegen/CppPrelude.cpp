@@ -283,6 +283,16 @@ inline bool kiln_sgemm_packed(int64_t batch, int64_t m, int64_t n, int64_t k, co
 // 16 rows (K 32) took 1.25-1.35x oneDNN's time in a harness. The sums run in
 // the order of K, as oneDNN's do at this size (bit-identical in the harness).
 #if defined(__AVX512F__)
+// The first min(n, 16) lanes of a vector.
+inline __mmask16 kiln_lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+}
+// p[0], p[2], ..., p[30]: the even columns of 32 (a stride of 2).
+inline __m512 kiln_even16(const float *p) {
+  const __m512i even =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  return _mm512_permutex2var_ps(_mm512_loadu_ps(p), even, _mm512_loadu_ps(p + 16));
+}
 inline bool kiln_pointwise_applies(int64_t batch, bool transA, bool transB, int64_t m, int64_t n,
                                    int64_t k, int64_t strideA) {
   return !transA && !transB && strideA == 0 && k > 0 && k <= 16 && m >= 32 &&
@@ -354,7 +364,7 @@ inline void kiln_pointwise_tile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, 
   c += r0 * ldc;
   for (int64_t j = c0; j < c1; j += 64) {
     const int64_t w = std::min<int64_t>(64, c1 - j), v = (w + 15) / 16;
-    const __mmask16 last = __mmask16((1u << (w - 16 * (v - 1))) - 1);
+    const __mmask16 last = kiln_lanes(w - 16 * (v - 1));
     switch (v) {
     case 4: kiln_pointwise_rows<4>(r1 - r0, k, a, b + j, ldb, c + j, ldc, last, accumulate); break;
     case 3: kiln_pointwise_rows<3>(r1 - r0, k, a, b + j, ldb, c + j, ldc, last, accumulate); break;
@@ -452,6 +462,57 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
   return true;
 }
 
+// kiln_sgemm_tiles's product of few rows over a long K, an image at a time
+// (mobilenet_v2's projections at 28x28 and 14x14, 32-96 rows, K 144-576; A
+// shared, neither transposed): each of `threads` threads multiplies a share
+// of K into a partial C, then takes a share of C's steps, summing the
+// partials into it and running the epilogue on them. Each thread reads the
+// rows of B that the depthwise conv before wrote on its core, not all of B:
+// those projections took 31-44 us against 52-71 at 28x28, and at 14x14
+// 36-40 against 44-48 (K 384) and 80-82 against 86-92 (K 576) in the model
+// (docs/performance.md, step 45). The steps go by rows where M splits so
+// (as in kiln_sgemm_tiles), else by columns. The partial sums round
+// differently from one product over K, so the plain call's results are not
+// these bit for bit.
+template <typename F>
+inline void kiln_sgemm_split_k(kiln_sgemm_fn gemm, int64_t batch, int64_t m, int64_t n,
+                               int64_t k, const float *a, const float *b, int64_t strideB,
+                               float *c, bool accumulate, int64_t em, int64_t en,
+                               int64_t threads, const F &epilogue) {
+  const int64_t rows = m / em, cols = n / en;
+  kiln_scratch parts_owner(sizeof(float) * (threads - 1) * m * n);
+  float *parts = static_cast<float *>(parts_owner.data);
+  const bool byRows = em >= threads && em / threads * rows >= 16;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+    for (int64_t i = 0; i < batch; ++i) {
+      float *ci = c + i * m * n;
+      const int64_t k0 = t * k / T, k1 = (t + 1) * k / T;
+      float *dst = t == 0 ? ci : parts + (t - 1) * m * n;
+      if (gemm('N', 'N', m, n, k1 - k0, 1.0f, a + k0, k, b + i * strideB + k0 * n, n,
+               t == 0 && accumulate ? 1.0f : 0.0f, dst, n) != 0)
+        std::abort();
+#pragma omp barrier
+      const int64_t steps = byRows ? em : en;
+      const int64_t s0 = t * steps / T, s1 = (t + 1) * steps / T;
+      const int64_t r0 = byRows ? s0 * rows : 0, r1 = byRows ? s1 * rows : m;
+      const int64_t c0 = byRows ? 0 : s0 * cols, c1 = byRows ? n : s1 * cols;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t u = 1; u < T; ++u) {
+          const float *p = parts + (u - 1) * m * n + r * n;
+          float *q = ci + r * n;
+#pragma omp simd
+          for (int64_t j = c0; j < c1; ++j)
+            q[j] += p[j];
+        }
+      if (s1 > s0)
+        epilogue(i, byRows ? s0 : 0, byRows ? s1 : em, byRows ? 0 : s0, byRows ? en : s1);
+#pragma omp barrier
+    }
+  }
+}
+
 // kiln_sgemm in one tile of C per thread, each tile's `epilogue(i, m0, m1, n0,
 // n1)` run by its thread right after its GEMM, on what it just wrote. M is em
 // steps of m / em rows (the epilogue's loop over its first M dim), N en steps
@@ -486,48 +547,8 @@ inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m,
   const int64_t rows = m / em, cols = n / en, threads = omp_get_max_threads();
   if (batch * 2 <= threads && k >= 128 && n >= 128 && m * n <= 32768 && !transA && !transB &&
       strideA == 0) {
-    // A product of few rows over a long K, one image (mobilenet_v2's
-    // projections at 28x28 and 14x14, 32-96 rows, K 144-576): each thread
-    // multiplies a share of K into a partial C, then takes a share of C's
-    // steps, summing the partials into it and running the epilogue on
-    // them. Each thread reads the rows of B that the depthwise conv before
-    // wrote on its core, not all of B: those projections took 31-44 us
-    // against 52-71 at 28x28, and at 14x14 36-40 against 44-48 (K 384) and
-    // 80-82 against 86-92 (K 576) in the model (docs/performance.md, step
-    // 45). The steps go by rows where M splits so (as below), else by
-    // columns. The partial sums round differently from one product over K,
-    // so the plain call's results are not the tiles' bit for bit here.
-    kiln_scratch parts_owner(sizeof(float) * (threads - 1) * m * n);
-    float *parts = static_cast<float *>(parts_owner.data);
-    const bool byRows = em >= threads && em / threads * rows >= 16;
-#pragma omp parallel num_threads(threads)
-    {
-      const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-      for (int64_t i = 0; i < batch; ++i) {
-        float *ci = c + i * m * n;
-        const int64_t k0 = t * k / T, k1 = (t + 1) * k / T;
-        float *dst = t == 0 ? ci : parts + (t - 1) * m * n;
-        if (gemm('N', 'N', m, n, k1 - k0, 1.0f, a + k0, k, b + i * strideB + k0 * n, n,
-                 t == 0 && accumulate ? 1.0f : 0.0f, dst, n) != 0)
-          std::abort();
-#pragma omp barrier
-        const int64_t steps = byRows ? em : en;
-        const int64_t s0 = t * steps / T, s1 = (t + 1) * steps / T;
-        const int64_t r0 = byRows ? s0 * rows : 0, r1 = byRows ? s1 * rows : m;
-        const int64_t c0 = byRows ? 0 : s0 * cols, c1 = byRows ? n : s1 * cols;
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t u = 1; u < T; ++u) {
-            const float *p = parts + (u - 1) * m * n + r * n;
-            float *q = ci + r * n;
-#pragma omp simd
-            for (int64_t j = c0; j < c1; ++j)
-              q[j] += p[j];
-          }
-        if (s1 > s0)
-          epilogue(i, byRows ? s0 : 0, byRows ? s1 : em, byRows ? 0 : s0, byRows ? en : s1);
-#pragma omp barrier
-      }
-    }
+    kiln_sgemm_split_k(gemm, batch, m, n, k, a, b, strideB, c, accumulate, em, en, threads,
+                       epilogue);
     return true;
   }
   int64_t tm = em, tn = en;
@@ -903,15 +924,9 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
 #if defined(__AVX512F__)
           // Stride 2: 16 columns of a phase from two vectors of the row:
           // mobilenet_v2's copy 35-44 us against 47-51 one by one.
-          if (sw == 2) {
-            const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
-                                                   24, 26, 28, 30);
-            for (; q + 16 <= end && 2 * q + ph - left + 32 <= iw; q += 16) {
-              const float *p = src + 2 * q + ph - left;
-              _mm512_storeu_ps(op + q, _mm512_permutex2var_ps(_mm512_loadu_ps(p), even,
-                                                              _mm512_loadu_ps(p + 16)));
-            }
-          }
+          if (sw == 2)
+            for (; q + 16 <= end && 2 * q + ph - left + 32 <= iw; q += 16)
+              _mm512_storeu_ps(op + q, kiln_even16(src + 2 * q + ph - left));
 #endif
           for (; q < end; ++q)
             op[q] = src[q * sw + ph - left];
@@ -1014,7 +1029,7 @@ template <int64_t H, int64_t W, int64_t HO, int64_t Top, int64_t Left> struct ki
         mask[t][v] = __mmask16(m);
       }
     }
-    last = __mmask16((1u << (size - 16 * (vectors - 1))) - 1);
+    last = kiln_lanes(size - 16 * (vectors - 1));
   }
 };
 template <int64_t H, int64_t W, int64_t HO, int64_t Top, int64_t Left>
@@ -1048,7 +1063,7 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
   // Interior columns: ow * S - Left >= 0 and ow * S - Left + 2 < W.
   constexpr int64_t lo = std::min(WO, (Left + S - 1) / S);
   constexpr int64_t hi = std::max(lo, std::min(WO, W + Left - 2 > 0 ? (W + Left - 3) / S + 1 : 0));
-  const auto rows = [&](int64_t plane, int64_t oh0, int64_t oh1) {
+  const auto planeRows = [&](int64_t plane) {
     const int64_t ch = plane % c;
     const float *xp = x + plane * H * W;
     const float *k = wt + ch * 9;
@@ -1056,7 +1071,7 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
                 k20 = k[6], k21 = k[7], k22 = k[8];
     const float b = bias ? bias[ch] : init;
     float *yp = y + plane * HO * WO;
-    for (int64_t oh = oh0; oh < oh1; ++oh) {
+    for (int64_t oh = 0; oh < HO; ++oh) {
       const int64_t i0 = oh * S - Top;
       const float *__restrict r0 = i0 >= 0 && i0 < H ? xp + i0 * W : zeros;
       const float *__restrict r1 = i0 + 1 >= 0 && i0 + 1 < H ? xp + (i0 + 1) * W : zeros;
@@ -1097,7 +1112,7 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
 #pragma omp parallel for schedule(static) if (batch * c * HO * WO >= 4096)
   for (int64_t plane = 0; plane < batch * c; ++plane) {
     const int64_t n = plane / c, ch = plane % c;
-    rows(plane, 0, HO);
+    planeRows(plane);
     epilogue(n, ch, ch + 1, 0, HO);
   }
   return true;
@@ -1157,7 +1172,7 @@ inline bool kiln_maxpool3x3(int64_t batch, int64_t c, const float *x, float pad,
     };
     const __m512 first = _mm512_set1_ps(init);
     for (int64_t q = 0; q < W; q += 16) {
-      const __mmask16 k = W - q >= 16 ? 0xffff : (1u << (W - q)) - 1;
+      const __mmask16 k = kiln_lanes(W - q);
       __m512 v = max3(_mm512_maskz_loadu_ps(k, r0 + q), _mm512_maskz_loadu_ps(k, r1 + q),
                       _mm512_maskz_loadu_ps(k, r2 + q));
       v = _mm512_mask_mov_ps(_mm512_max_ps(v, first),
@@ -1165,18 +1180,12 @@ inline bool kiln_maxpool3x3(int64_t batch, int64_t c, const float *x, float pad,
       _mm512_mask_storeu_ps(m + Left + q, k, v);
     }
     for (int64_t ow = 0; ow < WO; ow += 16) {
-      const __mmask16 k = WO - ow >= 16 ? 0xffff : (1u << (WO - ow)) - 1;
+      const __mmask16 k = kiln_lanes(WO - ow);
       const float *p = m + S * ow;
       __m512 v;
       if constexpr (S == 2) {
         // 16 outputs from 2 x 16 maxima: even, odd and even again, one on.
-        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24,
-                                               26, 28, 30);
-        const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-        const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
-        const __m512 c = _mm512_loadu_ps(p + 2), d = _mm512_loadu_ps(p + 18);
-        v = max3(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b),
-                 _mm512_permutex2var_ps(c, even, d));
+        v = max3(kiln_even16(p), kiln_even16(p + 1), kiln_even16(p + 2));
       } else {
         v = max3(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 1), _mm512_loadu_ps(p + 2));
       }

@@ -331,6 +331,21 @@ class KilnTestCase(unittest.TestCase):
             assert_success(self, proc)
             yield target, artifact
 
+    def check_conv(self, torch, artifact, tag, rng, shape, w, b, strides,
+                   pads, group=1, act=None, scale=1.0, rtol=1e-5, atol=1e-5):
+        """Runs `artifact` (a conv_model of input [n] + shape) at batches 1
+        and 3 on random inputs (times `scale`) and compares its output
+        with torch_conv's."""
+        for n in (1, 3):
+            x = (rng.standard_normal((n,) + tuple(shape)) * scale).astype(
+                np.float32)
+            want = torch_conv(torch, x, w, b, strides, pads, group=group,
+                              act=act)
+            (got,), _ = self.run_artifact(artifact, [x],
+                                          out_name="%s_%d" % (tag, n))
+            self.assertEqual(got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
     def run_onnx(self, model, tag, inputs):
         """Compiles `model` (must succeed) and runs it on `inputs`; returns
         its outputs."""

@@ -49,17 +49,10 @@ class DepthwiseConv(kt.KilnTestCase):
                 self.assertEqual("kiln_dwconv3x3" in kernels, prelude,
                                  kernels[:3000])
                 for target, artifact in self.cpu_artifacts(path, name):
-                    for n in (1, 3):
-                        x = (rng.standard_normal((n, c, hh, ww)) * 3).astype(
-                            np.float32)
-                        want = kt.torch_conv(torch, x, w, b if bias else None,
-                                             (s, s), pads, group=c, act=act)
-                        (got,), _ = self.run_artifact(
-                            artifact, [x],
-                            out_name="%s_%s_%d" % (name, target, n))
-                        self.assertEqual(got.shape, want.shape)
-                        np.testing.assert_allclose(got, want, rtol=1e-5,
-                                                   atol=1e-5)
+                    self.check_conv(torch, artifact, name + "_" + target,
+                                    rng, (c, hh, ww), w,
+                                    b if bias else None, (s, s), pads,
+                                    group=c, act=act, scale=3)
 
 if __name__ == "__main__":
     unittest.main()

@@ -42,15 +42,9 @@ class PointwiseGemm(kt.KilnTestCase):
                 self.assertIn("kiln_sgemm", kernels, kernels[:3000])
                 artifact, proc = self.compile(path, name + ".kiln")
                 kt.assert_success(self, proc)
-                for n in (1, 3):
-                    x = rng.standard_normal((n, c, hh, ww)).astype(np.float32)
-                    want = kt.torch_conv(torch, x, w, b if bias else None,
-                                         (1, 1), (0, 0, 0, 0), act=act)
-                    (got,), _ = self.run_artifact(
-                        artifact, [x], out_name="%s_%d" % (name, n))
-                    self.assertEqual(got.shape, want.shape)
-                    np.testing.assert_allclose(got, want, rtol=1e-5,
-                                               atol=1e-5)
+                self.check_conv(torch, artifact, name, rng, (c, hh, ww), w,
+                                b if bias else None, (1, 1), (0, 0, 0, 0),
+                                act=act)
 
     def test_gemm_with_bias(self):
         from onnx import TensorProto as T, helper as h, numpy_helper as nh

@@ -39,15 +39,8 @@ class SplitK(kt.KilnTestCase):
                 self.assertIn("kiln_sgemm_tiles(", kernels, kernels[:3000])
                 artifact, proc = self.compile(path, name + ".kiln")
                 kt.assert_success(self, proc)
-                for n in (1, 3):
-                    x = rng.standard_normal((n, c, hh, ww)).astype(np.float32)
-                    want = kt.torch_conv(torch, x, w, b, (1, 1), (0, 0, 0, 0),
-                                         act=act)
-                    (got,), _ = self.run_artifact(
-                        artifact, [x], out_name="%s_%d" % (name, n))
-                    self.assertEqual(got.shape, want.shape)
-                    np.testing.assert_allclose(got, want, rtol=1e-5,
-                                               atol=1e-4)
+                self.check_conv(torch, artifact, name, rng, (c, hh, ww), w, b,
+                                (1, 1), (0, 0, 0, 0), act=act, atol=1e-4)
 
 
 if __name__ == "__main__":

@@ -47,17 +47,10 @@ class StemConv(kt.KilnTestCase):
                     self.assertTrue("kiln_conv_rows_tiles(" in kernels,
                                     kernels[:3000])
                 for target, artifact in self.cpu_artifacts(path, name):
-                    for n in (1, 3):
-                        x = rng.standard_normal(
-                            (n, c, hh, ww)).astype(np.float32)
-                        want = kt.torch_conv(torch, x, w, b if bias else None,
-                                             strides, pads, act=act)
-                        (got,), _ = self.run_artifact(
-                            artifact, [x],
-                            out_name="%s_%s_%d" % (name, target, n))
-                        self.assertEqual(got.shape, want.shape)
-                        np.testing.assert_allclose(got, want, rtol=1e-4,
-                                                   atol=1e-4)
+                    self.check_conv(torch, artifact, name + "_" + target,
+                                    rng, (c, hh, ww), w,
+                                    b if bias else None, strides, pads,
+                                    act=act, rtol=1e-4, atol=1e-4)
 
 if __name__ == "__main__":
     unittest.main()
