@@ -21,6 +21,7 @@ constexpr const char *kPrelude = R"(#include <cmath>
 #include <vector>
 #include <new>
 #include <omp.h>
+#include <sys/mman.h>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -91,6 +92,16 @@ inline float kiln_erff(float x) {
 // model run again touches no fresh pages; big blocks would otherwise be
 // mmap'ed and faulted in on every call. The smallest block that fits is
 // taken, of those the one released last: the most likely still in cache.
+// Blocks of 2 MiB and more in huge pages, as the runtime's own (its
+// runtime/HostMemory.cpp says why); KILN_HUGE_PAGES=0 turns that off.
+inline void *kiln_allocate(size_t bytes) {
+  static const bool huge = !getenv("KILN_HUGE_PAGES") || strcmp(getenv("KILN_HUGE_PAGES"), "0") != 0;
+  const size_t align = huge && bytes >= (size_t(2) << 20) ? size_t(2) << 20 : 64;
+  void *data = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  if (data && align > 64)
+    madvise(data, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
+  return data;
+}
 struct kiln_scratch_cache {
   std::vector<std::pair<size_t, void *>> free; // the last released last
   ~kiln_scratch_cache() {
@@ -114,7 +125,7 @@ struct kiln_scratch {
       size = free[best].first;
       data = free[best].second;
       free.erase(free.begin() + best);
-    } else if (!(data = std::aligned_alloc(64, size))) {
+    } else if (!(data = kiln_allocate(size))) {
       throw std::bad_alloc();
     }
   }

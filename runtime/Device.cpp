@@ -1,6 +1,7 @@
 //===- Device.cpp - concrete devices: names, memory, streams --------------===//
 
 #include "runtime/Device.h"
+#include "runtime/HostMemory.h"
 
 #include "kiln/runtime.h"
 #include "runtime/Cuda.h"
@@ -178,7 +179,7 @@ void *Device::allocate(size_t bytes) {
     if (it != freeBlocks_.end() && it->first <= 2 * rounded) {
       data = it->second;
       freeBlocks_.erase(it);
-    } else if ((data = std::aligned_alloc(64, rounded))) {
+    } else if ((data = host::allocate(rounded))) {
       blockSizes_[data] = rounded;
     }
   }

@@ -4,6 +4,7 @@
 
 #include "runtime/Cuda.h"
 #include "runtime/Device.h"
+#include "runtime/HostMemory.h"
 
 #include <algorithm>
 #include <cmath>
@@ -158,7 +159,7 @@ Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
       throw Error("negative dimension in " + describe(dtype, t.shape_));
   size_t bytes = t.nbytes();
   size_t rounded = (bytes + 63) / 64 * 64;
-  void *p = std::aligned_alloc(64, rounded ? rounded : 64);
+  void *p = host::allocate(rounded);
   if (!p)
     throw Error("out of memory allocating " + describe(dtype, t.shape_));
   std::memset(p, 0, rounded ? rounded : 64);

@@ -1,0 +1,33 @@
+//===- HostMemory.cpp - host allocations for tensors and temps ------------===//
+
+#include "runtime/HostMemory.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sys/mman.h>
+
+namespace kiln::host {
+
+namespace {
+bool hugePagesWanted() {
+  const char *setting = std::getenv("KILN_HUGE_PAGES");
+  return !setting || std::strcmp(setting, "0") != 0;
+}
+} // namespace
+
+void *allocate(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  static const bool huge = hugePagesWanted();
+  size_t align = huge && bytes >= kHuge ? kHuge : 64;
+  size_t rounded = bytes < align ? align : (bytes + align - 1) / align * align;
+  if (rounded < bytes)
+    return nullptr;
+  void *data = std::aligned_alloc(align, rounded);
+  // Advice only: where huge pages are off or used up the block still works
+  // in small pages.
+  if (data && align == kHuge)
+    madvise(data, rounded, MADV_HUGEPAGE);
+  return data;
+}
+
+} // namespace kiln::host
