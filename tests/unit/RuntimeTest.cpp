@@ -9,12 +9,14 @@
 #include "OnnxBuilder.h"
 
 #include "kiln/runtime.h"
+#include "runtime/HostMemory.h"
 #include "tools/driver/Driver.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -246,3 +248,46 @@ TEST_F(RuntimeTest, SymbolicBatchRunsAtAnySize) {
 }
 
 } // namespace
+
+// Host blocks of 2 MiB and more are 2 MiB aligned and asked for in huge pages
+// (runtime/HostMemory.cpp); smaller ones 64-byte aligned. Whether the kernel
+// grants the advice is checked in /proc/self/smaps, where it reports it.
+TEST(HostMemoryTest, LargeBlocksAskForHugePages) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  void *small = kiln::host::allocate(1000);
+  void *large = kiln::host::allocate(3 * kHuge + 5);
+  ASSERT_NE(small, nullptr);
+  ASSERT_NE(large, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large) % kHuge, 0u);
+  std::memset(large, 1, 3 * kHuge + 5); // the whole rounded-up size is ours
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modeText((std::istreambuf_iterator<char>(mode)),
+                       std::istreambuf_iterator<char>());
+  if (modeText.empty() || modeText.find("[never]") != std::string::npos) {
+    std::free(small);
+    std::free(large);
+    GTEST_SKIP() << "transparent huge pages are off on this machine: "
+                 << (modeText.empty() ? "no THP setting" : modeText);
+  }
+  // The mapping holding `large`: its header line is "lo-hi perms ...".
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false, eligible = false, found = false;
+  auto address = reinterpret_cast<uintptr_t>(large);
+  while (std::getline(smaps, line)) {
+    unsigned long lo, hi;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {
+      inside = lo <= address && address < hi;
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) {
+      found = true;
+      eligible = line.find('1') != std::string::npos;
+    }
+  }
+  std::free(small);
+  std::free(large);
+  ASSERT_TRUE(found) << "no THPeligible line for the block in /proc/self/smaps";
+  EXPECT_TRUE(eligible);
+}
