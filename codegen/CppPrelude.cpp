@@ -829,17 +829,76 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
 // with zeros to [batch][c][hp][wp] (top rows and left columns before it).
 // Each image's x is first copied so padded and split by the column stride
 // (column ow * sw + j goes to phase j % sw, column ow + j / sw), so that
-// each tap reads the inputs of a row of outputs contiguously. Then each thread takes 4 output
-// channels of an output row and keeps their sums over all taps in vectors
-// of 16 outputs, up to 6 vectors at a time: 24 sums and 4 weights in
-// registers (docs/performance.md, step 33). Without AVX-512, vectors of 8
-// and up to 3 at a time: 16 registers hold no more (as 6 vectors of 16 in
-// pairs of registers, resnet18's stem took 22 ms against 0.9).
+// each tap reads the inputs of a row of outputs contiguously. Then each
+// thread takes an output row, block of channels by block of channels.
+// With AVX-512 a block is 32 channels, and a tile 14 outputs of the row by
+// the block's 2 vectors of 16 channels: per tap 2 weight vectors (packed
+// tap by tap, aligned) and 14 broadcast inputs feed 28 sums, which a 16x16
+// transpose per vector turns into 14 outputs of each channel's row
+// (docs/performance.md, step 51: resnet18's stem 630-690 us against
+// 900-1010 with the outputs in the vectors). Without AVX-512 a block is 4
+// channels, whose sums over all taps stay in vectors of 8 outputs, up to 3
+// at a time (16 registers hold no more: as 6 vectors of 16 in pairs of
+// registers, resnet18's stem took 22 ms against 0.9).
 #if defined(__AVX512F__)
-constexpr int64_t kiln_rows_lanes = 16, kiln_rows_vectors = 6;
+constexpr int64_t kiln_rows_block = 32, kiln_rows_tile = 14;
+// r[j] = column j of the 16x16 matrix with rows r[0..15].
+inline void kiln_transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int h = 0; h < 2; ++h) {
+      const __m512d a = _mm512_castps_pd(t[4 * i + h]), b = _mm512_castps_pd(t[4 * i + h + 2]);
+      r[4 * i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[4 * i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+  }
+}
+// The sums of kiln_rows_tile outputs (the lanes of `lanes`) of `rows`
+// channels (at most 16 V) written to y, row r at y + r * ldy: tap t reads
+// at + offsets[t], its weights are the V vectors at w + 32 t.
+template <int V>
+inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const float *w,
+                                int64_t taps, float *y, int64_t ldy, int64_t rows,
+                                __mmask16 lanes) {
+  constexpr int P = kiln_rows_tile;
+  __m512 acc[P][V];
+  for (int i = 0; i < P; ++i)
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t) {
+    const float *p = at + offsets[t];
+    __m512 wv[V];
+    for (int v = 0; v < V; ++v)
+      wv[v] = _mm512_load_ps(w + kiln_rows_block * t + 16 * v);
+    for (int i = 0; i < P; ++i) {
+      const __m512 b = _mm512_set1_ps(p[i]);
+      for (int v = 0; v < V; ++v)
+        acc[i][v] = _mm512_fmadd_ps(b, wv[v], acc[i][v]);
+    }
+  }
+  for (int v = 0; v < V; ++v) {
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i)
+      r[i] = i < P ? acc[i][v] : _mm512_setzero_ps();
+    kiln_transpose16(r);
+    for (int j = 0; j < 16 && 16 * v + j < rows; ++j)
+      _mm512_mask_storeu_ps(y + (16 * v + j) * ldy, lanes, r[j]);
+  }
+}
 #else
-constexpr int64_t kiln_rows_lanes = 8, kiln_rows_vectors = 3;
-#endif
+constexpr int64_t kiln_rows_block = 4, kiln_rows_lanes = 8, kiln_rows_vectors = 3;
 typedef float kiln_vrow __attribute__((vector_size(4 * kiln_rows_lanes)));
 // The sums of 4 output channels for V vectors of outputs, written to sums
 // as [4][V * kiln_rows_lanes]: tap t reads at + offsets[t], its 4 weights
@@ -867,6 +926,7 @@ inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const f
   for (int r = 0; r < 4; ++r)
     std::memcpy(y + r * ldy, acc[r], sizeof(acc[r]));
 }
+#endif
 // With `epilogue(n, mlo, mhi, oh, oh + 1)` run by the thread on each tile
 // of channels [mlo, mhi) of output row oh of image n right after computing
 // it (as kiln_sgemm_tiles does for a GEMM's tiles): em must be m and en ho
@@ -881,20 +941,25 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
     return false;
   if (batch == 0 || m == 0 || ho == 0 || wo == 0)
     return true;
+  constexpr int64_t B = kiln_rows_block;
+#if defined(__AVX512F__)
+  const int64_t span = (wo + kiln_rows_tile - 1) / kiln_rows_tile * kiln_rows_tile;
+#else
   constexpr int64_t L = kiln_rows_lanes;
   const int64_t vectors = (wo + L - 1) / L,
                 chunks = (vectors + kiln_rows_vectors - 1) / kiln_rows_vectors;
-  const int64_t per = (vectors + chunks - 1) / chunks;
-  // Zeros past the last vector's taps.
-  const int64_t phase = vectors * L + kw, row = sw * phase, plane = hp * row;
-  const int64_t taps = c * kh * kw, blocks = (m + 3) / 4;
+  const int64_t per = (vectors + chunks - 1) / chunks, span = vectors * L;
+#endif
+  // Zeros past the last tile's taps.
+  const int64_t phase = span + kw, row = sw * phase, plane = hp * row;
+  const int64_t taps = c * kh * kw, blocks = (m + B - 1) / B;
   kiln_scratch xs_owner(sizeof(float) * std::max<int64_t>(c * plane, 1));
   float *__restrict xs = static_cast<float *>(xs_owner.data);
   // Each tap's offset in xs, by phase (column j = q * sw + ph of the
-  // window), and the weights of each block of 4 channels tap by tap; past
+  // window), and the weights of each block of channels tap by tap; past
   // the last channel, a block repeats it (and keeps no sums).
   kiln_scratch offsets_owner(sizeof(int64_t) * taps);
-  kiln_scratch wt_owner(sizeof(float) * blocks * taps * 4);
+  kiln_scratch wt_owner(sizeof(float) * blocks * taps * B);
   int64_t *offsets = static_cast<int64_t *>(offsets_owner.data);
   float *wt = static_cast<float *>(wt_owner.data);
   int64_t t = 0;
@@ -904,9 +969,9 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
         for (int64_t q = 0; q * sw + ph < kw; ++q, ++t) {
           offsets[t] = ch * plane + i * row + ph * phase + q;
           for (int64_t b = 0; b < blocks; ++b)
-            for (int64_t r = 0; r < 4; ++r)
-              wt[(b * taps + t) * 4 + r] =
-                  w[std::min(b * 4 + r, m - 1) * taps + (ch * kh + i) * kw + q * sw + ph];
+            for (int64_t r = 0; r < B; ++r)
+              wt[(b * taps + t) * B + r] =
+                  w[std::min(b * B + r, m - 1) * taps + (ch * kh + i) * kw + q * sw + ph];
         }
   for (int64_t n = 0; n < batch; ++n) {
     const float *xn = x + n * c * h * iw;
@@ -946,36 +1011,46 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
       }
     }
     // A thread runs all blocks of channels on an output row before the
-    // next row, while the input rows it reads are in L1, and full tiles
-    // store their sums straight into y: mobilenet_v2's stem (27 taps) took
+    // next row, while the input rows it reads are in L1, and the epilogue
+    // on each block's row right after it: mobilenet_v2's stem (27 taps) took
     // 118-121 us against 192-215 block by block, resnet18's (147 taps)
     // 770-780 against 828-868 (harness, 2 threads, 4 alternated runs).
 #pragma omp parallel for schedule(static)
     for (int64_t oh = 0; oh < ho; ++oh)
       for (int64_t b = 0; b < blocks; ++b) {
-        const float *wb = wt + b * taps * 4;
+        const float *wb = wt + b * taps * B;
+        const int64_t rows = std::min(B, m - b * B);
+        float *yb = y + ((n * m + b * B) * ho + oh) * wo;
+#if defined(__AVX512F__)
+        for (int64_t p0 = 0; p0 < wo; p0 += kiln_rows_tile) {
+          const float *at = xs + oh * sh * row + p0;
+          const __mmask16 lanes = kiln_lanes(std::min(kiln_rows_tile, wo - p0));
+          if (rows > 16)
+            kiln_conv_rows_tile<2>(at, offsets, wb, taps, yb + p0, ho * wo, rows, lanes);
+          else
+            kiln_conv_rows_tile<1>(at, offsets, wb, taps, yb + p0, ho * wo, rows, lanes);
+        }
+#else
         alignas(64) float sums[4 * kiln_rows_vectors * L];
         for (int64_t v0 = 0; v0 < vectors; v0 += per) {
           const int64_t nv = std::min(per, vectors - v0);
           const float *at = xs + oh * sh * row + v0 * L;
           const int64_t width = std::min(nv * L, wo - v0 * L);
-          float *yt = y + ((n * m + b * 4) * ho + oh) * wo + v0 * L;
-          const bool direct = width == nv * L && b * 4 + 4 <= m;
+          float *yt = yb + v0 * L;
+          const bool direct = width == nv * L && rows == 4;
           float *out = direct ? yt : sums;
           const int64_t ld = direct ? ho * wo : nv * L;
           switch (nv) {
           case 1: kiln_conv_rows_tile<1>(at, offsets, wb, taps, out, ld); break;
           case 2: kiln_conv_rows_tile<2>(at, offsets, wb, taps, out, ld); break;
-          case 3: kiln_conv_rows_tile<3>(at, offsets, wb, taps, out, ld); break;
-          case 4: kiln_conv_rows_tile<4>(at, offsets, wb, taps, out, ld); break;
-          case 5: kiln_conv_rows_tile<5>(at, offsets, wb, taps, out, ld); break;
-          default: kiln_conv_rows_tile<6>(at, offsets, wb, taps, out, ld); break;
+          default: kiln_conv_rows_tile<3>(at, offsets, wb, taps, out, ld); break;
           }
           if (!direct)
-            for (int64_t r = 0; r < 4 && b * 4 + r < m; ++r)
+            for (int64_t r = 0; r < rows; ++r)
               std::memcpy(yt + r * ho * wo, sums + r * nv * L, sizeof(float) * width);
         }
-        epilogue(n, b * 4, std::min(b * 4 + 4, m), oh, oh + 1);
+#endif
+        epilogue(n, b * B, b * B + rows, oh, oh + 1);
       }
   }
   return true;

@@ -4,7 +4,7 @@ codegen/Gemm.h's matchRowsConv): resnet18's 7x7 stride-2 stem, a 5x5
 stride-1 conv on one channel with output rows that are no multiple of 16
 and 6 channels (not a multiple of 4), mixed strides with asymmetric pads,
 an odd input width at stride 2, mobilenet_v2's 3x3 stride-2 stem (9
-taps); with the bias and an activation on each tile, or no epilogue.
+taps), 40 and 24 output channels (blocks of 32 and partial ones); with the bias and an activation on each tile, or no epilogue.
 Batches 1 and 3 through one artifact (symbolic batch), compiled for each
 of kiln_testing.CPU_TARGETS (vectors of 16 with AVX-512, of 8 without).
 
@@ -30,6 +30,12 @@ class StemConv(kt.KilnTestCase):
         # columns and 10 channels leave partial tiles beside full ones.
         ("mobilenet_stem", 3, 10, 64, 66, 3, (2, 2), (1, 1, 1, 1), True,
          "Relu"),
+        # With AVX-512 the channels go 32 at a time, in two vectors of 16:
+        # a full block and a block of 8 (40), one of a vector and a half
+        # (24), 14 outputs of a row a tile (29 and 17 columns).
+        ("two_blocks", 3, 40, 30, 58, 7, (2, 2), (3, 3, 3, 3), True, "Relu"),
+        ("vector_and_half", 3, 24, 20, 17, 3, (1, 1), (1, 1, 1, 1), False,
+         None),
     ]
 
     def test_stem_convs(self):
