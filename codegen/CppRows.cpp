@@ -173,6 +173,33 @@ LogicalResult CppEmitter::emitRows() {
     auto generic = dyn_cast<linalg::GenericOp>(op);
     if (!generic)
       continue; // a fill, the prologue of the reduction after it
+    // Inputs the same along the row (a reduction's result, a row's scale)
+    // are read once before its loop. Read in the loop just after the store
+    // of that result, GCC 12 took them for a dependence and left a
+    // softmax's exp loop scalar whenever the sizes were static (BERT at a
+    // static batch of 1: 133 us a softmax against 35; docs/performance.md,
+    // step 52).
+    SmallVector<Value> hoisted;
+    SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+    for (OpOperand *input : generic.getDpsInputOperands()) {
+      Value value = input->get();
+      // Not a value read otherwise already, or also read along the row.
+      auto alsoRead = [&](OpOperand *other) {
+        return other != input && other->get() == value;
+      };
+      if (generic.getMatchingBlockArgument(input).use_empty() ||
+          maps[input->getOperandNumber()].isFunctionOfDim(rows) ||
+          reads.count(value) ||
+          llvm::any_of(generic.getDpsInputOperands(), alsoRead))
+        continue;
+      std::string name = fresh("r");
+      os << indent << "const "
+         << typeName(generic.getMatchingBlockArgument(input).getType()) << " "
+         << name << " = " << bufferFor(value) << "["
+         << index(value, maps[input->getOperandNumber()], true) << "];\n";
+      reads[value] = name;
+      hoisted.push_back(value);
+    }
     // A reduction sums the row in a register, from its fill or its
     // output's element.
     std::string acc;
@@ -186,7 +213,10 @@ LogicalResult CppEmitter::emitRows() {
         os << "#pragma omp simd reduction(" << simd << " : " << acc << ")\n";
     }
     os << indent << forLoop(rows, loopRange(generic, rows)) << " {\n";
-    if (failed(emitGenericBody(generic, indent + "  ", acc)))
+    LogicalResult body = emitGenericBody(generic, indent + "  ", acc);
+    for (Value value : hoisted)
+      reads.erase(value);
+    if (failed(body))
       return failure();
     os << indent << "}\n";
     if (!acc.empty() && failed(emitWindowEpilogue(generic, {}, indent, acc)))
