@@ -26,9 +26,12 @@ class Chains(kt.KilnTestCase):
         (1.5 MiB an image) with ReLU6, a 3x3 depthwise conv (stride 1 with
         the residual add, stride 2 without: its projection, 24 channels at
         32x32, is too small to run image by image and stays a kernel of its
-        own) with ReLU6, project. At batch 1 and 3 the chain runs on the
-        whole batch, at batch 8 image by image; at batch 8 also without
-        oneDNN (the kernels' own GEMM loops)."""
+        own) with ReLU6, project. At batch 1 the chain runs on the whole
+        batch; from as many images as threads on, each thread runs whole
+        images and those left over run on all threads in turn (batches 3, 5
+        and 8 with 1, 2 and 3 threads: none, some or all images shared out,
+        some left over); at batch 8 also without oneDNN (the kernels' own
+        GEMM loops)."""
         torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h, numpy_helper as nh
         F = torch.nn.functional
@@ -66,7 +69,7 @@ class Chains(kt.KilnTestCase):
                 self.assertIn("Runs kiln_k0_image on each image", cpp)
                 artifact, proc = self.compile(path, tag + ".kiln")
                 kt.assert_success(self, proc)
-                for n in (1, 3, 8):
+                for n in (1, 3, 5, 8):
                     x = rng.standard_normal((n, 16, 64, 64)).astype(np.float32)
                     t = torch.from_numpy
                     e = F.conv2d(t(x), t(w1), t(b1)).clamp(0, 6)
@@ -85,6 +88,15 @@ class Chains(kt.KilnTestCase):
                             (loops,), _ = self.run_artifact(
                                 artifact, [x], out_name="%s_none" % tag)
                         np.testing.assert_allclose(loops, want, rtol=1e-4,
+                                                   atol=1e-4)
+                    for threads in ("1", "2", "3"):
+                        if n == 1:
+                            break
+                        with mock.patch.dict("os.environ",
+                                             {"OMP_NUM_THREADS": threads}):
+                            (got,), _ = self.run_artifact(
+                                artifact, [x], out_name="%s_%d_t%s" % (tag, n, threads))
+                        np.testing.assert_allclose(got, want, rtol=1e-4,
                                                    atol=1e-4)
 
 

@@ -13,27 +13,39 @@
 // CHECK-LABEL: // kiln kernel kiln_k0
 // CHECK: static void kiln_k0_image(void **buffers) {
 // CHECK:   for (int64_t d0 = 0; d0 < dims[0]; ++d0)
-// CHECK: // Runs kiln_k0_image on each image (index of the leading dim) in turn.
+// With as many images as threads or more, each thread runs whole images (at
+// least one image each; the images left over run on all threads, in turn),
+// even where the batch would fit the budget.
+// CHECK: // Runs kiln_k0_image on each image (index of the leading dim) in turn, whole images a thread while the images go round the threads.
 // CHECK-NEXT: extern "C" void kiln_k0(void **buffers) {
 // CHECK-NEXT:   const int64_t *dims = static_cast<const int64_t *>(buffers[4]);
 // CHECK-NEXT:   const int64_t images = dims[7];
+// CHECK-NEXT:   const int64_t threads = omp_get_max_threads();
+// CHECK-NEXT:   const int64_t shared = threads > 1 ? images / threads * threads : 0;
 // CHECK-NEXT:   // Small batches stay in cache: one pass over all of them.
-// CHECK-NEXT:   if (images * 262144 <= 8388608)
+// CHECK-NEXT:   if (shared == 0 && images * 262144 <= 8388608)
 // CHECK-NEXT:     return kiln_k0_image(buffers);
-// CHECK-NEXT:   int64_t one[10];
-// CHECK-NEXT:   std::memcpy(one, dims, sizeof(one));
-// CHECK-NEXT:   one[0] = 1;
-// CHECK-NEXT:   one[3] = 1;
-// CHECK-NEXT:   one[7] = 1;
-// CHECK-NEXT:   void *image[5];
-// CHECK-NEXT:   image[4] = one;
-// CHECK-NEXT:   for (int64_t n = 0; n < images; ++n) {
+// CHECK-NEXT:   const auto run = [&](int64_t n) {
+// CHECK-NEXT:     int64_t one[10];
+// CHECK-NEXT:     std::memcpy(one, dims, sizeof(one));
+// CHECK-NEXT:     one[0] = 1;
+// CHECK-NEXT:     one[3] = 1;
+// CHECK-NEXT:     one[7] = 1;
+// CHECK-NEXT:     void *image[5];
+// CHECK-NEXT:     image[4] = one;
 // CHECK-NEXT:     image[0] = static_cast<char *>(buffers[0]) + (dims[0] == 1 ? 0 : n) * int64_t(sizeof(float)) * 16 * 4096;
 // CHECK-NEXT:     image[1] = static_cast<char *>(buffers[1]) + (dims[3] == 1 ? 0 : n) * int64_t(sizeof(float)) * 16 * 4096;
 // CHECK-NEXT:     image[2] = buffers[2];
 // CHECK-NEXT:     image[3] = static_cast<char *>(buffers[3]) + (dims[7] == 1 ? 0 : n) * int64_t(sizeof(float)) * 16 * 4096;
 // CHECK-NEXT:     kiln_k0_image(image);
+// CHECK-NEXT:   };
+// CHECK-NEXT:   if (shared > 0) {
+// CHECK-NEXT: #pragma omp parallel for schedule(static)
+// CHECK-NEXT:     for (int64_t n = 0; n < shared; ++n)
+// CHECK-NEXT:       run(n);
 // CHECK-NEXT:   }
+// CHECK-NEXT:   for (int64_t n = shared; n < images; ++n)
+// CHECK-NEXT:     run(n);
 // CHECK-NEXT: }
 // CHECK: extern "C" const char *kiln_k0_dims(int64_t *dims, void *const *inputs) {
 func.func @two_passes(%x: tensor<?x16x4096xf32, #kiln.device<cpu>>, %y: tensor<?x16x4096xf32, #kiln.device<cpu>>, %b: tensor<16xf32, #kiln.device<cpu>>) -> tensor<?x16x4096xf32, #kiln.device<cpu>> {
