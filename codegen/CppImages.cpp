@@ -213,28 +213,27 @@ void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,
   unsigned firstResult = kernel->getNumOperands();
   bool grows = gemmGrowsWithImages(kernel);
   int64_t group = grows ? std::max<int64_t>(1, kImageLoopBytes / bytes) : 1;
+  // Whole images a thread, unless a GEMM has the images in its rows (one
+  // image's rows are few: it stays on all threads).
+  bool share = !grows;
   os << "// Runs " << imageSymbol
      << (group == 1 ? " on each image (index" : " on groups of images (indices")
      << " of the leading dim) in turn"
-     << (group == 1 ? ", whole images a thread while the images go round "
-                      "the threads.\n"
-                    : ".\n")
+     << (share ? ", whole images a thread while the images go round "
+                 "the threads.\n"
+               : ".\n")
      << "extern \"C\" void " << symbol << "(void **buffers) {\n"
      << "  const int64_t *dims = static_cast<const int64_t *>(buffers["
      << types.size() << "]);\n"
      << "  const int64_t images = dims[" << dimsOffset(kernel, firstResult)
      << "];\n";
-  // (A GEMM with the images in its rows stays on all threads: one image's
-  // rows are few.)
-  if (group == 1 && grows)
-    os << "  const int64_t shared = 0;\n";
-  else if (group == 1)
+  if (share)
     os << "  const int64_t threads = omp_get_max_threads();\n"
        << "  const int64_t shared = threads > 1 ? images / threads * threads "
           ": 0;\n";
   os << "  // Small batches stay in cache: one pass over all of them.\n"
-     << "  if (" << (group == 1 ? "shared == 0 && " : "") << "images * "
-     << bytes << " <= " << kImageLoopBytes << ")\n"
+     << "  if (" << (share ? "shared == 0 && " : "") << "images * " << bytes
+     << " <= " << kImageLoopBytes << ")\n"
      << "    return " << imageSymbol << "(buffers);\n";
   if (group == 1)
     os << "  const auto run = [&](int64_t n) {\n";
@@ -294,13 +293,15 @@ void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,
   // at batch 2 0.93-0.96x (docs/performance.md, step 53). The images left
   // over then run on all threads, one at a time (at batch 3, one thread
   // taking 2 of 3 images lost 11-15%).
-  os << "    " << imageSymbol << "(image);\n  };\n"
-     << "  if (shared > 0) {\n"
-     << "#pragma omp parallel for schedule(static)\n"
-     << "    for (int64_t n = 0; n < shared; ++n)\n"
-     << "      run(n);\n"
-     << "  }\n"
-     << "  for (int64_t n = shared; n < images; ++n)\n"
+  os << "    " << imageSymbol << "(image);\n  };\n";
+  if (share)
+    os << "  if (shared > 0) {\n"
+       << "#pragma omp parallel for schedule(static)\n"
+       << "    for (int64_t n = 0; n < shared; ++n)\n"
+       << "      run(n);\n"
+       << "  }\n";
+  os << "  for (int64_t n = " << (share ? "shared" : "0")
+     << "; n < images; ++n)\n"
      << "    run(n);\n"
      << "}\n";
 }

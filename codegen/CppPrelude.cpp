@@ -95,11 +95,13 @@ inline float kiln_erff(float x) {
 // Blocks of 2 MiB and more in huge pages, as the runtime's own (its
 // runtime/HostMemory.cpp says why); KILN_HUGE_PAGES=0 turns that off.
 inline void *kiln_allocate(size_t bytes) {
-  static const bool huge = !getenv("KILN_HUGE_PAGES") || strcmp(getenv("KILN_HUGE_PAGES"), "0") != 0;
+  static const char *setting = getenv("KILN_HUGE_PAGES");
+  static const bool huge = !setting || strcmp(setting, "0") != 0;
   const size_t align = huge && bytes >= (size_t(2) << 20) ? size_t(2) << 20 : 64;
-  void *data = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  const size_t rounded = (bytes + align - 1) / align * align;
+  void *data = std::aligned_alloc(align, rounded);
   if (data && align > 64)
-    madvise(data, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
+    madvise(data, rounded, MADV_HUGEPAGE);
   return data;
 }
 struct kiln_scratch_cache {

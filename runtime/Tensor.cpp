@@ -158,11 +158,10 @@ Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
     if (d < 0)
       throw Error("negative dimension in " + describe(dtype, t.shape_));
   size_t bytes = t.nbytes();
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void *p = host::allocate(rounded);
+  void *p = host::allocate(bytes);
   if (!p)
     throw Error("out of memory allocating " + describe(dtype, t.shape_));
-  std::memset(p, 0, rounded ? rounded : 64);
+  std::memset(p, 0, bytes);
   t.data_ = std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p), std::free);
   return t;
 }
