@@ -22,7 +22,7 @@ constexpr const char *kPrelude = R"(#include <cmath>
 #include <new>
 #include <omp.h>
 #include <sys/mman.h>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -838,10 +838,16 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
 // tap by tap, aligned) and 14 broadcast inputs feed 28 sums, which a 16x16
 // transpose per vector turns into 14 outputs of each channel's row
 // (docs/performance.md, step 51: resnet18's stem 630-690 us against
-// 900-1010 with the outputs in the vectors). Without AVX-512 a block is 4
-// channels, whose sums over all taps stay in vectors of 8 outputs, up to 3
-// at a time (16 registers hold no more: as 6 vectors of 16 in pairs of
-// registers, resnet18's stem took 22 ms against 0.9).
+// 900-1010 with the outputs in the vectors). With AVX2 and FMA (16
+// registers of 8) a block is 16 channels and a tile 6 outputs: 12 sums,
+// 2 weight vectors and a broadcast input; an 8x8 transpose per vector
+// stores them (step 54, Zen 3: resnet18's stem 1.6-3.0 ms against 3.2-5.0
+// with the outputs in the vectors, mobilenet_v2's 255-440 us against
+// 360-750; tiles of 7, with one weight vector read from L1 at each FMA,
+// 1.9-2.9 ms and 250-510). Otherwise a block is 4 channels, whose sums
+// over all taps stay in vectors of 8 outputs, up to 3 at a time (16
+// registers hold no more: as 6 vectors of 16 in pairs of registers,
+// resnet18's stem took 22 ms against 0.9).
 #if defined(__AVX512F__)
 constexpr int64_t kiln_rows_block = 32, kiln_rows_tile = 14;
 // r[j] = column j of the 16x16 matrix with rows r[0..15].
@@ -899,6 +905,76 @@ inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const f
       _mm512_mask_storeu_ps(y + (16 * v + j) * ldy, lanes, r[j]);
   }
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int64_t kiln_rows_block = 16, kiln_rows_tile = 6;
+// r[j] = column j of the 8x8 matrix with rows r[0..7].
+inline void kiln_transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+    r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+  }
+}
+// The sums of `width` (at most kiln_rows_tile) outputs of `rows` channels
+// (at most 8 V) written to y, row r at y + r * ldy, 8 at a time when
+// `whole` (the next tile of the row then writes over the lanes past
+// width): tap t reads at + offsets[t], its weights are the V vectors at
+// w + 16 t.
+template <int V>
+inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const float *w,
+                                int64_t taps, float *y, int64_t ldy, int64_t rows,
+                                int64_t width, bool whole) {
+  constexpr int P = kiln_rows_tile;
+  __m256 acc[P][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = _mm256_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t) {
+    const float *p = at + offsets[t];
+    __m256 wv[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v)
+      wv[v] = _mm256_load_ps(w + kiln_rows_block * t + 8 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < P; ++i) {
+      const __m256 b = _mm256_broadcast_ss(p + i);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v)
+        acc[i][v] = _mm256_fmadd_ps(b, wv[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) {
+    __m256 r[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i)
+      r[i] = i < P ? acc[i][v] : _mm256_setzero_ps();
+    kiln_transpose8(r);
+    for (int j = 0; j < 8 && 8 * v + j < rows; ++j) {
+      float *o = y + (8 * v + j) * ldy;
+      if (whole) {
+        _mm256_storeu_ps(o, r[j]);
+      } else {
+        alignas(32) float row[8];
+        _mm256_store_ps(row, r[j]);
+        for (int64_t i = 0; i < width; ++i)
+          o[i] = row[i];
+      }
+    }
+  }
+}
 #else
 constexpr int64_t kiln_rows_block = 4, kiln_rows_lanes = 8, kiln_rows_vectors = 3;
 typedef float kiln_vrow __attribute__((vector_size(4 * kiln_rows_lanes)));
@@ -944,7 +1020,7 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
   if (batch == 0 || m == 0 || ho == 0 || wo == 0)
     return true;
   constexpr int64_t B = kiln_rows_block;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   const int64_t span = (wo + kiln_rows_tile - 1) / kiln_rows_tile * kiln_rows_tile;
 #else
   constexpr int64_t L = kiln_rows_lanes;
@@ -1031,6 +1107,16 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
             kiln_conv_rows_tile<2>(at, offsets, wb, taps, yb + p0, ho * wo, rows, lanes);
           else
             kiln_conv_rows_tile<1>(at, offsets, wb, taps, yb + p0, ho * wo, rows, lanes);
+        }
+#elif defined(__AVX2__) && defined(__FMA__)
+        for (int64_t p0 = 0; p0 < wo; p0 += kiln_rows_tile) {
+          const float *at = xs + oh * sh * row + p0;
+          const int64_t width = std::min(kiln_rows_tile, wo - p0);
+          const bool whole = p0 + 8 <= wo;
+          if (rows > 8)
+            kiln_conv_rows_tile<2>(at, offsets, wb, taps, yb + p0, ho * wo, rows, width, whole);
+          else
+            kiln_conv_rows_tile<1>(at, offsets, wb, taps, yb + p0, ho * wo, rows, width, whole);
         }
 #else
         alignas(64) float sums[4 * kiln_rows_vectors * L];

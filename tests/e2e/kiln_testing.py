@@ -321,10 +321,10 @@ class KilnTestCase(unittest.TestCase):
         proc = kilnc(model_path, "-o", out, *extra)
         return (out if proc.returncode == 0 else None), proc
 
-    def cpu_artifacts(self, model_path, name):
-        """Compiles `model_path` for each of CPU_TARGETS (each must
-        succeed); yields (target, artifact path)."""
-        for target in CPU_TARGETS:
+    def cpu_artifacts(self, model_path, name, targets=None):
+        """Compiles `model_path` for each of `targets` (by default
+        CPU_TARGETS; each must succeed); yields (target, artifact path)."""
+        for target in CPU_TARGETS if targets is None else targets:
             artifact, proc = self.compile(model_path,
                                           "%s_%s.kiln" % (name, target),
                                           "--target-cpu=" + target)

@@ -6,7 +6,9 @@ and 6 channels (not a multiple of 4), mixed strides with asymmetric pads,
 an odd input width at stride 2, mobilenet_v2's 3x3 stride-2 stem (9
 taps), 40 and 24 output channels (blocks of 32 and partial ones); with the bias and an activation on each tile, or no epilogue.
 Batches 1 and 3 through one artifact (symbolic batch), compiled for each
-of kiln_testing.CPU_TARGETS (vectors of 16 with AVX-512, of 8 without).
+of kiln_testing.CPU_TARGETS and, on x86, for x86-64-v2: each of the three
+tiles of kiln_conv_rows runs (channels in vectors of 16 with AVX-512, in
+vectors of 8 with AVX2 and FMA, outputs in vectors of 8 otherwise).
 
 Reference: torch.nn.functional.conv2d in float64.
 """
@@ -32,11 +34,20 @@ class StemConv(kt.KilnTestCase):
          "Relu"),
         # With AVX-512 the channels go 32 at a time, in two vectors of 16:
         # a full block and a block of 8 (40), one of a vector and a half
-        # (24), 14 outputs of a row a tile (29 and 17 columns).
+        # (24), 14 outputs of a row a tile (29 and 17 columns). With AVX2,
+        # 16 at a time in two vectors of 8 (16, 16 and 8; 16 and 8), 6
+        # outputs a tile, stored 8 at a time but near a row's end.
         ("two_blocks", 3, 40, 30, 58, 7, (2, 2), (3, 3, 3, 3), True, "Relu"),
         ("vector_and_half", 3, 24, 20, 17, 3, (1, 1), (1, 1, 1, 1), False,
          None),
+        # 25 columns: with AVX2 the tile at 18 stores 6 outputs, of 7 left
+        # in the row, one by one (8 at a time would write past the row).
+        ("one_past_a_tile", 3, 12, 6, 25, 3, (1, 1), (1, 1, 1, 1), True,
+         None),
     ]
+
+    # The tile of neither AVX-512 nor AVX2 (no target in CPU_TARGETS has it).
+    FALLBACK = (["x86-64-v2"] if "x86-64-v3" in kt.CPU_TARGETS else [])
 
     def test_stem_convs(self):
         torch = kt.import_or_skip("torch")
@@ -52,7 +63,8 @@ class StemConv(kt.KilnTestCase):
                 if act is not None or bias:
                     self.assertTrue("kiln_conv_rows_tiles(" in kernels,
                                     kernels[:3000])
-                for target, artifact in self.cpu_artifacts(path, name):
+                for target, artifact in self.cpu_artifacts(
+                        path, name, kt.CPU_TARGETS + self.FALLBACK):
                     self.check_conv(torch, artifact, name + "_" + target,
                                     rng, (c, hh, ww), w,
                                     b if bias else None, strides, pads,
