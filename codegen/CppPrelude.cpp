@@ -1283,6 +1283,70 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
   if constexpr (S == 1 && WO < 8)
     return false;
 #endif
+  // At stride 2 each input row is split once into its even and odd
+  // columns of the row padded with zeros (Left before it): tap j of output
+  // column ow reads padded column 2 ow + j, so taps 0, 1, 2 read even[ow],
+  // odd[ow] and even[ow + 1], and every tap runs as a contiguous vector
+  // loop, the edges included, in the same order of sums as planeRows.
+  if constexpr (S == 2 && WO <= 1024) {
+#pragma omp parallel for schedule(static) if (batch * c * HO * WO >= 4096)
+    for (int64_t plane = 0; plane < batch * c; ++plane) {
+      const int64_t n = plane / c, ch = plane % c;
+      const float *xp = x + plane * H * W;
+      const float *k = wt + ch * 9;
+      const float b = bias ? bias[ch] : init;
+      float *yp = y + plane * HO * WO;
+      constexpr int64_t U = WO + 1;
+      float split[3][2][U]; // input row r in slot (r + 3 Top + 3) % 3: even, odd
+      int64_t done = -Top - 1;
+      for (int64_t oh = 0; oh < HO; ++oh) {
+        const int64_t i0 = 2 * oh - Top;
+        for (int64_t r = std::max(done + 1, i0); r <= i0 + 2; ++r) {
+          float *__restrict e = split[(r + 3 * Top + 3) % 3][0];
+          float *__restrict o = split[(r + 3 * Top + 3) % 3][1];
+          if (r < 0 || r >= H) {
+            std::fill(e, e + U, 0.0f);
+            std::fill(o, o + U, 0.0f);
+            continue;
+          }
+          const float *__restrict row = xp + r * W;
+          // Padded columns 2u and 2u + 1 are row's 2u - Left and 2u + 1 - Left.
+          constexpr int64_t first = (Left + 1) / 2,
+                            last = std::max(first, std::min(U, (W + Left) / 2));
+          for (int64_t u = 0; u < first; ++u) {
+            const int64_t q = 2 * u - Left;
+            e[u] = q >= 0 && q < W ? row[q] : 0.0f;
+            o[u] = q + 1 >= 0 && q + 1 < W ? row[q + 1] : 0.0f;
+          }
+#pragma omp simd
+          for (int64_t u = first; u < last; ++u) {
+            e[u] = row[2 * u - Left];
+            o[u] = row[2 * u + 1 - Left];
+          }
+          for (int64_t u = last; u < U; ++u) {
+            const int64_t q = 2 * u - Left;
+            e[u] = q >= 0 && q < W ? row[q] : 0.0f;
+            o[u] = q + 1 >= 0 && q + 1 < W ? row[q + 1] : 0.0f;
+          }
+        }
+        done = i0 + 2;
+        const int64_t s0 = (i0 + 3 * Top + 3) % 3, s1 = (s0 + 1) % 3, s2 = (s0 + 2) % 3;
+        const float *__restrict e0 = split[s0][0], *__restrict o0 = split[s0][1];
+        const float *__restrict e1 = split[s1][0], *__restrict o1 = split[s1][1];
+        const float *__restrict e2 = split[s2][0], *__restrict o2 = split[s2][1];
+        const float k00 = k[0], k01 = k[1], k02 = k[2], k10 = k[3], k11 = k[4], k12 = k[5],
+                    k20 = k[6], k21 = k[7], k22 = k[8];
+        float *__restrict out = yp + oh * WO;
+#pragma omp simd
+        for (int64_t ow = 0; ow < WO; ++ow)
+          out[ow] = b + e0[ow] * k00 + o0[ow] * k01 + e0[ow + 1] * k02 + e1[ow] * k10 +
+                    o1[ow] * k11 + e1[ow + 1] * k12 + e2[ow] * k20 + o2[ow] * k21 +
+                    e2[ow + 1] * k22;
+      }
+      epilogue(n, ch, ch + 1, 0, HO);
+    }
+    return true;
+  }
 #pragma omp parallel for schedule(static) if (batch * c * HO * WO >= 4096)
   for (int64_t plane = 0; plane < batch * c; ++plane) {
     const int64_t n = plane / c, ch = plane % c;

@@ -6,7 +6,9 @@ with and without a bias, a ReLU6 (Clip), a ReLU or nothing after, at
 batches 1 and 3 through one artifact (symbolic batch). Planes of at most
 256 outputs at stride 1 whose rows keep their width run flattened
 (kiln_dwconv3x3_flat, on CPUs with AVX-512; rows of 7 keep the window's
-own loops without it); the others by rows. Compiled for each of
+own loops without it); those at stride 2 from each input row split into
+its even and odd columns (the left edge, the interior and the right edge
+each split their own way); the others by rows. Compiled for each of
 kiln_testing.CPU_TARGETS.
 
 Reference: torch.nn.functional.conv2d in float64.
