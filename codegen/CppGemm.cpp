@@ -321,9 +321,10 @@ linalg::GenericOp CppEmitter::gemmEpilogue(linalg::GenericOp op) {
 /// `op` (an image, steps [mlo, mhi) of the first M dim, [nlo, nhi) of the
 /// first N dim). The guard is `check` (the GEMM's), the epilogue's loops
 /// being the product's dims, its output not being an input of the GEMM,
-/// and with B packed, M (`m`) above kPackedRows (else the packed GEMM
-/// runs). The callee reads `reads` (by default, the inputs of `op`). Returns
-/// FLAG, or "" (nothing emitted) when a size is unknown.
+/// and with B packed, M (`m`) above the prelude's
+/// kiln_packed_max_rows(kPackedRows) (else the packed GEMM runs). The callee
+/// reads `reads` (by default, the inputs of `op`). Returns FLAG, or ""
+/// (nothing emitted) when a size is unknown.
 std::string CppEmitter::emitTiledGemm(linalg::GenericOp op, const GemmMatch &g,
                                       linalg::GenericOp epilogue,
                                       const std::string &check,
@@ -362,7 +363,8 @@ std::string CppEmitter::emitTiledGemm(linalg::GenericOp op, const GemmMatch &g,
              ") != static_cast<const void *>(" + bufferFor(input) + ") && ";
   std::string em = loopRange(op, g.m[0]), en = loopRange(op, g.n[0]);
   if (op->hasAttr(kPackedB))
-    guard += m + " > " + std::to_string(kPackedRows) + " && ";
+    guard += m + " > kiln_packed_max_rows(" + std::to_string(kPackedRows) +
+             ") && ";
   std::string tile = fresh("tile"), flag = fresh("tiled");
   os << "  const auto " << tile
      << " = [&](int64_t image, int64_t mlo, int64_t mhi, int64_t nlo, "

@@ -194,9 +194,13 @@ inline kiln_sgemm_fn kiln_dnnl_sgemm() {
 
 // C[i] = A[i] * B (+ C[i] when accumulating) for every batch i, with A
 // row-major [m, k] and B packed as [ceil(n / 16)][k][16] panels (zero past
-// n): threads share out the panels, each streamed once per 8 rows of A.
-// False, having written nothing, when m is above max_rows, or 1 (oneDNN's
-// matrix-vector product streams B as fast).
+// n): threads share out the panels, each streamed once per 8 rows of A (6
+// past 8 rows without AVX-512). False, having written nothing, when m is
+// above max_rows (above 16 on CPUs with AVX-512, where oneDNN's sgemm runs
+// in vectors of 16 and these panels in vectors of 8). Without AVX-512 the
+// panels ran BERT's linear layers (128 rows, K and N 256 and 1024) in
+// 0.89-0.99x oneDNN's time in a harness, and the model at batch 1 in
+// 0.70-0.92x (docs/performance.md, step 56).
 typedef float kiln_v8 __attribute__((vector_size(32)));
 inline kiln_v8 kiln_load8(const float *p) {
   kiln_v8 v;
@@ -252,10 +256,28 @@ inline void kiln_packed_row(int64_t k, const float *__restrict a, const float *_
   for (int64_t j = 0; j < width; ++j)
     c[j] = accumulate ? c[j] + row[j] : row[j];
 }
+// Rows of A a pass over a panel: up to 8 (16 sums of 8), but 6 past 8
+// rows without AVX-512, whose 16 registers do not hold 16 sums and their
+// operands (spilled, 8 rows took 1.2-1.35x the time of 6 at M = 128).
+inline int64_t kiln_packed_block(int64_t m) {
+#if defined(__AVX512F__)
+  return 8;
+#else
+  return m <= 8 ? 8 : 6;
+#endif
+}
+// The most rows of A the panels take, of the compiler's max_rows.
+inline int64_t kiln_packed_max_rows(int64_t max_rows) {
+#if defined(__AVX512F__)
+  return std::min<int64_t>(max_rows, 16);
+#else
+  return max_rows;
+#endif
+}
 inline bool kiln_sgemm_packed(int64_t batch, int64_t m, int64_t n, int64_t k, const float *a,
                               int64_t strideA, const float *packed, float *c, bool accumulate,
                               int64_t max_rows) {
-  if (m > max_rows)
+  if (m > kiln_packed_max_rows(max_rows))
     return false;
   const int64_t panels = (n + 15) / 16;
 #pragma omp parallel for schedule(static) if (batch * m * n * k >= 32768)
@@ -266,10 +288,10 @@ inline bool kiln_sgemm_packed(int64_t batch, int64_t m, int64_t n, int64_t k, co
       kiln_packed_row(k, a + i * strideA, b, c + i * n + j * 16, width, accumulate);
       continue;
     }
-    for (int64_t r = 0; r < m; r += 8) {
+    for (int64_t r = 0; r < m; r += kiln_packed_block(m)) {
       const float *ar = a + i * strideA + r * k;
       float *cr = c + (i * m + r) * n + j * 16;
-      switch (std::min<int64_t>(8, m - r)) {
+      switch (std::min<int64_t>(kiln_packed_block(m), m - r)) {
       case 8: kiln_packed_rows<8>(k, ar, b, cr, n, width, accumulate); break;
       case 7: kiln_packed_rows<7>(k, ar, b, cr, n, width, accumulate); break;
       case 6: kiln_packed_rows<6>(k, ar, b, cr, n, width, accumulate); break;

@@ -72,10 +72,11 @@ inline bool rowsConvSizes(int64_t channels, int64_t kh, int64_t kw,
 /// (codegen/Gemm.h): the number of the kernel input that holds its constant
 /// B packed as [ceil(N / kPackedColumns)][K][kPackedColumns] panels,
 /// zero-padded past N (kiln-pack-weights). The C++ kernel streams the panels
-/// when M is at most kPackedRows.
+/// when M is at most kPackedRows (on CPUs with AVX-512, at most 16: there
+/// oneDNN's sgemm runs in vectors of 16, the panels in vectors of 8).
 inline constexpr llvm::StringLiteral kPackedB = "kiln.packed_b";
 inline constexpr int64_t kPackedColumns = 16;
-inline constexpr int64_t kPackedRows = 16;
+inline constexpr int64_t kPackedRows = 256;
 
 /// An integer attribute on a kernel-level linalg.generic that is a 3x3
 /// conv codegen/Gemm.h's matchWinograd accepts: the number of the kernel

@@ -21,20 +21,20 @@ func.func @linear(%x: tensor<?x64xf32, #kiln.device<cpu>>) -> tensor<?x80xf32, #
 
 // -----
 
-// Not packed: a static M above 16 (oneDNN runs it on B as it is), M of a
-// dynamic batch times 32 rows, a K below 64 (B stays in cache), and a B
+// Not packed: a static M above 256 (oneDNN runs it on B as it is), M of a
+// dynamic batch times 300 rows, a K below 64 (B stays in cache), and a B
 // that is no constant.
 // CHECK-LABEL: func.func @unpacked
 // CHECK-NOT: kiln.packed_b
 // CHECK-NOT: tensor<{{[0-9]+}}x{{[0-9]+}}x16xf32
 // CHECK: return
-func.func @unpacked(%x: tensor<32x64xf32, #kiln.device<cpu>>, %y: tensor<?x8xf32, #kiln.device<cpu>>, %z: tensor<?x64xf32, #kiln.device<cpu>>, %v: tensor<64x80xf32, #kiln.device<cpu>>, %r: tensor<?x32x64xf32, #kiln.device<cpu>>) -> (tensor<32x80xf32, #kiln.device<cpu>>, tensor<?x80xf32, #kiln.device<cpu>>, tensor<?x80xf32, #kiln.device<cpu>>, tensor<?x32x80xf32, #kiln.device<cpu>>) {
+func.func @unpacked(%x: tensor<300x64xf32, #kiln.device<cpu>>, %y: tensor<?x8xf32, #kiln.device<cpu>>, %z: tensor<?x64xf32, #kiln.device<cpu>>, %v: tensor<64x80xf32, #kiln.device<cpu>>, %r: tensor<?x300x64xf32, #kiln.device<cpu>>) -> (tensor<300x80xf32, #kiln.device<cpu>>, tensor<?x80xf32, #kiln.device<cpu>>, tensor<?x80xf32, #kiln.device<cpu>>, tensor<?x300x80xf32, #kiln.device<cpu>>) {
   %w = kiln.constant dense<0.5> : tensor<64x80xf32> : tensor<64x80xf32, #kiln.device<cpu>>
   %s = kiln.constant dense<0.5> : tensor<8x80xf32> : tensor<8x80xf32, #kiln.device<cpu>>
-  %k0 = kiln.kernel(%x, %w : tensor<32x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>>) -> (tensor<32x80xf32, #kiln.device<cpu>>) {
-  ^bb0(%a: tensor<32x64xf32, #kiln.device<cpu>>, %b: tensor<64x80xf32, #kiln.device<cpu>>):
-    %g = kiln.gemm %a, %b : tensor<32x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>> -> tensor<32x80xf32, #kiln.device<cpu>>
-    kiln.yield %g : tensor<32x80xf32, #kiln.device<cpu>>
+  %k0 = kiln.kernel(%x, %w : tensor<300x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>>) -> (tensor<300x80xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<300x64xf32, #kiln.device<cpu>>, %b: tensor<64x80xf32, #kiln.device<cpu>>):
+    %g = kiln.gemm %a, %b : tensor<300x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>> -> tensor<300x80xf32, #kiln.device<cpu>>
+    kiln.yield %g : tensor<300x80xf32, #kiln.device<cpu>>
   }
   %k1 = kiln.kernel(%y, %s : tensor<?x8xf32, #kiln.device<cpu>>, tensor<8x80xf32, #kiln.device<cpu>>) -> (tensor<?x80xf32, #kiln.device<cpu>>) {
   ^bb0(%a: tensor<?x8xf32, #kiln.device<cpu>>, %b: tensor<8x80xf32, #kiln.device<cpu>>):
@@ -46,12 +46,29 @@ func.func @unpacked(%x: tensor<32x64xf32, #kiln.device<cpu>>, %y: tensor<?x8xf32
     %g = kiln.gemm %a, %b : tensor<?x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>> -> tensor<?x80xf32, #kiln.device<cpu>>
     kiln.yield %g : tensor<?x80xf32, #kiln.device<cpu>>
   }
-  %k3 = kiln.kernel(%r, %w : tensor<?x32x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>>) -> (tensor<?x32x80xf32, #kiln.device<cpu>>) {
-  ^bb0(%a: tensor<?x32x64xf32, #kiln.device<cpu>>, %b: tensor<64x80xf32, #kiln.device<cpu>>):
-    %g = kiln.matmul %a, %b : tensor<?x32x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>> -> tensor<?x32x80xf32, #kiln.device<cpu>>
-    kiln.yield %g : tensor<?x32x80xf32, #kiln.device<cpu>>
+  %k3 = kiln.kernel(%r, %w : tensor<?x300x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>>) -> (tensor<?x300x80xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x300x64xf32, #kiln.device<cpu>>, %b: tensor<64x80xf32, #kiln.device<cpu>>):
+    %g = kiln.matmul %a, %b : tensor<?x300x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>> -> tensor<?x300x80xf32, #kiln.device<cpu>>
+    kiln.yield %g : tensor<?x300x80xf32, #kiln.device<cpu>>
   }
-  return %k0, %k1, %k2, %k3 : tensor<32x80xf32, #kiln.device<cpu>>, tensor<?x80xf32, #kiln.device<cpu>>, tensor<?x80xf32, #kiln.device<cpu>>, tensor<?x32x80xf32, #kiln.device<cpu>>
+  return %k0, %k1, %k2, %k3 : tensor<300x80xf32, #kiln.device<cpu>>, tensor<?x80xf32, #kiln.device<cpu>>, tensor<?x80xf32, #kiln.device<cpu>>, tensor<?x300x80xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// Packed: M of a dynamic batch times 128 rows (a sequence through a linear
+// layer), whose static part is at most kPackedRows (256).
+// CHECK-LABEL: func.func @sequence
+// CHECK: kiln.constant {{.+}} : tensor<5x64x16xf32> : tensor<5x64x16xf32, #kiln.device<cpu>>
+// CHECK: kiln.packed_b = 2 : i64
+func.func @sequence(%r: tensor<?x128x64xf32, #kiln.device<cpu>>) -> tensor<?x128x80xf32, #kiln.device<cpu>> {
+  %w = kiln.constant dense<0.5> : tensor<64x80xf32> : tensor<64x80xf32, #kiln.device<cpu>>
+  %k = kiln.kernel(%r, %w : tensor<?x128x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>>) -> (tensor<?x128x80xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x128x64xf32, #kiln.device<cpu>>, %b: tensor<64x80xf32, #kiln.device<cpu>>):
+    %g = kiln.matmul %a, %b : tensor<?x128x64xf32, #kiln.device<cpu>>, tensor<64x80xf32, #kiln.device<cpu>> -> tensor<?x128x80xf32, #kiln.device<cpu>>
+    kiln.yield %g : tensor<?x128x80xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<?x128x80xf32, #kiln.device<cpu>>
 }
 
 // -----
