@@ -363,8 +363,8 @@ std::string CppEmitter::emitTiledGemm(linalg::GenericOp op, const GemmMatch &g,
              ") != static_cast<const void *>(" + bufferFor(input) + ") && ";
   std::string em = loopRange(op, g.m[0]), en = loopRange(op, g.n[0]);
   if (op->hasAttr(kPackedB))
-    guard += m + " > kiln_packed_max_rows(" + std::to_string(kPackedRows) +
-             ") && ";
+    guard +=
+        m + " > kiln_packed_max_rows(" + std::to_string(kPackedRows) + ") && ";
   std::string tile = fresh("tile"), flag = fresh("tiled");
   os << "  const auto " << tile
      << " = [&](int64_t image, int64_t mlo, int64_t mhi, int64_t nlo, "
