@@ -1324,8 +1324,7 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
       for (int64_t oh = 0; oh < HO; ++oh) {
         const int64_t i0 = 2 * oh - Top;
         for (int64_t r = std::max(done + 1, i0); r <= i0 + 2; ++r) {
-          float *__restrict e = split[(r + 3 * Top + 3) % 3][0];
-          float *__restrict o = split[(r + 3 * Top + 3) % 3][1];
+          float *__restrict e = split[(r + 3 * Top + 3) % 3][0], *__restrict o = e + U;
           if (r < 0 || r >= H) {
             std::fill(e, e + U, 0.0f);
             std::fill(o, o + U, 0.0f);
@@ -1335,21 +1334,20 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
           // Padded columns 2u and 2u + 1 are row's 2u - Left and 2u + 1 - Left.
           constexpr int64_t first = (Left + 1) / 2,
                             last = std::max(first, std::min(U, (W + Left) / 2));
-          for (int64_t u = 0; u < first; ++u) {
+          const auto edge = [&](int64_t u) {
             const int64_t q = 2 * u - Left;
             e[u] = q >= 0 && q < W ? row[q] : 0.0f;
             o[u] = q + 1 >= 0 && q + 1 < W ? row[q + 1] : 0.0f;
-          }
+          };
+          for (int64_t u = 0; u < first; ++u)
+            edge(u);
 #pragma omp simd
           for (int64_t u = first; u < last; ++u) {
             e[u] = row[2 * u - Left];
             o[u] = row[2 * u + 1 - Left];
           }
-          for (int64_t u = last; u < U; ++u) {
-            const int64_t q = 2 * u - Left;
-            e[u] = q >= 0 && q < W ? row[q] : 0.0f;
-            o[u] = q + 1 >= 0 && q + 1 < W ? row[q + 1] : 0.0f;
-          }
+          for (int64_t u = last; u < U; ++u)
+            edge(u);
         }
         done = i0 + 2;
         const int64_t s0 = (i0 + 3 * Top + 3) % 3, s1 = (s0 + 1) % 3, s2 = (s0 + 2) % 3;
