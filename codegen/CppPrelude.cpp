@@ -1310,7 +1310,11 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
   // column ow reads padded column 2 ow + j, so taps 0, 1, 2 read even[ow],
   // odd[ow] and even[ow + 1], and every tap runs as a contiguous vector
   // loop, the edges included, in the same order of sums as planeRows.
-  if constexpr (S == 2 && WO <= 1024) {
+  // Rows of fewer than 24 outputs go by planeRows: mobilenet_v2's planes
+  // of 7 outputs took 61-68 us split against 35-50 (batch 1), of 14 55-71
+  // against 45-54; 16 and 20 came out even, 24 and 28 faster split
+  // (docs/performance.md, step 57).
+  if constexpr (S == 2 && WO >= 24 && WO <= 1024) {
 #pragma omp parallel for schedule(static) if (batch * c * HO * WO >= 4096)
     for (int64_t plane = 0; plane < batch * c; ++plane) {
       const int64_t n = plane / c, ch = plane % c;

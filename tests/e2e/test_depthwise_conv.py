@@ -6,9 +6,10 @@ with and without a bias, a ReLU6 (Clip), a ReLU or nothing after, at
 batches 1 and 3 through one artifact (symbolic batch). Planes of at most
 256 outputs at stride 1 whose rows keep their width run flattened
 (kiln_dwconv3x3_flat, on CPUs with AVX-512; rows of 7 keep the window's
-own loops without it); those at stride 2 from each input row split into
-its even and odd columns (the left edge, the interior and the right edge
-each split their own way); the others by rows. Compiled for each of
+own loops without it); those at stride 2 with rows of 24 outputs or more
+from each input row split into its even and odd columns (the left edge,
+the interior and the right edge each split their own way); the others by
+rows. Compiled for each of
 kiln_testing.CPU_TARGETS.
 
 Reference: torch.nn.functional.conv2d in float64.
@@ -36,6 +37,10 @@ class DepthwiseConv(kt.KilnTestCase):
         ("s1_rows_of_7", 32, (7, 7), 1, (1, 1, 1, 1), True, "Clip", True),
         ("s1_7_asym", 12, (7, 7), 1, (0, 1, 2, 1), False, "Relu", True),
         ("s1_large", 8, (20, 18), 1, (1, 1, 1, 1), True, None, True),
+        # rows of 24 outputs and more: split into even and odd columns
+        ("s2_split", 12, (56, 56), 2, (1, 1, 1, 1), True, "Clip", True),
+        ("s2_split_odd", 6, (51, 49), 2, (1, 1, 1, 1), True, None, True),
+        ("s2_split_asym", 8, (50, 52), 2, (1, 0, 0, 1), False, "Clip", True),
     ]
 
     def test_depthwise_convs(self):
