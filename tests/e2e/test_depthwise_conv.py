@@ -9,8 +9,7 @@ batches 1 and 3 through one artifact (symbolic batch). Planes of at most
 own loops without it); those at stride 2 with rows of 24 outputs or more
 from each input row split into its even and odd columns (the left edge,
 the interior and the right edge each split their own way); the others by
-rows. Compiled for each of
-kiln_testing.CPU_TARGETS.
+rows. Compiled for each of kiln_testing.CPU_TARGETS.
 
 Reference: torch.nn.functional.conv2d in float64.
 """
