@@ -9,6 +9,7 @@
 #include "OnnxBuilder.h"
 
 #include "kiln/runtime.h"
+#include "runtime/Artifact.h"
 #include "runtime/HostMemory.h"
 #include "tools/driver/Driver.h"
 
@@ -248,6 +249,20 @@ TEST_F(RuntimeTest, SymbolicBatchRunsAtAnySize) {
 }
 
 } // namespace
+
+// The section checksums are zlib's CRC-32: the check value of "123456789",
+// and buffers at odd offsets and lengths (the values from Python's
+// zlib.crc32 over the same bytes), which cover the 8-byte steps and the tail.
+TEST(ArtifactTest, Crc32MatchesZlib) {
+  EXPECT_EQ(kiln::artifact::crc32("123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(kiln::artifact::crc32("", 0), 0u);
+  std::vector<uint8_t> bytes(100003);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<uint8_t>((i * 131 + 7) % 256);
+  EXPECT_EQ(kiln::artifact::crc32(bytes.data(), bytes.size()), 0xCDB01CBFu);
+  EXPECT_EQ(kiln::artifact::crc32(bytes.data() + 3, 777), 0x3D3ADA6Du);
+  EXPECT_EQ(kiln::artifact::crc32(bytes.data() + 5, 13), 0xB36AC8F4u);
+}
 
 // Host blocks of 2 MiB and more are 2 MiB aligned and asked for in huge pages
 // (runtime/HostMemory.cpp); smaller ones 64-byte aligned. Whether the kernel
