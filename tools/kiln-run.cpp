@@ -2,7 +2,7 @@
 //
 //   kiln-run OUT.kiln INPUT... [--output-dir DIR] [--bench N] [--device D]
 //            [--bind ROLE=DEVICE]... [--device-memory DEVICE=BYTES]...
-//            [--profile FILE.json]
+//            [--profile FILE.json] [--versus OTHER.kiln]...
 //
 // Loads an artifact with the kiln runtime, binding the plan's device roles
 // as --device/--bind say (docs/devices.md), reads one tensor per graph input
@@ -15,6 +15,10 @@
 // and minimum latency (host wall time: a run returns once its outputs are on
 // the host), and for a plan on several roles or on a GPU the peak memory of
 // each device.
+// --versus OTHER.kiln (with --bench) loads OTHER as well, runs it on the same
+// inputs, says whether its outputs match, and times both run by run in turn
+// (the machines are noisy: a ratio taken run by run holds up where medians
+// from separate processes do not).
 // --profile FILE.json runs once more with every step timed, writes a Chrome
 // trace (one slice per kernel and copy) and prints the slowest steps.
 //
@@ -31,6 +35,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -70,6 +75,12 @@ const char kUsage[] =
     "                      median and minimum latency (and, for a plan on\n"
     "                      several device roles or a GPU, each device's peak\n"
     "                      memory)\n"
+    "  --versus OTHER.kiln with --bench: load OTHER too, run it on the same\n"
+    "                      inputs and say whether its outputs match, then\n"
+    "                      time both in turn, run by run, and print OTHER's\n"
+    "                      median and min and the median and quartiles of\n"
+    "                      OTHER's time over this artifact's, run by run;\n"
+    "                      repeatable\n"
     "  --profile FILE.json after the runs above, run once more with every\n"
     "                      kernel and copy timed; write a Chrome trace\n"
     "                      (chrome://tracing, ui.perfetto.dev) and print the\n"
@@ -97,7 +108,7 @@ const char kUsage[] =
 const char kUsageHint[] =
     "usage: kiln-run OUT.kiln INPUT... [--output-dir DIR] [--bench N] "
     "[--device D] [--bind ROLE=DEVICE] [--device-memory DEVICE=BYTES] "
-    "[--profile FILE.json]; see "
+    "[--profile FILE.json] [--versus OTHER.kiln]; see "
     "'kiln-run --help'\n";
 
 /// A command-line mistake: reported with a usage hint.
@@ -112,6 +123,7 @@ struct Options {
   std::string outputDir;
   bool haveOutputDir = false;
   long bench = 0;
+  std::vector<std::string> versus;
   std::string profile;
   kiln::LoadOptions load;
   bool help = false;
@@ -194,7 +206,8 @@ Options parseArguments(int argc, char **argv) {
       haveValue = true;
     }
     if (flag != "--output-dir" && flag != "--bench" && flag != "--device" &&
-        flag != "--bind" && flag != "--device-memory" && flag != "--profile")
+        flag != "--bind" && flag != "--device-memory" && flag != "--profile" &&
+        flag != "--versus")
       throw UsageError("unknown option '" + arg + "'");
     if (!haveValue) {
       if (i + 1 >= argc)
@@ -208,6 +221,10 @@ Options parseArguments(int argc, char **argv) {
       options.haveOutputDir = true;
     } else if (flag == "--bench") {
       options.bench = parseBenchCount(value);
+    } else if (flag == "--versus") {
+      if (value.empty())
+        throw UsageError("--versus needs a .kiln artifact");
+      options.versus.push_back(value);
     } else if (flag == "--profile") {
       if (value.empty())
         throw UsageError("--profile needs a file name");
@@ -233,6 +250,9 @@ Options parseArguments(int argc, char **argv) {
     return options;
   if (positional.empty())
     throw UsageError("missing the .kiln artifact to run");
+  if (!options.versus.empty() && options.bench == 0)
+    throw UsageError("--versus needs --bench N: it times both artifacts "
+                     "run by run");
   options.modulePath = positional.front();
   options.inputs.assign(positional.begin() + 1, positional.end());
   return options;
@@ -521,25 +541,123 @@ void writeOutputs(const std::string &dir, const kiln::Module &module,
   }
 }
 
-void benchmark(const kiln::Module &module,
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+/// Whether `other`'s outputs are `outputs`, bit for bit, else the largest
+/// relative L2 difference over the f32 outputs (or the first output that
+/// differs, when none of those is f32, or a shape that differs).
+std::string compareOutputs(const std::vector<kiln::Tensor> &outputs,
+                           const std::vector<kiln::Tensor> &other) {
+  if (outputs.size() != other.size())
+    return "outputs differ: " + std::to_string(other.size()) +
+           " outputs against " + std::to_string(outputs.size());
+  const size_t none = outputs.size();
+  size_t firstDiffering = none, worstF32 = none;
+  double worst = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const kiln::Tensor &a = outputs[i], &b = other[i];
+    if (a.dtype() != b.dtype() || a.shape() != b.shape())
+      return "output_" + std::to_string(i) +
+             " differs: " + kiln::describe(b.dtype(), b.shape()) + " against " +
+             kiln::describe(a.dtype(), a.shape());
+    if (!a.nbytes() || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0)
+      continue;
+    if (firstDiffering == none)
+      firstDiffering = i;
+    if (a.dtype() != kiln::DType::F32)
+      continue;
+    const float *x = a.data<float>(), *y = b.data<float>();
+    double diff = 0, norm = 0;
+    for (int64_t e = 0; e < a.numElements(); ++e) {
+      diff += (double(y[e]) - x[e]) * (double(y[e]) - x[e]);
+      norm += double(x[e]) * x[e];
+    }
+    double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+    if (worstF32 == none || !(rel <= worst)) { // a NaN is the worst
+      worst = rel;
+      worstF32 = i;
+    }
+  }
+  if (firstDiffering == none)
+    return "outputs bit-identical";
+  if (worstF32 == none)
+    return "outputs differ: output_" + std::to_string(firstDiffering) +
+           " (compared bit for bit)";
+  char text[96];
+  std::snprintf(text, sizeof text,
+                "outputs differ: largest rel L2 %.2e (output_%zu)", worst,
+                worstF32);
+  return text;
+}
+
+std::string listInputs(const kiln::Module &module) {
+  std::string text;
+  for (const kiln::TensorInfo &input : module.inputs())
+    text += (text.empty() ? "" : ", ") + input.name + " " +
+            kiln::describe(input.dtype, input.shape);
+  return text.empty() ? "none" : text;
+}
+
+/// Throws unless `other` takes inputs of the dtypes and shapes `module` does
+/// (a symbolic dim fits any).
+void checkSameInputs(const kiln::Module &module, const kiln::Module &other,
+                     const std::string &path) {
+  const std::vector<kiln::TensorInfo> &mine = module.inputs(),
+                                      &theirs = other.inputs();
+  bool same = mine.size() == theirs.size();
+  for (size_t i = 0; same && i < mine.size(); ++i) {
+    same = mine[i].dtype == theirs[i].dtype &&
+           mine[i].shape.size() == theirs[i].shape.size();
+    for (size_t d = 0; same && d < mine[i].shape.size(); ++d)
+      same = mine[i].shape[d] < 0 || theirs[i].shape[d] < 0 ||
+             mine[i].shape[d] == theirs[i].shape[d];
+  }
+  if (!same)
+    throw kiln::Error("--versus " + path +
+                      " takes other inputs: " + listInputs(other) +
+                      " (this artifact takes " + listInputs(module) + ")");
+}
+
+/// Times `runs` runs of each module after 3 warm-up runs each. With more
+/// than one, every round runs each once, the first in turn (so none is
+/// always first), and the others are also compared run by run with the
+/// first.
+void benchmark(const std::vector<const kiln::Module *> &modules,
+               const std::vector<std::string> &paths,
                const std::vector<kiln::Tensor> &inputs, long runs) {
   using Clock = std::chrono::steady_clock;
-  for (int i = 0; i < 3; ++i)
-    module.run(inputs);
-  std::vector<double> millis;
-  millis.reserve(static_cast<size_t>(runs));
-  for (long i = 0; i < runs; ++i) {
-    Clock::time_point start = Clock::now();
-    module.run(inputs);
-    std::chrono::duration<double, std::milli> elapsed = Clock::now() - start;
-    millis.push_back(elapsed.count());
-  }
-  std::sort(millis.begin(), millis.end());
-  size_t mid = millis.size() / 2;
-  double median =
-      millis.size() % 2 ? millis[mid] : (millis[mid - 1] + millis[mid]) / 2;
+  for (const kiln::Module *module : modules)
+    for (int i = 0; i < 3; ++i)
+      module->run(inputs);
+  std::vector<std::vector<double>> millis(modules.size());
+  for (long r = 0; r < runs; ++r)
+    for (size_t j = 0; j < modules.size(); ++j) {
+      size_t m = (j + static_cast<size_t>(r)) % modules.size();
+      Clock::time_point start = Clock::now();
+      modules[m]->run(inputs);
+      std::chrono::duration<double, std::milli> elapsed = Clock::now() - start;
+      millis[m].push_back(elapsed.count());
+    }
   std::printf("latency over %ld runs: median %.3f ms, min %.3f ms\n", runs,
-              median, millis.front());
+              median(millis[0]),
+              *std::min_element(millis[0].begin(), millis[0].end()));
+  for (size_t m = 1; m < modules.size(); ++m) {
+    std::vector<double> ratios;
+    for (long r = 0; r < runs; ++r)
+      ratios.push_back(millis[m][r] / millis[0][r]);
+    std::sort(ratios.begin(), ratios.end());
+    std::printf("versus %s: median %.3f ms, min %.3f ms; run by run %.3fx "
+                "(quartiles %.3f-%.3f)\n",
+                paths[m].c_str(), median(millis[m]),
+                *std::min_element(millis[m].begin(), millis[m].end()),
+                median(ratios), ratios[ratios.size() / 4],
+                ratios[(3 * ratios.size()) / 4]);
+  }
+  const kiln::Module &module = *modules.front();
   // Per device (roles may share one), for plans on several roles or a GPU.
   std::vector<kiln::DeviceInfo> roles = module.devices();
   bool onGpu = std::any_of(roles.begin(), roles.end(), [](const auto &role) {
@@ -615,8 +733,28 @@ int runTool(int argc, char **argv) {
   std::fflush(stdout);
   if (options.haveOutputDir)
     writeOutputs(options.outputDir, module, outputs);
-  if (options.bench > 0)
-    benchmark(module, inputs, options.bench);
+  if (options.bench > 0) {
+    std::vector<kiln::Module> others;
+    std::vector<const kiln::Module *> modules{&module};
+    std::vector<std::string> paths{options.modulePath};
+    others.reserve(options.versus.size());
+    for (const std::string &path : options.versus) {
+      others.push_back(kiln::Module::load(path, options.load));
+      checkSameInputs(module, others.back(), path);
+      modules.push_back(&others.back());
+      paths.push_back(path);
+      std::vector<kiln::Tensor> theirs;
+      try {
+        theirs = others.back().run(inputs);
+      } catch (const kiln::Error &e) {
+        throw kiln::Error("--versus " + path + ": " + e.what());
+      }
+      std::printf("versus %s: %s\n", path.c_str(),
+                  compareOutputs(outputs, theirs).c_str());
+    }
+    std::fflush(stdout);
+    benchmark(modules, paths, inputs, options.bench);
+  }
   if (!options.profile.empty())
     profile(module, inputs, options.profile);
   if (std::fflush(stdout) != 0 || std::ferror(stdout))

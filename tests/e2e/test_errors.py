@@ -4,6 +4,7 @@ models, damaged artifacts, and inputs that do not fit the model."""
 
 import json
 import os
+import re
 import struct
 import unittest
 import zlib
@@ -489,6 +490,41 @@ class InputValidationTest(kt.KilnTestCase):
     def test_bench(self):
         proc = self.run_ok(self.a_file, self.b_file, "--bench", "3")
         self.assertRegex(proc.stdout, r"latency over 3 runs: median [0-9.]+ ms, min [0-9.]+ ms")
+
+    def test_bench_versus(self):
+        # --versus runs another artifact on the same inputs: the same model
+        # compiled again gives bit-identical outputs, a + b differs from
+        # a - b by ||2b|| / ||a - b||; then both are timed run by run.
+        from onnx import helper as h
+        add = onnx_model([h.make_node("Add", ["a", "b"], ["y"])],
+                         [tensor("a", [2, 3]), tensor("b", [2, 3])], [tensor("y", [2, 3])])
+        add_artifact, proc = self.compile(self.save_model(add, "add.onnx"), "add.kiln")
+        kt.assert_success(self, proc)
+        proc = self.run_ok(self.a_file, self.b_file, "--bench", "5", "--versus", self.artifact,
+                           "--versus", add_artifact)
+        self.assertIn("versus %s: outputs bit-identical" % self.artifact, proc.stdout)
+        found = re.search(r"versus %s: outputs differ: largest rel L2 ([0-9.e+-]+) \(output_0\)"
+                          % re.escape(add_artifact), proc.stdout)
+        self.assertIsNotNone(found, kt.describe(proc))
+        expected = np.linalg.norm(2 * self.b) / np.linalg.norm(self.a - self.b)
+        self.assertAlmostEqual(float(found.group(1)) / expected, 1.0, places=2)
+        for path in (self.artifact, add_artifact):
+            self.assertRegex(proc.stdout, r"versus %s: median [0-9.]+ ms, min [0-9.]+ ms; "
+                             r"run by run [0-9.]+x \(quartiles [0-9.]+-[0-9.]+\)" % re.escape(path))
+
+    def test_versus_errors(self):
+        from onnx import helper as h
+        one = onnx_model([h.make_node("Relu", ["x"], ["y"])], [tensor("x", [4])],
+                         [tensor("y", [4])])
+        other, proc = self.compile(self.save_model(one, "relu.onnx"), "relu.kiln")
+        kt.assert_success(self, proc)
+        self.run_bad(self.a_file, self.b_file, "--versus", self.artifact,
+                     expected=("--versus", "--bench"))
+        self.run_bad(self.a_file, self.b_file, "--bench", "2", "--versus",
+                     self.path("missing.kiln"), expected=("missing.kiln",))
+        # The other artifact takes other inputs: named, with what it wants.
+        self.run_bad(self.a_file, self.b_file, "--bench", "2", "--versus", other,
+                     expected=("relu.kiln", "f32[4]"))
 
     # -- inputs that are not -----------------------------------------------
 
