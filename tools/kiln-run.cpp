@@ -594,32 +594,16 @@ std::string compareOutputs(const std::vector<kiln::Tensor> &outputs,
   return text;
 }
 
-std::string listInputs(const kiln::Module &module) {
-  std::string text;
-  for (const kiln::TensorInfo &input : module.inputs())
-    text += (text.empty() ? "" : ", ") + input.name + " " +
-            kiln::describe(input.dtype, input.shape);
-  return text.empty() ? "none" : text;
-}
-
-/// Throws unless `other` takes inputs of the dtypes and shapes `module` does
-/// (a symbolic dim fits any).
-void checkSameInputs(const kiln::Module &module, const kiln::Module &other,
-                     const std::string &path) {
-  const std::vector<kiln::TensorInfo> &mine = module.inputs(),
-                                      &theirs = other.inputs();
-  bool same = mine.size() == theirs.size();
-  for (size_t i = 0; same && i < mine.size(); ++i) {
-    same = mine[i].dtype == theirs[i].dtype &&
-           mine[i].shape.size() == theirs[i].shape.size();
-    for (size_t d = 0; same && d < mine[i].shape.size(); ++d)
-      same = mine[i].shape[d] < 0 || theirs[i].shape[d] < 0 ||
-             mine[i].shape[d] == theirs[i].shape[d];
-  }
-  if (!same)
-    throw kiln::Error("--versus " + path +
-                      " takes other inputs: " + listInputs(other) +
-                      " (this artifact takes " + listInputs(module) + ")");
+/// Throws unless `inputs` (read for the main artifact) fit `other`, the
+/// artifact at `path`, naming what it takes.
+void checkInputsFit(const kiln::Module &other, const std::string &path,
+                    const std::vector<kiln::Tensor> &inputs) {
+  const std::vector<kiln::TensorInfo> &infos = other.inputs();
+  if (infos.size() != inputs.size())
+    throw kiln::Error("--versus " + path + ": " + describeInputs(other) +
+                      "; given " + std::to_string(inputs.size()) + " tensors");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    checkInput(inputs[i], "--versus " + path, infos[i]);
 }
 
 /// Times `runs` runs of each module after 3 warm-up runs each. With more
@@ -740,7 +724,7 @@ int runTool(int argc, char **argv) {
     others.reserve(options.versus.size());
     for (const std::string &path : options.versus) {
       others.push_back(kiln::Module::load(path, options.load));
-      checkSameInputs(module, others.back(), path);
+      checkInputsFit(others.back(), path, inputs);
       modules.push_back(&others.back());
       paths.push_back(path);
       std::vector<kiln::Tensor> theirs;
