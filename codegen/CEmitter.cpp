@@ -248,6 +248,14 @@ std::string CEmitter::bufferFor(Value tensor) {
   return name;
 }
 
+bool CEmitter::ownsNoBuffer(Value tensor) const {
+  return !buffers.count(tensor) && !sharedWith.count(tensor) &&
+         !sharesWhen.count(tensor) &&
+         llvm::none_of(sharedWith, [&](const auto &shared) {
+           return shared.second == tensor;
+         });
+}
+
 // The row-major offset of the element at `indices` (C expressions) in
 // `tensor`.
 static std::string rowMajor(ArrayRef<std::string> indices,

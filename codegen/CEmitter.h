@@ -150,6 +150,11 @@ protected:
   void bindBuffer(mlir::Value tensor, const std::string &name) {
     buffers[tensor] = name;
   }
+  /// Undoes bindBuffer: `tensor` gets its buffer on next use again.
+  void unbindBuffer(mlir::Value tensor) { buffers.erase(tensor); }
+  /// Whether `tensor` has no buffer yet and shares none: not an argument or
+  /// result of the kernel, not computed in another's buffer, none in its.
+  bool ownsNoBuffer(mlir::Value tensor) const;
   /// The row-major offset of `map`'s result in `tensor`; with `broadcast`
   /// (reads of inputs), a dynamic dim that is 1 at run time reads index 0.
   /// How emitGenericBody reads these inputs instead of by their maps (an

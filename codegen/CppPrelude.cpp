@@ -48,10 +48,17 @@ template <typename T> inline T kiln_minimum(T a, T b) { return (b != b || b < a)
 inline float kiln_pow2i(int32_t n) { return __builtin_bit_cast(float, (n + 127) << 23); }
 // exp(x) = 2^n e^r with n = round(x log2(e)) and r = x - n ln(2), ln(2) in
 // two parts; e^r by Cephes' polynomial; 2^n applied in two halves so that
-// subnormal results come out right. Within 1 ulp of exp.
+// subnormal results come out right. Within 1.03 ulp of exp (every float
+// checked against double exp). n is rounded by adding 1.5 * 2^23, whose
+// low bits then hold it as an integer: no round or convert instructions.
+// A NaN stays NaN through the clamp and the polynomial: no final select.
 inline float kiln_expf(float x) {
-  float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-  float n = std::floor(c * 1.44269504088896341f + 0.5f);
+  float c = x < -104.0f ? -104.0f : x;
+  c = c > 89.0f ? 89.0f : c;
+  const float shifter = 12582912.0f;
+  float t = c * 1.44269504088896341f + shifter;
+  float n = t - shifter;
+  int32_t k = __builtin_bit_cast(int32_t, t) - __builtin_bit_cast(int32_t, shifter);
   float r = c - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -61,9 +68,8 @@ inline float kiln_expf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  int32_t k = static_cast<int32_t>(n), h = k / 2;
-  float y = p * kiln_pow2i(h) * kiln_pow2i(k - h);
-  return x != x ? x : y;
+  int32_t h = k >> 1;
+  return p * kiln_pow2i(h) * kiln_pow2i(k - h);
 }
 // erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (the rational approximation of
 // Eigen and XLA), +-1 beyond; within 6 ulp of erf.

@@ -130,6 +130,42 @@ LogicalResult CppEmitter::emitRows() {
       return first.emitOpError()
              << "has a dynamic loop the kernel emitter cannot size";
   }
+  // Intermediates computed and read only here (a softmax's exps, a
+  // reduction's result) live on the thread's stack, one row at a time,
+  // while the rows run: no whole tensor is written and read back from L2 or
+  // beyond. Their rows must be of static size, at most 16 KiB.
+  SmallVector<std::pair<SmallVector<Value>, std::string>> local;
+  for (Operation *op : rowOps) {
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic || op == rowOps.back())
+      continue;
+    Value result = generic.getResult(0), init = generic.getDpsInits()[0];
+    bool filled = init.getDefiningOp<linalg::FillOp>() != nullptr;
+    auto type = cast<RankedTensorType>(result.getType());
+    auto here = [&](Operation *user) {
+      return llvm::is_contained(rowOps, user);
+    };
+    if (!ownsNoBuffer(result) || (filled && !ownsNoBuffer(init)) ||
+        !llvm::all_of(result.getUsers(), here) ||
+        llvm::any_of(type.getShape().drop_front(rows), ShapedType::isDynamic))
+      continue;
+    int64_t elements = 1;
+    for (int64_t size : type.getShape().drop_front(rows))
+      elements *= size;
+    if (elements * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1) >
+        16384)
+      continue;
+    std::string name = fresh("row");
+    SmallVector<Value> bound{result};
+    if (filled)
+      bound.push_back(init);
+    for (Value value : bound) {
+      bindBuffer(value, name);
+      planeDims[value] = rows;
+    }
+    local.push_back({bound, typeName(type.getElementType()) + " " + name + "[" +
+                                std::to_string(elements) + "];"});
+  }
   // Every generic's rows and every intermediate's leading dims must be the
   // same at run time.
   std::string guard;
@@ -169,6 +205,8 @@ LogicalResult CppEmitter::emitRows() {
     os << indent << forLoop(d, ranges[d]) << (d + 1 == rows ? " {\n" : "\n");
     indent += "  ";
   }
+  for (auto &[bound, declaration] : local)
+    os << indent << declaration << "\n";
   for (Operation *op : rowOps) {
     auto generic = dyn_cast<linalg::GenericOp>(op);
     if (!generic)
@@ -223,6 +261,12 @@ LogicalResult CppEmitter::emitRows() {
       return failure();
   }
   os << "  }\n  } else {\n";
+  // Where the guard fails, whole tensors as usual.
+  for (auto &[bound, declaration] : local)
+    for (Value value : bound) {
+      unbindBuffer(value);
+      planeDims.erase(value);
+    }
   for (Operation *op : rowOps) {
     if (auto fill = dyn_cast<linalg::FillOp>(op))
       emitFillOp(fill);
