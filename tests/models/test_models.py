@@ -3,7 +3,9 @@ seed, BatchNorm given non-trivial statistics) and a BERT-style encoder,
 exported from PyTorch with both exporters and a symbolic batch, compiled once
 with kilnc (the batch stays symbolic), run at batch 1 and 3 from that one
 artifact and compared with PyTorch eager: relative L2 <= 1e-5. The
-multi-device and CUDA checks bind the batch (--input-shape).
+multi-device and CUDA checks bind the batch (--input-shape). Each model also
+compiles for x86-64-v3 and x86-64-v4 on any x86 machine, and runs at the
+levels this CPU has.
 
     KILN_BIN=build/bin $VENV/bin/python -m unittest discover -v \
         -s tests/models -p "test_*.py"
@@ -87,6 +89,48 @@ class ModelTest(kt.KilnTestCase):
         self.assertLessEqual(err, TOLERANCE)
         self.assertEqual(y.tobytes(), on_cpu.tobytes(),
                          "sim and cpu bindings of one plan differ")
+
+
+    def test_x86_levels(self):
+        """The model compiles for each x86-64 level kilnc offers above the
+        baseline, whatever this CPU has, so that every level's kernel paths
+        (vectors of 8 on AVX2, of 16 and the micro-kernels on AVX-512) build
+        on any x86 machine. A level this CPU runs is run and compared with
+        eager; one it cannot must be refused at load, naming a feature that
+        /proc/cpuinfo indeed lacks."""
+        import platform
+        import re
+        if platform.machine() not in ("x86_64", "AMD64"):
+            self.skipTest("x86-64 levels on a %s machine" % platform.machine())
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = set(re.search(r"^flags\s*:(.*)$", f.read(),
+                                      re.M).group(1).split())
+        except (OSError, AttributeError) as e:
+            self.skipTest("cannot read this CPU's flags: %s" % e)
+        path = self.path("%s.levels.onnx" % self.model)
+        self.export_models.export(self.model, "torchscript", path)
+        for level in ("x86-64-v3", "x86-64-v4"):
+            with self.subTest(level=level):
+                artifact, proc = self.compile(
+                    path, "%s.%s.kiln" % (self.model, level),
+                    "--target-cpu=" + level)
+                kt.assert_success(self, proc)
+                x = self.x[:1].numpy()
+                proc = kt.kiln_run(artifact,
+                                   self.save_npy(x, "%s.in.npy" % level))
+                refused = re.search(r"compiled for CPUs with (\w+), which "
+                                    r"this CPU lacks", proc.stderr)
+                if refused:
+                    self.assertNotEqual(proc.returncode, 0)
+                    self.assertNotIn(refused.group(1), flags, proc.stderr)
+                    kt.note("%s %s: compiles; refused here (no %s)" %
+                            (self.model, level, refused.group(1)))
+                    continue
+                (y,), _ = self.run_artifact(artifact, [x], level)
+                err = kt.rel_l2(y, self.reference[:1])
+                kt.note("%s %s: rel L2 %.2e" % (self.model, level, err))
+                self.assertLessEqual(err, TOLERANCE)
 
 
     def test_cuda_compile(self):
