@@ -133,8 +133,10 @@ LogicalResult CppEmitter::emitRows() {
   // Intermediates computed and read only here (a softmax's exps, a
   // reduction's result) live on the thread's stack, one row at a time,
   // while the rows run: no whole tensor is written and read back from L2 or
-  // beyond. Their rows must be of static size, at most 16 KiB.
+  // beyond. Their rows must be of static size, at most 16 KiB each and
+  // 64 KiB together.
   SmallVector<std::pair<SmallVector<Value>, std::string>> local;
+  int64_t stackBytes = 0;
   for (Operation *op : rowOps) {
     auto generic = dyn_cast<linalg::GenericOp>(op);
     if (!generic || op == rowOps.back())
@@ -147,14 +149,17 @@ LogicalResult CppEmitter::emitRows() {
     };
     if (!ownsNoBuffer(result) || (filled && !ownsNoBuffer(init)) ||
         !llvm::all_of(result.getUsers(), here) ||
+        !type.getElementType().isIntOrFloat() ||
         llvm::any_of(type.getShape().drop_front(rows), ShapedType::isDynamic))
       continue;
     int64_t elements = 1;
     for (int64_t size : type.getShape().drop_front(rows))
       elements *= size;
-    if (elements * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1) >
-        16384)
+    int64_t bytes =
+        elements * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
+    if (bytes > 16384 || stackBytes + bytes > 65536)
       continue;
+    stackBytes += bytes;
     std::string name = fresh("row");
     SmallVector<Value> bound{result};
     if (filled)
