@@ -45,7 +45,11 @@ template <typename T> inline T kiln_minimum(T a, T b) { return (b != b || b < a)
 
 // f32 exp and erf without branches or calls, so that loops over them
 // vectorize (with -fno-trapping-math); NaN in, NaN out.
-inline float kiln_pow2i(int32_t n) { return __builtin_bit_cast(float, (n + 127) << 23); }
+// 2^n for n in [-126, 127]; unsigned, so that the shift is defined for any n
+// (exp's junk n of a NaN input).
+inline float kiln_pow2i(int32_t n) {
+  return __builtin_bit_cast(float, (static_cast<uint32_t>(n) + 127u) << 23);
+}
 // exp(x) = 2^n e^r with n = round(x log2(e)) and r = x - n ln(2), ln(2) in
 // two parts; e^r by Cephes' polynomial; 2^n applied in two halves so that
 // subnormal results come out right. Within 1.03 ulp of exp (every float

@@ -157,7 +157,7 @@ LogicalResult CppEmitter::emitRows() {
       elements *= size;
     int64_t bytes =
         elements * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
-    if (bytes > 16384 || stackBytes + bytes > 65536)
+    if (elements == 0 || bytes > 16384 || stackBytes + bytes > 65536)
       continue;
     stackBytes += bytes;
     std::string name = fresh("row");

@@ -35,13 +35,21 @@
 // CHECK-NEXT:     const float [[Q:v[0-9]+]] = [[N]] / [[Z]];
 // CHECK-NEXT:     out0[d0 * 64 + d1] = [[Q]];
 // CHECK:      } else {
+// CHECK-NOT:  {{row[0-9]+}}
 // CHECK:        kiln_scratch [[TMAX:t[0-9]+]]_owner(sizeof(float) * 4);
+// CHECK-NOT:  {{row[0-9]+}}
+// CHECK:            [[TMAX]][d0 + 0] =
+// CHECK-NOT:  {{row[0-9]+}}
 // CHECK:        kiln_scratch [[TEXP:t[0-9]+]]_owner(sizeof(float) * 256);
+// CHECK-NOT:  {{row[0-9]+}}
 // CHECK:            [[TEXP]][d0 * 64 + d1] =
+// CHECK-NOT:  {{row[0-9]+}}
+// CHECK:            {{t[0-9]+}}[d0 + 0] =
+// CHECK-NOT:  {{row[0-9]+}}
 
 // An intermediate that is also a result of the kernel is written to its
 // output buffer; the reductions' results stay one row's.
-// CHECK-LABEL: // kiln kernel kiln_k1
+// CHECK:      // kiln kernel kiln_k1
 // CHECK:      for (int64_t d0 = 0; d0 < 4; ++d0) {
 // CHECK-NEXT:   float [[RMAX:row[0-9]+]][1];
 // CHECK-NEXT:   float [[RSUM:row[0-9]+]][1];
