@@ -25,20 +25,6 @@ std::optional<GemmMatch> cpp::libraryGemm(linalg::GenericOp op) {
   return g;
 }
 
-/// The zero fill that only initialises `op`. When `op` is a library GEMM,
-/// the GEMM overwrites instead of accumulating, and only its fallback loops
-/// need the fill.
-static linalg::FillOp zeroFillOf(linalg::GenericOp op) {
-  auto fill = op.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
-  if (!fill || !fill.getResult(0).hasOneUse())
-    return {};
-  auto zero = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
-  auto value = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
-  if (!value || !value.getValue().isZero())
-    return {};
-  return fill;
-}
-
 /// The kernel input holding the transformed weight of Winograd conv `op`
 /// (kWinogradU), when its zero init is only for its fallback loops.
 static std::optional<unsigned> winogradWeight(linalg::GenericOp op) {

@@ -58,6 +58,13 @@ struct Combiner;
 /// and only while outputs are too few to fill the GPU one thread each.
 constexpr int64_t kWarpMinTrips = 32;
 constexpr int64_t kWarpMaxOutputs = 32768;
+/// The most scratch a cuDNN conv's workspace takes (an algorithm needing
+/// more is not chosen).
+constexpr int64_t kCudnnWorkspaceMax = int64_t(32) << 20;
+
+std::optional<nlohmann::json>
+cublasGemm(linalg::GenericOp op, function_ref<nlohmann::json(Value)> slot);
+std::optional<ConvMatch> libraryConv(linalg::GenericOp op);
 
 class CudaEmitter : public CEmitter {
 public:
@@ -68,7 +75,7 @@ private:
   struct Phase {
     int64_t threads;
     std::string text;
-    nlohmann::json gemm; // null unless the phase is a cuBLAS GEMM
+    nlohmann::json library; // {"gemm": ...} or {"conv": ...}, or null
   };
   raw_ostream &decls() override { return declOs; }
   raw_ostream &body() override { return *phaseOs; }
@@ -113,12 +120,28 @@ private:
         << llvm::formatv("    {0}[i] = {1}[i];\n", to, from);
   }
   LogicalResult emitGenericLoops(linalg::GenericOp op) override;
+  /// A zero fill that only initialises a library launch: the launch
+  /// overwrites instead (beta 0).
+  bool defersFill(linalg::FillOp fill) override {
+    if (!fill.getResult(0).hasOneUse())
+      return false;
+    auto user = dyn_cast<linalg::GenericOp>(*fill->getUsers().begin());
+    if (!user || zeroFillOf(user) != fill)
+      return false;
+    auto noSlot = [](Value) { return nlohmann::json(0); };
+    return (gemmLibrary && cublasGemm(user, noSlot)) ||
+           (convLibrary && libraryConv(user));
+  }
   LogicalResult emitWarpReduction(linalg::GenericOp op,
                                   const struct Combiner &combiner);
+  /// A direct 2-D conv cuDNN can run (codegen/Gemm.h's matchLibraryConv):
+  /// the launch's description, with a workspace scratch slot of its own.
+  std::optional<nlohmann::json> cudnnConv(linalg::GenericOp op);
 
 public:
   bool warpReductions = true;
   bool gemmLibrary = true;
+  bool convLibrary = true;
 
 private:
   size_t numArgs = 0;
@@ -255,6 +278,12 @@ LogicalResult CudaEmitter::emitWarpReduction(linalg::GenericOp op,
   return success();
 }
 
+/// Whether a library launch computing `op` may overwrite its output (beta
+/// 0): the init is uninitialised or a zero fill left to it (defersFill).
+bool overwrites(linalg::GenericOp op) {
+  return op.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>() || zeroFillOf(op);
+}
+
 /// A contraction cuBLAS can run (codegen/Gemm.h) with static sizes below
 /// 2^31: the launch's description, with `slot` naming its buffers.
 std::optional<nlohmann::json>
@@ -278,8 +307,6 @@ cublasGemm(linalg::GenericOp op, function_ref<nlohmann::json(Value)> slot) {
   auto batches = size(g->batch), M = size(g->m), N = size(g->n), K = size(g->k);
   if (!batches || !M || !N || !K)
     return std::nullopt;
-  bool emptyInit =
-      op.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>() != nullptr;
   return nlohmann::json{{"dtype", g->element.isF64() ? "f64" : "f32"},
                         {"batch", *batches},
                         {"m", *M},
@@ -290,10 +317,56 @@ cublasGemm(linalg::GenericOp op, function_ref<nlohmann::json(Value)> slot) {
                         {"stride_a", g->batchedA ? *M * *K : 0},
                         {"stride_b", g->batchedB ? *K * *N : 0},
                         {"stride_c", *M * *N},
-                        {"beta", emptyInit ? 0 : 1},
+                        {"beta", overwrites(op) ? 0 : 1},
                         {"a", slot(op.getDpsInputs()[g->a])},
                         {"b", slot(op.getDpsInputs()[1 - g->a])},
                         {"c", slot(op.getResult(0))}};
+}
+
+/// A direct 2-D conv cuDNN can run (codegen/Gemm.h's matchLibraryConv)
+/// with every tensor under 2^31 elements.
+std::optional<ConvMatch> libraryConv(linalg::GenericOp op) {
+  std::optional<ConvMatch> c = matchLibraryConv(op);
+  const int64_t limit = int64_t(1) << 31;
+  if (c)
+    for (Value v :
+         {op.getDpsInputs()[0], op.getDpsInputs()[1], op.getResult(0)})
+      if (cast<RankedTensorType>(v.getType()).getNumElements() >= limit)
+        return std::nullopt;
+  return c;
+}
+
+std::optional<nlohmann::json> CudaEmitter::cudnnConv(linalg::GenericOp op) {
+  std::optional<ConvMatch> c = libraryConv(op);
+  if (!c)
+    return std::nullopt;
+  auto in = cast<RankedTensorType>(op.getDpsInputs()[0].getType());
+  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  auto out = cast<RankedTensorType>(op.getResult(0).getType());
+  // The workspace: at most what im2col would take (the GEMM path's scratch),
+  // capped at kCudnnWorkspaceMax; cuDNN's fastest algorithm that fits runs.
+  int64_t columns = in.getDimSize(0) * weight.getNumElements() /
+                    weight.getDimSize(0) * c->groups * out.getDimSize(2) *
+                    out.getDimSize(3) * 4;
+  int64_t workspace = std::min(columns, kCudnnWorkspaceMax);
+  size_t slot = numArgs + scratch.size();
+  scratch.push_back(workspace);
+  auto dims = [](RankedTensorType t) {
+    return nlohmann::json(t.getShape().vec());
+  };
+  return nlohmann::json{{"dtype", "f32"},
+                        {"x_shape", dims(in)},
+                        {"w_shape", dims(weight)},
+                        {"y_shape", dims(out)},
+                        {"strides", {c->strides[0], c->strides[1]}},
+                        {"dilations", {c->dilations[0], c->dilations[1]}},
+                        {"groups", c->groups},
+                        {"beta", overwrites(op) ? 0 : 1},
+                        {"x", slotOf.at(bufferFor(op.getDpsInputs()[0]))},
+                        {"w", slotOf.at(bufferFor(op.getDpsInputs()[1]))},
+                        {"y", slotOf.at(bufferFor(op.getResult(0)))},
+                        {"workspace", slot},
+                        {"workspace_bytes", workspace}};
 }
 
 LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
@@ -303,10 +376,15 @@ LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
       return slotOf.at(bufferFor(v));
     };
     if (std::optional<nlohmann::json> gemm = cublasGemm(op, slot)) {
-      phases.push_back({0, "", *gemm});
+      phases.push_back({0, "", {{"gemm", *gemm}}});
       return success();
     }
   }
+  if (convLibrary)
+    if (std::optional<nlohmann::json> conv = cudnnConv(op)) {
+      phases.push_back({0, "", {{"conv", *conv}}});
+      return success();
+    }
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   auto iterators = op.getIteratorTypesArray();
   bool parallel = oneThreadPerOutput(op);
@@ -410,8 +488,8 @@ FailureOr<CudaKernel> CudaEmitter::emit(StringRef symbol) {
   os << llvm::formatv("struct {0}_slots {{ void *p[{1}]; };\n", symbol,
                       std::max<size_t>(result.slots, 1));
   for (auto [p, phase] : llvm::enumerate(phases)) {
-    if (!phase.gemm.is_null()) {
-      result.launches.push_back({{"gemm", phase.gemm}});
+    if (!phase.library.is_null()) {
+      result.launches.push_back(phase.library);
       continue;
     }
     std::string entry = (symbol + "_p" + Twine(p)).str();
@@ -437,7 +515,7 @@ std::string kiln::cudaPrelude(bool half) {
 
 FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol,
                                            bool warpReductions,
-                                           bool gemmLibrary) {
+                                           bool gemmLibrary, bool convLibrary) {
   if (failed(checkElementTypes(kernel, kCudaStyle, "CUDA")))
     return failure();
   SmallVector<Type> types(kernel->getOperandTypes());
@@ -452,5 +530,6 @@ FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol,
   CudaEmitter emitter(kernel);
   emitter.warpReductions = warpReductions;
   emitter.gemmLibrary = gemmLibrary;
+  emitter.convLibrary = convLibrary;
   return emitter.emit(symbol);
 }

@@ -33,7 +33,8 @@ struct CudaKernel {
   /// Bytes of each scratch slot.
   std::vector<int64_t> scratch;
   /// In launch order: {"entry", "threads"} (an entry point over that many
-  /// threads) or {"gemm": {...}} (cuBLAS; docs/devices.md).
+  /// threads), {"gemm": {...}} (cuBLAS) or {"conv": {...}} (cuDNN;
+  /// docs/devices.md).
   std::vector<nlohmann::json> launches;
   /// Whether the source needs cuda_fp16.h.
   bool usesHalf = false;
@@ -46,11 +47,13 @@ std::string cudaPrelude(bool half);
 /// cannot be emitted. `warpReductions`: a reduction with few outputs and a
 /// long, associative fold gets a warp per output (shuffles combine the
 /// lanes) instead of a thread. `gemmLibrary`: contractions cuBLAS can do
-/// become GEMM launches.
+/// become GEMM launches. `convLibrary`: direct 2-D convs cuDNN can do
+/// become conv launches.
 mlir::FailureOr<CudaKernel> emitKernelCuda(KernelOp kernel,
                                            llvm::StringRef symbol,
                                            bool warpReductions = true,
-                                           bool gemmLibrary = true);
+                                           bool gemmLibrary = true,
+                                           bool convLibrary = true);
 
 /// The threads per block every launch uses (the entries' launch bounds).
 inline constexpr int kCudaBlockSize = 256;

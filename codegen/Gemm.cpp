@@ -311,3 +311,65 @@ kiln::matchRowsConv(linalg::GenericOp op) {
     return std::nullopt;
   return strides;
 }
+
+std::optional<ConvMatch> kiln::matchLibraryConv(linalg::GenericOp op) {
+  using Iter = utils::IteratorType;
+  std::optional<SmallVector<AffineMap>> maps = convMaps(
+      op, {Iter::parallel, Iter::parallel, Iter::reduction, Iter::reduction,
+           Iter::reduction, Iter::parallel, Iter::parallel});
+  if (!maps)
+    return std::nullopt;
+  auto in = cast<RankedTensorType>(op.getDpsInputs()[0].getType());
+  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  auto out = cast<RankedTensorType>(op.getResult(0).getType());
+  ConvLoops l(op.getContext());
+  ArrayRef<AffineExpr> d = l.d;
+  if (!in.hasStaticShape() || in.getRank() != 4 || !out.hasStaticShape() ||
+      (*maps)[1] != l.map({d[1], d[2], d[3], d[4]}) ||
+      (*maps)[2] != l.map({d[0], d[1], d[5], d[6]}) ||
+      (*maps)[0].getNumResults() != 4)
+    return std::nullopt;
+  int64_t channels = in.getDimSize(1), m = weight.getDimSize(0),
+          cg = weight.getDimSize(1);
+  if (cg <= 0 || channels % cg || m % (channels / cg))
+    return std::nullopt;
+  ConvMatch match;
+  match.groups = channels / cg;
+  // Each spatial index's stride and dilation: its value at oh (ow) = 1 and at
+  // kh (kw) = 1, the rest 0; the map must then be exactly the one they make.
+  auto at = [&](int64_t dim) {
+    SmallVector<int64_t> point(7, 0);
+    if (dim >= 0)
+      point[dim] = 1;
+    return (*maps)[0].compose(point);
+  };
+  SmallVector<int64_t> origin = at(-1);
+  for (int64_t i = 0; i < 2; ++i) {
+    match.strides[i] = at(5 + i)[2 + i] - origin[2 + i];
+    match.dilations[i] = at(3 + i)[2 + i] - origin[2 + i];
+    int64_t window = match.dilations[i] * (weight.getDimSize(2 + i) - 1) + 1;
+    if (match.strides[i] < 1 || match.dilations[i] < 1 ||
+        in.getDimSize(2 + i) < window ||
+        out.getDimSize(2 + i) !=
+            (in.getDimSize(2 + i) - window) / match.strides[i] + 1)
+      return std::nullopt;
+  }
+  AffineExpr channel =
+      match.groups == 1 ? d[2] : d[1].floorDiv(m / match.groups) * cg + d[2];
+  if ((*maps)[0] !=
+      l.map({d[0], channel, d[5] * match.strides[0] + d[3] * match.dilations[0],
+             d[6] * match.strides[1] + d[4] * match.dilations[1]}))
+    return std::nullopt;
+  return match;
+}
+
+linalg::FillOp kiln::zeroFillOf(linalg::GenericOp op) {
+  auto fill = op.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+  if (!fill || !fill.getResult(0).hasOneUse())
+    return {};
+  auto zero = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+  auto value = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
+  if (!value || !value.getValue().isZero())
+    return {};
+  return fill;
+}

@@ -68,6 +68,22 @@ std::optional<int64_t> matchMaxPool3x3(mlir::linalg::GenericOp op);
 std::optional<std::pair<int64_t, int64_t>>
 matchRowsConv(mlir::linalg::GenericOp op);
 
+/// The zero fill that only initialises `op` (its init, with no other use).
+/// A library GEMM or conv overwrites it instead of accumulating, so only
+/// generated fallback loops need the fill.
+mlir::linalg::FillOp zeroFillOf(mlir::linalg::GenericOp op);
+
+/// A direct f32 2-D conv of static shapes as a library (cuDNN) runs it, on
+/// an input already padded: loops [n, m, c, kh, kw, oh, ow] computing out[n,
+/// m, oh, ow] += in[n, g * cg + c, oh * sh + kh * dh, ow * sw + kw * dw] *
+/// w[m, c, kh, kw], where g = m / (M / groups) and cg = w's dim 1 (input 0
+/// the padded input, input 1 the weight), and the output's spatial sizes
+/// are the ones the window fits: (in - d * (k - 1) - 1) / s + 1.
+struct ConvMatch {
+  int64_t strides[2] = {1, 1}, dilations[2] = {1, 1}, groups = 1;
+};
+std::optional<ConvMatch> matchLibraryConv(mlir::linalg::GenericOp op);
+
 } // namespace kiln
 
 #endif // KILN_CODEGEN_GEMM_H

@@ -25,6 +25,8 @@ struct CudaOptions {
   bool warpReductions = true;
   /// Run contractions through cuBLAS (GEMM launches).
   bool gemmLibrary = true;
+  /// Run direct 2-D convs through cuDNN (conv launches).
+  bool convLibrary = true;
   /// Where compiled PTX is cached (see codeCacheDirectory); "none": off.
   std::string cacheDir;
 };

@@ -112,6 +112,14 @@ int deviceWithMostFreeMemory(const Driver &driver);
 /// "NVIDIA H200, 139.8 GiB, 139.2 GiB free": for listings.
 std::string describeDevice(const Driver &driver, int ordinal);
 
+/// dlopens `override` if not empty, else the first of `names` that loads
+/// from $KILN_CUDA_HOME/lib64 (default /usr/local/cuda), else from the
+/// library path. Sets `path` to the one loaded, or to the list tried when
+/// none loads (then returns nullptr).
+void *openToolkitLibrary(const std::string &override,
+                         const std::vector<std::string> &names,
+                         std::string &path);
+
 /// cuBLAS, dlopen'ed on the first GEMM: $KILN_CUBLAS, else libcublas from
 /// $KILN_CUDA_HOME/lib64 (default /usr/local/cuda), else the library path.
 struct Blas {
@@ -134,6 +142,54 @@ struct Blas {
 /// The cuBLAS of this process, loaded on the first call; throws kiln::Error
 /// saying why when it cannot be loaded.
 const Blas &loadBlas();
+
+/// cuDNN, dlopen'ed on the first conv: $KILN_CUDNN, else libcudnn from
+/// $KILN_CUDA_HOME/lib64 (default /usr/local/cuda), else the library path.
+/// Only the legacy convolution API (cuDNN 8 and 9) is used; enums are ints.
+struct Dnn {
+  using Handle = struct cudnnContext *;
+  using Tensor = struct cudnnTensorStruct *;
+  using Filter = struct cudnnFilterStruct *;
+  using Conv = struct cudnnConvolutionStruct *;
+  /// cudnnConvolutionFwdAlgoPerf_t.
+  struct AlgoPerf {
+    int algo, status;
+    float time;
+    size_t memory;
+    int determinism, mathType, reserved[3];
+  };
+  std::string path;
+  int (*create)(Handle *) = nullptr;
+  int (*destroy)(Handle) = nullptr;
+  int (*setStream)(Handle, CUstream) = nullptr;
+  int (*createTensor)(Tensor *) = nullptr;
+  int (*destroyTensor)(Tensor) = nullptr;
+  int (*setTensor4d)(Tensor, int format, int dtype, int, int, int,
+                     int) = nullptr;
+  int (*createFilter)(Filter *) = nullptr;
+  int (*destroyFilter)(Filter) = nullptr;
+  int (*setFilter4d)(Filter, int dtype, int format, int, int, int,
+                     int) = nullptr;
+  int (*createConv)(Conv *) = nullptr;
+  int (*destroyConv)(Conv) = nullptr;
+  int (*setConv2d)(Conv, int, int, int, int, int, int, int mode,
+                   int dtype) = nullptr;
+  int (*setGroupCount)(Conv, int) = nullptr;
+  int (*setMathType)(Conv, int) = nullptr;
+  int (*getAlgorithms)(Handle, Tensor, Filter, Conv, Tensor, int, int *,
+                       AlgoPerf *) = nullptr;
+  int (*forward)(Handle, const void *alpha, Tensor, const void *x, Filter,
+                 const void *w, Conv, int algo, void *workspace,
+                 size_t workspaceBytes, const void *beta, Tensor,
+                 void *y) = nullptr;
+  const char *(*errorString)(int) = nullptr;
+  /// "CUDNN_STATUS_X" or the number.
+  std::string describe(int status) const;
+};
+
+/// The cuDNN of this process, loaded on the first call; throws kiln::Error
+/// saying why when it cannot be loaded.
+const Dnn &loadDnn();
 
 /// One bound cuda device.
 class Context {
@@ -198,8 +254,24 @@ public:
             const std::vector<CUdeviceptr> &slots, CUstream stream,
             const std::string &what);
 
+  /// One conv launch (plan::CudaKernel::Conv) on `stream` with the step's
+  /// slots; cuDNN and this context's handle are set up on first use, and
+  /// each conv's descriptors and algorithm once per shape.
+  void conv(const plan::CudaKernel::Conv &c,
+            const std::vector<CUdeviceptr> &slots, CUstream stream,
+            const std::string &what);
+
 private:
   void check(CUresult result, const char *call, const std::string &what) const;
+  /// Destroys cuDNN's handle and descriptors (the context is current).
+  void releaseDnn();
+  /// The descriptors and the algorithm of one conv shape.
+  struct ConvSetup {
+    Dnn::Tensor x = nullptr, y = nullptr;
+    Dnn::Filter w = nullptr;
+    Dnn::Conv conv = nullptr;
+    int algo = 0;
+  };
 
   const Driver &driver_;
   int ordinal_;
@@ -216,6 +288,11 @@ private:
   std::mutex blasMutex_; // the handle follows one stream at a time
   const Blas *blasLibrary_ = nullptr;
   Blas::Handle blas_ = nullptr;
+
+  std::mutex dnnMutex_; // as blasMutex_, for cuDNN's handle
+  const Dnn *dnnLibrary_ = nullptr;
+  Dnn::Handle dnn_ = nullptr;
+  std::map<std::vector<int64_t>, ConvSetup> convs_;
 };
 
 } // namespace kiln::cuda

@@ -23,12 +23,32 @@ namespace kiln::cuda {
 
 namespace {
 constexpr int kOpN = 0, kOpT = 1;
-
-std::string cudaHomeLib() {
-  const char *home = std::getenv("KILN_CUDA_HOME");
-  return std::string(home && *home ? home : "/usr/local/cuda") + "/lib64/";
-}
 } // namespace
+
+void *openToolkitLibrary(const std::string &override,
+                         const std::vector<std::string> &names,
+                         std::string &path) {
+  std::vector<std::string> candidates;
+  if (!override.empty()) {
+    candidates = {override};
+  } else {
+    const char *home = std::getenv("KILN_CUDA_HOME");
+    std::string lib =
+        std::string(home && *home ? home : "/usr/local/cuda") + "/lib64/";
+    for (const std::string &name : names)
+      candidates.push_back(lib + name);
+    candidates.insert(candidates.end(), names.begin(), names.end());
+  }
+  path.clear();
+  for (const std::string &candidate : candidates) {
+    if (void *library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      path = candidate;
+      return library;
+    }
+    path += (path.empty() ? "" : ", ") + candidate;
+  }
+  return nullptr;
+}
 
 std::string Blas::describe(int status) const {
   const char *text = statusString ? statusString(status) : nullptr;
@@ -48,25 +68,9 @@ const Blas &loadBlas() {
   if (auto it = errors.find(key); it != errors.end())
     throw Error(it->second);
   std::string &error = errors[key];
-  std::vector<std::string> candidates;
-  if (!key.empty())
-    candidates = {key};
-  else
-    candidates = {cudaHomeLib() + "libcublas.so.13",
-                  cudaHomeLib() + "libcublas.so.12",
-                  cudaHomeLib() + "libcublas.so",
-                  "libcublas.so.13",
-                  "libcublas.so.12",
-                  "libcublas.so"};
-  void *library = nullptr;
   std::string tried;
-  for (const std::string &path : candidates) {
-    if ((library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))) {
-      tried = path;
-      break;
-    }
-    tried += (tried.empty() ? "" : ", ") + path;
-  }
+  void *library = openToolkitLibrary(
+      key, {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}, tried);
   if (!library) {
     error = "cannot load cuBLAS for GEMM launches (tried " + tried +
             "; set KILN_CUBLAS or KILN_CUDA_HOME)";

@@ -53,6 +53,7 @@ Context::~Context() {
   if (driver_.cuCtxSetCurrent(context_) == kSuccess) {
     if (blas_)
       blasLibrary_->destroy(blas_);
+    releaseDnn();
     for (const auto &[bytes, pointer] : cache_)
       driver_.cuMemFree(pointer);
     if (module_)

@@ -125,7 +125,7 @@ void Module::Impl::loadKernels(const artifact::Parsed &parsed) {
       }
       for (const plan::CudaKernel::Launch &launch : step.cuda->launches)
         functions[i].push_back(
-            launch.gemm ? nullptr : context->function(launch.entry, what));
+            launch.library() ? nullptr : context->function(launch.entry, what));
     }
   }
 }

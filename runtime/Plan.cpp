@@ -252,6 +252,84 @@ CudaKernel::Gemm decodeGemm(const json &j, const std::vector<size_t> &slotBytes,
   return g;
 }
 
+/// Decodes a "conv" launch (docs/devices.md): its shapes must make a conv
+/// whose tensors lie inside their slots' buffers (`slotBytes`).
+CudaKernel::Conv decodeConv(const json &j, const std::vector<size_t> &slotBytes,
+                            const std::string &what) {
+  if (!j.is_object())
+    fail(what + "'s conv must be an object, got " + show(j));
+  CudaKernel::Conv c;
+  if (j.at("dtype") != "f32")
+    fail(what + "'s conv dtype must be f32, got " + show(j.at("dtype")));
+  auto ints = [&](const char *key, int64_t *to, size_t n) {
+    const json &v = j.at(key);
+    if (!v.is_array() || v.size() != n)
+      fail(what + "'s conv " + key + " must be a list of " + std::to_string(n) +
+           " integers, got " + show(v));
+    for (size_t i = 0; i < n; ++i) {
+      if (!v[i].is_number_unsigned() || v[i].get<uint64_t>() < 1 ||
+          v[i].get<uint64_t>() >= (uint64_t(1) << 31))
+        fail(what + "'s conv " + key +
+             " must hold integers in [1, 2^31), got " + show(v));
+      to[i] = v[i].get<int64_t>();
+    }
+  };
+  ints("x_shape", c.x, 4);
+  ints("w_shape", c.w, 4);
+  ints("y_shape", c.y, 4);
+  ints("strides", c.strides, 2);
+  ints("dilations", c.dilations, 2);
+  const json &groups = j.at("groups");
+  if (!groups.is_number_unsigned() || groups.get<uint64_t>() < 1 ||
+      groups.get<uint64_t>() >= (uint64_t(1) << 31))
+    fail(what + "'s conv groups must be an integer in [1, 2^31), got " +
+         show(groups));
+  c.groups = groups.get<int64_t>();
+  const json &beta = j.at("beta");
+  if (beta != 0 && beta != 1)
+    fail(what + "'s conv beta must be 0 or 1, got " + show(beta));
+  c.beta = beta.get<double>();
+  // The shapes of one conv: x [N, C, H, W], w [M, C / groups, KH, KW], y [N,
+  // M, OH, OW] with OH = (H - dh * (KH - 1) - 1) / sh + 1.
+  bool fits = c.x[0] == c.y[0] && c.w[0] == c.y[1] &&
+              c.x[1] == c.w[1] * c.groups && c.w[0] % c.groups == 0;
+  for (int i = 0; i < 2; ++i) {
+    int64_t window = c.dilations[i] * (c.w[2 + i] - 1) + 1;
+    fits = fits && c.x[2 + i] >= window &&
+           c.y[2 + i] == (c.x[2 + i] - window) / c.strides[i] + 1;
+  }
+  if (!fits)
+    fail(what + "'s conv shapes do not make a conv (x " +
+         show(j.at("x_shape")) + ", w " + show(j.at("w_shape")) + ", y " +
+         show(j.at("y_shape")) + ", groups " + std::to_string(c.groups) + ")");
+  auto slot = [&](const char *key, const int64_t *shape) {
+    size_t s = index(j.at(key), what + "'s conv slot " + key);
+    if (s >= slotBytes.size())
+      fail(what + "'s conv slot " + key + " is " + std::to_string(s) +
+           ", but the kernel has " + std::to_string(slotBytes.size()) +
+           " slots");
+    long double need = 4.0L * shape[0] * shape[1] * shape[2] * shape[3];
+    if (need > (long double)slotBytes[s])
+      fail(what + "'s conv reads or writes past slot " + std::to_string(s) +
+           " (" + std::to_string(slotBytes[s]) + " bytes)");
+    return s;
+  };
+  c.xSlot = slot("x", c.x);
+  c.wSlot = slot("w", c.w);
+  c.ySlot = slot("y", c.y);
+  c.workspace = index(j.at("workspace"), what + "'s conv slot workspace");
+  if (c.workspace >= slotBytes.size())
+    fail(what + "'s conv slot workspace is " + std::to_string(c.workspace) +
+         ", but the kernel has " + std::to_string(slotBytes.size()) + " slots");
+  c.workspaceBytes =
+      index(j.at("workspace_bytes"), what + "'s conv workspace_bytes");
+  if (c.workspaceBytes > slotBytes[c.workspace])
+    fail(what + "'s conv workspace of " + std::to_string(c.workspaceBytes) +
+         " bytes is larger than its slot (" +
+         std::to_string(slotBytes[c.workspace]) + " bytes)");
+  return c;
+}
+
 /// Decodes a kernel step's "cuda" object: {"slots": K, "scratch": [bytes...],
 /// "launches": [{"entry": NAME, "threads": N}...]}.
 CudaKernel decodeCuda(const json &j, const Step &step,
@@ -290,7 +368,12 @@ CudaKernel decodeCuda(const json &j, const Step &step,
       fail(launch + " must be an object, got " + show(l));
     if (l.contains("gemm")) {
       cuda.launches.push_back(
-          {"", 0, decodeGemm(l.at("gemm"), slotBytes, launch)});
+          {"", 0, decodeGemm(l.at("gemm"), slotBytes, launch), std::nullopt});
+      continue;
+    }
+    if (l.contains("conv")) {
+      cuda.launches.push_back(
+          {"", 0, std::nullopt, decodeConv(l.at("conv"), slotBytes, launch)});
       continue;
     }
     const json &entry = l.at("entry");
@@ -304,8 +387,8 @@ CudaKernel decodeCuda(const json &j, const Step &step,
     if (!threads.is_number_unsigned())
       fail(launch + "'s threads must be a non-negative integer, got " +
            show(threads));
-    cuda.launches.push_back(
-        {entry.get<std::string>(), threads.get<uint64_t>(), std::nullopt});
+    cuda.launches.push_back({entry.get<std::string>(), threads.get<uint64_t>(),
+                             std::nullopt, std::nullopt});
   }
   return cuda;
 }

@@ -75,11 +75,25 @@ struct CudaKernel {
     uint64_t strideA = 0, strideB = 0, strideC = 0;
     double beta = 0;
   };
-  /// An entry point of the ptx section over `threads` threads, or a GEMM.
+  /// y = conv(x, w) + beta·y through cuDNN: a 2-D f32 cross-correlation of
+  /// NCHW x (already padded: no padding here) and w [M, C/groups, KH, KW]
+  /// into y, in slots x, w, y; cuDNN's fastest algorithm whose workspace
+  /// fits scratch slot `workspace` (`workspaceBytes`) runs.
+  struct Conv {
+    int64_t x[4] = {}, w[4] = {}, y[4] = {};
+    int64_t strides[2] = {1, 1}, dilations[2] = {1, 1}, groups = 1;
+    double beta = 0;
+    size_t xSlot = 0, wSlot = 0, ySlot = 0, workspace = 0;
+    size_t workspaceBytes = 0;
+  };
+  /// An entry point of the ptx section over `threads` threads, a GEMM or a
+  /// conv.
   struct Launch {
     std::string entry;
     uint64_t threads = 0;
     std::optional<Gemm> gemm;
+    std::optional<Conv> conv;
+    bool library() const { return gemm || conv; }
   };
   size_t slots = 0;
   std::vector<size_t> scratch; // bytes

@@ -73,6 +73,9 @@ void Module::Impl::executeStep(size_t index, const std::vector<void *> &buffers,
     if (launch.gemm)
       context->gemm(*launch.gemm, slots, stream,
                     step.describe(index) + ": launch " + std::to_string(l));
+    else if (launch.conv)
+      context->conv(*launch.conv, slots, stream,
+                    step.describe(index) + ": launch " + std::to_string(l));
     else
       context->launch(fns[l], launch.threads, slots, stream,
                       step.describe(index) + ": launching '" + launch.entry +

@@ -61,8 +61,9 @@ int main(int argc, char **argv) {
           os << "], launches:";
           for (const nlohmann::json &l : cuda->launches)
             os << " "
-               << (l.contains("gemm")
-                       ? "gemm" + l["gemm"].dump()
+               << (l.contains("gemm") ? "gemm" + l["gemm"].dump()
+                   : l.contains("conv")
+                       ? "conv" + l["conv"].dump()
                        : l["entry"].get<std::string>() + "(" +
                              std::to_string(l["threads"].get<int64_t>()) + ")");
           os << "\n";

@@ -145,6 +145,11 @@ static cl::opt<bool> cudaGemmLibrary(
     cl::desc("run matrix products on cuda devices through cuBLAS (default "
              "true; false: generated kernels)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool> cudaConvLibrary(
+    "cuda-cudnn",
+    cl::desc("run 2-D convolutions on cuda devices through cuDNN (default "
+             "true; false: generated kernels)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<std::string> keepTemps("keep-temps",
                                       cl::desc("keep generated C++ and objects "
                                                "in this folder"),
@@ -216,6 +221,7 @@ int main(int argc, char **argv) {
   options.cuda.arch = cudaArch;
   options.cuda.warpReductions = cudaWarpReductions;
   options.cuda.gemmLibrary = cudaGemmLibrary;
+  options.cuda.convLibrary = cudaConvLibrary;
   options.cxx.targetCpu = targetCpu;
   options.cxx.keepDir = keepTemps;
   return mlir::succeeded(kiln::compileModel(options)) ? 0 : 1;

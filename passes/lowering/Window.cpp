@@ -18,7 +18,10 @@
 // matchWinograd), which the C++ kernel runs as Winograd F(2x2, 3x3); its
 // input is padded to whole 2x2 output tiles. A conv over a few input
 // channels (a stem) on the CPU stays a direct window too, which the C++
-// kernel runs by output rows (codegen/Gemm.h's matchRowsConv).
+// kernel runs by output rows (codegen/Gemm.h's matchRowsConv). On a cuda
+// device a 2-D f32 conv of static shapes (not depthwise, not a 1x1 GEMM)
+// stays a direct window [n, m, c, kh, kw, oh, ow] for cuDNN
+// (codegen/Gemm.h's matchLibraryConv), its bias added after the sums.
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,6 +123,28 @@ bool rowsConv(ConvOp op, RankedTensorType wType, RankedTensorType outType) {
          llvm::all_of(op.getDilations(), [](int64_t d) { return d == 1; });
 }
 
+// Whether `op` runs on a cuda device through cuDNN (codegen/Gemm.h's
+// matchLibraryConv): a 2-D f32 conv of static shapes but a depthwise one
+// (one input channel per group: its generated loop of 9 or so taps per
+// output suits it) and a 1x1 stride-1 unpadded one without groups (a GEMM
+// on the input itself, for cuBLAS).
+bool cudnnConv(ConvOp op, RankedTensorType inType, RankedTensorType wType,
+               RankedTensorType outType) {
+  DeviceAttr device = getDevice(op.getResult().getType());
+  if (!device || device.getKind() != "cuda" ||
+      !outType.getElementType().isF32() || wType.getRank() != 4 ||
+      !inType.hasStaticShape() || !wType.hasStaticShape() ||
+      !outType.hasStaticShape() || op.getGroup() < 1 ||
+      (op.getGroup() > 1 && wType.getDimSize(1) == 1))
+    return false;
+  bool pointwise =
+      op.getGroup() == 1 && wType.getDimSize(2) == 1 &&
+      wType.getDimSize(3) == 1 &&
+      llvm::all_of(op.getStrides(), [](int64_t s) { return s == 1; }) &&
+      llvm::all_of(op.getPads(), [](int64_t p) { return p == 0; });
+  return !pointwise;
+}
+
 // Spatial input exprs: o_i * s_i + k_i * d_i.
 SmallVector<AffineExpr> windowExprs(OpBuilder &b, ArrayRef<int64_t> strides,
                                     ArrayRef<int64_t> dilations, int64_t firstK,
@@ -177,6 +202,11 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
       outType.getElementType().isF32() && op.getGroup() == 1 &&
       wType.hasStaticShape() &&
       llvm::none_of(outType.getShape().drop_front(2), ShapedType::isDynamic);
+  // A conv for cuDNN: a direct window that starts from zeros.
+  bool cudnn = cudnnConv(op, cast<RankedTensorType>(operands[0].getType()),
+                         wType, outType);
+  if (cudnn)
+    gemm = false;
   bool winograd = gemm && winogradConv(op, operands[1], wType, outType);
   if (winograd) {
     // A direct window: its taps (9 per channel, 16 channels or more) are too
@@ -252,7 +282,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
             })
         .getResult(0);
   };
-  bool biasAfter = (gemm || winograd || rows) && operands.size() == 3;
+  bool biasAfter = (gemm || winograd || rows || cudnn) && operands.size() == 3;
   Value init =
       operands.size() == 3 && !biasAfter
           ? addBias(Value())
@@ -309,7 +339,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
             })
         .getResult(0);
   }
-  if (!gemm && !rows && n >= 0 && n <= kUnrolledTaps)
+  if (!gemm && !rows && !cudnn && n >= 0 && n <= kUnrolledTaps)
     reductionsInnermost(maps, iterators, 2, 3 + r, r);
   Value sums = b.create<linalg::GenericOp>(
                     loc, TypeRange{outType}, ValueRange{input, operands[1]},

@@ -512,7 +512,8 @@ def _run_case(task, kilnc, kiln_run, timeout, result):
     for n, (in_paths, _, out_paths) in enumerate(task["data_sets"]):
         out_dir = os.path.join(case_dir, "out_%d" % n)
         shutil.rmtree(out_dir, ignore_errors=True)
-        argv = [kiln_run, artifact, *in_paths, "--output-dir", out_dir]
+        argv = [kiln_run, artifact, *in_paths, "--output-dir", out_dir,
+                *(_CONFIG.get("kiln_run_args") or [])]
         proc, secs, err = _exec(argv, timeout)
         result["run_s"] += secs
         reason = _check_tool("kiln-run", proc, err, argv, case_dir, result)
@@ -620,6 +621,9 @@ def parse_args(argv):
                    help="compile for device D (kilnc --device), e.g. cuda:0")
     p.add_argument("--kilnc-arg", action="append", default=[], metavar="ARG",
                    help="pass ARG to kilnc too (repeatable), e.g. --kilnc-arg=--target-cpu=x86-64-v3")
+    p.add_argument("--kiln-run-arg", action="append", default=[], metavar="ARG",
+                   help="pass ARG to kiln-run too (repeatable), e.g. --kiln-run-arg=--bind=0=cpu "
+                        "(the C++ twins of kernels compiled for --device cuda:0)")
     p.add_argument("--compile-only", action="store_true",
                    help="stop after kilnc: a test passes when it compiles")
     p.add_argument("--save-artifacts", metavar="DIR",
@@ -718,6 +722,7 @@ def main(argv=None):
 
     config = dict(bin=os.path.abspath(args.bin), timeout=args.timeout, keep=bool(args.keep),
                   device=args.device, kilnc_args=args.kilnc_arg,
+                  kiln_run_args=args.kiln_run_arg,
                   compile_only=args.compile_only, cuda_compile=args.cuda_compile,
                   ptxas=ptxas, ptxas_arch=args.ptxas_arch,
                   save_artifacts=args.save_artifacts and os.path.abspath(args.save_artifacts),

@@ -151,22 +151,48 @@ class ModelTest(kt.KilnTestCase):
         self.assertGreater(entries, 10)
         proc = kt._run([ptxas, "-arch=sm_90", ptx, "-o", os.devnull])
         kt.assert_success(self, proc)
-        kt.note("%s: %d CUDA entry points assemble for sm_90" % (self.model, entries))
+        # The launches: every conv but depthwise and 1x1 ones goes to cuDNN.
+        mlir = self.path("%s.cuda.mlir" % self.model)
+        proc = kt.kilnc(path, "--device", "cuda:0", "--emit=mlir", "-o", mlir,
+                        "--input-shape", self.export_models.input_shape(self.model, 3))
+        kt.assert_success(self, proc)
+        proc = kt._run([kt.tool("kiln-translate"), "--kiln-to-cuda", mlir])
+        kt.assert_success(self, proc)
+        launches = "".join(line for line in proc.stdout.splitlines()
+                           if line.startswith("// slots"))
+        convs = launches.count(" conv{")
+        self.assertEqual(convs, self.cudnn_convs, launches[:2000])
+        # The whole artifact, its roles bound to the cpu: the C++ twins of
+        # the cuda kernels (the direct windows cuDNN gets included) against
+        # eager.
+        artifact, proc = self.compile(
+            path, "%s.cuda.kiln" % self.model, "--device", "cuda:0",
+            "--input-shape", self.export_models.input_shape(self.model, 3))
+        kt.assert_success(self, proc)
+        (y,), _ = self.run_artifact(artifact, [self.x[:3].numpy()], "cuda_twins",
+                                    options=("--bind", "0=cpu"))
+        err = kt.rel_l2(y, self.reference[:3])
+        self.assertLessEqual(err, TOLERANCE)
+        kt.note("%s: %d CUDA entry points assemble for sm_90, %d cuDNN convs; "
+                "its C++ twins rel L2 %.2e" % (self.model, entries, convs, err))
 
 
 class ResNet18(ModelTest):
     model = "resnet18"
+    cudnn_convs = 20  # the stem, 16 3x3 convs, 3 strided 1x1 downsamples
     multi_device = ("--devices", "sim:0,sim:1", "--placement=pipeline:2",
                     "--microbatches", "3")
 
 
 class MobileNetV2(ModelTest):
     model = "mobilenet_v2"
+    cudnn_convs = 1  # the stem; the depthwise and 1x1 ones are not cuDNN's
     multi_device = ("--devices", "cpu,sim:0,sim:1", "--placement=data:3")
 
 
 class BertEncoder(ModelTest):
     model = "bert"
+    cudnn_convs = 0
     multi_device = ("--devices", "sim:0,sim:1", "--placement=data:2")
 
 

@@ -80,6 +80,7 @@ protected:
     unsetenv("FAKE_CUDA_DEVICES");
     unsetenv("FAKE_CUDA_MEMORY");
     unsetenv("KILN_CUBLAS");
+    unsetenv("KILN_CUDNN");
     for (const std::string &path : written)
       std::remove(path.c_str());
   }
@@ -476,6 +477,97 @@ TEST_F(CudaTest, GemmLaunchesAreValidated) {
     PlanBuilder b = gemmPlan("cuda:0");
     b.steps[0]["cuda"]["launches"][0]["gemm"][c.key] = c.value;
     expectLoadError(write(b, "bad-gemm.kiln"), {}, c.error);
+  }
+}
+
+/// A plan of one conv launch (k_conv) on `device`, with a constant w.
+PlanBuilder convPlan(const std::string &device) {
+  PlanBuilder b;
+  size_t role = b.role(device);
+  size_t x = b.input("x", role);
+  std::vector<float> w(N);
+  for (size_t i = 0; i < N; ++i)
+    w[i] = float(int(i % 11) - 5) / 4.0f;
+  size_t y = b.kernel("k_conv", {x, b.constant(role, w)}, role);
+  b.output("y", y);
+  return b;
+}
+
+TEST_F(CudaTest, FakeConvLaunchesRunThroughCudnn) {
+  std::string fake = useFake(1);
+  setenv("KILN_CUDNN", fake.c_str(), 1);
+  std::string path = write(convPlan("cuda:0"), "conv.kiln");
+  kiln::Tensor x = input(0.5f);
+  kiln::LoadOptions onCpu;
+  onCpu.device = "cpu"; // the CPU twin: the reference
+  std::vector<kiln::Tensor> want = kiln::Module::load(path, onCpu).run({x});
+  {
+    kiln::Module m = kiln::Module::load(path);
+    for (int run = 0; run < 2; ++run) {
+      std::vector<kiln::Tensor> got = m.run({x});
+      const float *g = got[0].data<float>(), *r = want[0].data<float>();
+      for (size_t i = 0; i < 288; ++i) // y[2x6x4x6]; the rest is untouched
+        ASSERT_NEAR(g[i], r[i], 1e-4f * (1 + std::abs(r[i]))) << "at " << i;
+    }
+    EXPECT_EQ(fakeCount(fake, "convs"), 2);
+    EXPECT_EQ(fakeCount(fake, "convs_not_fma"), 0) << "TF32 math allowed";
+    EXPECT_EQ(fakeCount(fake, "dnn"), 1);
+    EXPECT_EQ(fakeCount(fake, "launches"), 0);
+  }
+  EXPECT_EQ(fakeCount(fake, "dnn"), 0) << "the cuDNN handle leaked";
+  EXPECT_EQ(fakeCount(fake, "dnn_descriptors"), 0) << "descriptors leaked";
+}
+
+TEST_F(CudaTest, FakeConvWithoutAFittingAlgorithmIsAnError) {
+  std::string fake = useFake(1);
+  setenv("KILN_CUDNN", fake.c_str(), 1);
+  PlanBuilder b = convPlan("cuda:0");
+  b.steps[0]["cuda"]["scratch"][0] = 128; // algorithm 0 needs 256 bytes
+  b.steps[0]["cuda"]["launches"][0]["conv"]["workspace_bytes"] = 128;
+  kiln::Module m = kiln::Module::load(write(b, "conv-small.kiln"));
+  expectRunError(m, input(1.0f),
+                 "cuDNN offers no conv algorithm that fits a workspace of "
+                 "128 bytes (offered: 6 (0 bytes, tensor-op math), 1 "
+                 "(1099511627776 bytes), 0 (256 bytes))");
+}
+
+TEST_F(CudaTest, ConvLaunchesAreValidated) {
+  setenv("KILN_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
+  struct Case {
+    const char *key;
+    json value;
+    const char *error;
+  } cases[] = {
+      {"dtype", "f64", "conv dtype must be f32"},
+      {"groups", 3, "conv shapes do not make a conv"},
+      {"y_shape", json({2, 6, 5, 6}), "conv shapes do not make a conv"},
+      {"strides", json({0, 1}), "conv strides must hold integers in [1, 2^31)"},
+      {"dilations", json({1}), "conv dilations must be a list of 2 integers"},
+      {"x_shape", json({2, 8, 10, 10}), "conv shapes do not make a conv"},
+      {"y", 4, "conv slot y is 4, but the kernel has 4 slots"},
+      {"x", 3, "conv reads or writes past slot 3 (1024 bytes)"},
+      {"workspace", 4, "conv slot workspace is 4, but the kernel has 4"},
+      {"workspace_bytes", 8192, "larger than its slot (1024 bytes)"},
+      {"beta", 2, "conv beta must be 0 or 1"},
+  };
+  for (const Case &c : cases) {
+    PlanBuilder b = convPlan("cuda:0");
+    b.steps[0]["cuda"]["launches"][0]["conv"][c.key] = c.value;
+    expectLoadError(write(b, "bad-conv.kiln"), {}, c.error);
+  }
+}
+
+TEST_F(CudaTest, ToolkitCudnnHasEverySymbolKilnUses) {
+  // The real library, found as at run time (no GPU is needed to load it).
+  unsetenv("KILN_CUDNN");
+  try {
+    const kiln::cuda::Dnn &dnn = kiln::cuda::loadDnn();
+    EXPECT_NE(dnn.forward, nullptr);
+    EXPECT_NE(dnn.errorString, nullptr) << dnn.path;
+  } catch (const kiln::Error &e) {
+    if (std::string(e.what()).find("cannot load cuDNN") != std::string::npos)
+      GTEST_SKIP() << "no cuDNN installed: " << e.what();
+    FAIL() << e.what();
   }
 }
 

@@ -33,6 +33,29 @@ extern "C" void k_twice_plus_one(void **b) {
 
 extern "C" void k_fault(void **) {}
 
+// k_conv {x, w, y}: a conv with 2 groups, strides (2, 1) and dilations (1,
+// 2) of x[2x4x10x10] by w[6x2x3x3] into y[2x6x4x6]; the rest of y is zero.
+extern "C" void k_conv(void **b) {
+  const float *x = static_cast<const float *>(b[0]);
+  const float *w = static_cast<const float *>(b[1]);
+  float *y = static_cast<float *>(b[2]);
+  for (int i = 0; i < 1000; ++i)
+    y[i] = 0;
+  for (int n = 0; n < 2; ++n)
+    for (int m = 0; m < 6; ++m)
+      for (int oh = 0; oh < 4; ++oh)
+        for (int ow = 0; ow < 6; ++ow) {
+          float sum = 0;
+          for (int c = 0; c < 2; ++c)
+            for (int i = 0; i < 3; ++i)
+              for (int j = 0; j < 3; ++j)
+                sum += x[((n * 4 + m / 3 * 2 + c) * 10 + oh * 2 + i) * 10 + ow +
+                         j * 2] *
+                       w[((m * 2 + c) * 3 + i) * 3 + j];
+          y[((n * 6 + m) * 4 + oh) * 6 + ow] = sum;
+        }
+}
+
 // k_gemm {x, w, y}: two batches of x[10x20] times w[25x20] transposed (one
 // shared), into y[2x10x25]; the rest of y is zero.
 extern "C" void k_gemm(void **b) {

@@ -212,6 +212,24 @@ inline json cudaFor(const std::string &kernel) {
                  {"stride_b", 0},
                  {"stride_c", 250},
                  {"beta", 0}}}}}}};
+  if (kernel == "k_conv") // see CudaTestKernels.cpp; slot 3: the workspace
+    return {{"slots", 4},
+            {"scratch", {1024}},
+            {"launches",
+             {{{"conv",
+                {{"dtype", "f32"},
+                 {"x_shape", {2, 4, 10, 10}},
+                 {"w_shape", {6, 2, 3, 3}},
+                 {"y_shape", {2, 6, 4, 6}},
+                 {"strides", {2, 1}},
+                 {"dilations", {1, 2}},
+                 {"groups", 2},
+                 {"beta", 0},
+                 {"x", 0},
+                 {"w", 1},
+                 {"y", 2},
+                 {"workspace", 3},
+                 {"workspace_bytes", 1024}}}}}}};
   return {{"slots", 2}, // k_fault {x, y}
           {"scratch", json::array()},
           {"launches", {launch("kiln_fault", N)}}};

@@ -111,6 +111,32 @@ struct BlasHandle {
 std::set<BlasHandle *> blasHandles;
 long gemms = 0;
 
+// The fake cuDNN's objects. It offers three algorithms: 6 in tensor-op
+// math (TF32, which kiln must not take), 1, which needs kFakeAlgo1Bytes of
+// workspace (more than kiln gives), then 0, which needs kFakeAlgo0Bytes;
+// all compute the same thing here.
+enum { DnnSuccess = 0, DnnNotInitialized = 1, DnnBadParam = 3, DnnFailed = 8 };
+constexpr size_t kFakeAlgo0Bytes = 256, kFakeAlgo1Bytes = size_t(1) << 40;
+struct DnnHandle {
+  Ctx *ctx;
+  Stream *stream;
+};
+struct DnnDescriptor {
+  int dims[4] = {0, 0, 0, 0};       // tensor, filter
+  int conv[6] = {0, 0, 0, 0, 0, 0}; // pad h, w, stride h, w, dilation h, w
+  int groups = 1, math = 0;
+  bool set = false;
+};
+struct DnnAlgoPerf { // cudnnConvolutionFwdAlgoPerf_t
+  int algo, status;
+  float time;
+  size_t memory;
+  int determinism, mathType, reserved[3];
+};
+std::set<DnnHandle *> dnnHandles;
+std::set<DnnDescriptor *> dnnDescriptors;
+long convs = 0, convsNotFma = 0;
+
 /// Column-major C = alpha op(A) op(B) + beta C for each batch (cuBLAS's
 /// definition), after checking the handle, its stream and every extent.
 template <typename T>
@@ -491,6 +517,14 @@ long fake_cuda_count(const char *what) {
     return long(blasHandles.size());
   if (w == "gemms")
     return gemms;
+  if (w == "dnn")
+    return long(dnnHandles.size());
+  if (w == "dnn_descriptors")
+    return long(dnnDescriptors.size());
+  if (w == "convs")
+    return convs;
+  if (w == "convs_not_fma")
+    return convsNotFma;
   return -1;
 }
 
@@ -553,6 +587,222 @@ int cublasDgemmStridedBatched(BlasHandle *h, int opA, int opB, int m, int n,
                               int ldc, long long sC, int batch) {
   return fakeGemm(h, opA, opB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C,
                   ldc, sC, batch);
+}
+
+// A fake cuDNN in the same library ($KILN_CUDNN points here too), the
+// legacy convolution API kiln uses: handles belong to the context current
+// at creation; a conv runs on the handle's stream, NCHW, every tensor and
+// the workspace in live allocations of that context's device, with the
+// descriptors' shapes checked as cuDNN checks them.
+
+int cudnnCreate(DnnHandle **h) {
+  LOCK;
+  if (!initialized || !current || current->retained <= 0)
+    return DnnNotInitialized;
+  *h = new DnnHandle{current, nullptr};
+  dnnHandles.insert(*h);
+  return DnnSuccess;
+}
+
+int cudnnDestroy(DnnHandle *h) {
+  LOCK;
+  if (!dnnHandles.erase(h))
+    return DnnBadParam;
+  delete h;
+  return DnnSuccess;
+}
+
+int cudnnSetStream(DnnHandle *h, Stream *s) {
+  LOCK;
+  if (!dnnHandles.count(h) || !streams.count(s) || s->ctx != h->ctx)
+    return DnnBadParam;
+  h->stream = s;
+  return DnnSuccess;
+}
+
+const char *cudnnGetErrorString(int status) {
+  switch (status) {
+  case DnnSuccess:
+    return "CUDNN_STATUS_SUCCESS";
+  case DnnNotInitialized:
+    return "CUDNN_STATUS_NOT_INITIALIZED";
+  case DnnBadParam:
+    return "CUDNN_STATUS_BAD_PARAM";
+  default:
+    return "CUDNN_STATUS_EXECUTION_FAILED";
+  }
+}
+
+static int createDescriptor(DnnDescriptor **d) {
+  LOCK;
+  *d = new DnnDescriptor;
+  dnnDescriptors.insert(*d);
+  return DnnSuccess;
+}
+
+static int destroyDescriptor(DnnDescriptor *d) {
+  LOCK;
+  if (!dnnDescriptors.erase(d))
+    return DnnBadParam;
+  delete d;
+  return DnnSuccess;
+}
+
+static int setDims(DnnDescriptor *d, int n, int c, int h, int w) {
+  LOCK;
+  if (!dnnDescriptors.count(d) || n < 1 || c < 1 || h < 1 || w < 1)
+    return DnnBadParam;
+  *d = DnnDescriptor{{n, c, h, w}, {}, 1, 0, true};
+  return DnnSuccess;
+}
+
+int cudnnCreateTensorDescriptor(DnnDescriptor **d) {
+  return createDescriptor(d);
+}
+int cudnnDestroyTensorDescriptor(DnnDescriptor *d) {
+  return destroyDescriptor(d);
+}
+int cudnnCreateFilterDescriptor(DnnDescriptor **d) {
+  return createDescriptor(d);
+}
+int cudnnDestroyFilterDescriptor(DnnDescriptor *d) {
+  return destroyDescriptor(d);
+}
+int cudnnCreateConvolutionDescriptor(DnnDescriptor **d) {
+  return createDescriptor(d);
+}
+int cudnnDestroyConvolutionDescriptor(DnnDescriptor *d) {
+  return destroyDescriptor(d);
+}
+
+// Format NCHW (0) and data type float (0) only.
+int cudnnSetTensor4dDescriptor(DnnDescriptor *d, int format, int type, int n,
+                               int c, int h, int w) {
+  return format || type ? DnnBadParam : setDims(d, n, c, h, w);
+}
+
+int cudnnSetFilter4dDescriptor(DnnDescriptor *d, int type, int format, int k,
+                               int c, int h, int w) {
+  return format || type ? DnnBadParam : setDims(d, k, c, h, w);
+}
+
+// Cross-correlation (mode 1) in float (0) only.
+int cudnnSetConvolution2dDescriptor(DnnDescriptor *d, int padH, int padW,
+                                    int strideH, int strideW, int dilationH,
+                                    int dilationW, int mode, int type) {
+  LOCK;
+  if (!dnnDescriptors.count(d) || padH < 0 || padW < 0 || strideH < 1 ||
+      strideW < 1 || dilationH < 1 || dilationW < 1 || mode != 1 || type)
+    return DnnBadParam;
+  *d = DnnDescriptor{
+      {}, {padH, padW, strideH, strideW, dilationH, dilationW}, 1, 0, true};
+  return DnnSuccess;
+}
+
+int cudnnSetConvolutionGroupCount(DnnDescriptor *d, int groups) {
+  LOCK;
+  if (!dnnDescriptors.count(d) || !d->set || groups < 1)
+    return DnnBadParam;
+  d->groups = groups;
+  return DnnSuccess;
+}
+
+int cudnnSetConvolutionMathType(DnnDescriptor *d, int math) {
+  LOCK;
+  if (!dnnDescriptors.count(d) || !d->set || math < 0 || math > 3)
+    return DnnBadParam;
+  d->math = math;
+  return DnnSuccess;
+}
+
+/// The output dims of conv `c` of `x` by `w`, or false when they do not
+/// make one.
+static bool convOutput(const DnnDescriptor *x, const DnnDescriptor *w,
+                       const DnnDescriptor *c, int out[4]) {
+  if (!x->set || !w->set || !c->set || x->dims[1] != w->dims[1] * c->groups ||
+      w->dims[0] % c->groups)
+    return false;
+  out[0] = x->dims[0];
+  out[1] = w->dims[0];
+  for (int i = 0; i < 2; ++i) {
+    int window = c->conv[4 + i] * (w->dims[2 + i] - 1) + 1;
+    int span = x->dims[2 + i] + 2 * c->conv[i] - window;
+    if (span < 0)
+      return false;
+    out[2 + i] = span / c->conv[2 + i] + 1;
+  }
+  return true;
+}
+
+int cudnnGetConvolutionForwardAlgorithm_v7(DnnHandle *h, DnnDescriptor *x,
+                                           DnnDescriptor *w, DnnDescriptor *c,
+                                           DnnDescriptor *y, int requested,
+                                           int *returned, DnnAlgoPerf *perf) {
+  LOCK;
+  int out[4];
+  if (!dnnHandles.count(h) || current != h->ctx)
+    return DnnNotInitialized;
+  if (!dnnDescriptors.count(x) || !dnnDescriptors.count(w) ||
+      !dnnDescriptors.count(c) || !dnnDescriptors.count(y) || requested < 1 ||
+      !convOutput(x, w, c, out) || std::memcmp(out, y->dims, sizeof out))
+    return DnnBadParam;
+  DnnAlgoPerf offered[3] = {{6, 0, 0.1f, 0, 1, 1, {}},
+                            {1, 0, 0.5f, kFakeAlgo1Bytes, 1, c->math, {}},
+                            {0, 0, 1.0f, kFakeAlgo0Bytes, 1, c->math, {}}};
+  *returned = requested < 3 ? requested : 3;
+  std::memcpy(perf, offered, sizeof(DnnAlgoPerf) * size_t(*returned));
+  return DnnSuccess;
+}
+
+int cudnnConvolutionForward(DnnHandle *h, const float *alpha, DnnDescriptor *xd,
+                            const float *x, DnnDescriptor *wd, const float *w,
+                            DnnDescriptor *cd, int algo, void *workspace,
+                            size_t workspaceBytes, const float *beta,
+                            DnnDescriptor *yd, float *y) {
+  LOCK;
+  if (!dnnHandles.count(h) || !h->stream || current != h->ctx)
+    return DnnNotInitialized;
+  int out[4];
+  if (!dnnDescriptors.count(xd) || !dnnDescriptors.count(wd) ||
+      !dnnDescriptors.count(cd) || !dnnDescriptors.count(yd) ||
+      !convOutput(xd, wd, cd, out) || std::memcmp(out, yd->dims, sizeof out) ||
+      (algo != 0 && algo != 1 && algo != 6))
+    return DnnBadParam;
+  size_t need = algo == 1 ? kFakeAlgo1Bytes : algo == 0 ? kFakeAlgo0Bytes : 0;
+  auto elements = [](const DnnDescriptor *d) {
+    return size_t(d->dims[0]) * d->dims[1] * d->dims[2] * d->dims[3];
+  };
+  int device = h->ctx->device;
+  if (workspaceBytes < need || deviceOf(uintptr_t(workspace), need) != device ||
+      deviceOf(uintptr_t(x), elements(xd) * 4) != device ||
+      deviceOf(uintptr_t(w), elements(wd) * 4) != device ||
+      deviceOf(uintptr_t(y), elements(yd) * 4) != device)
+    return DnnFailed;
+  const int *X = xd->dims, *W = wd->dims, *c = cd->conv;
+  int groups = cd->groups, mg = W[0] / groups;
+  for (int n = 0; n < out[0]; ++n)
+    for (int m = 0; m < out[1]; ++m)
+      for (int oh = 0; oh < out[2]; ++oh)
+        for (int ow = 0; ow < out[3]; ++ow) {
+          float sum = 0;
+          for (int k = 0; k < W[1]; ++k)
+            for (int i = 0; i < W[2]; ++i)
+              for (int j = 0; j < W[3]; ++j) {
+                int ih = oh * c[2] + i * c[4] - c[0],
+                    iw = ow * c[3] + j * c[5] - c[1];
+                if (ih < 0 || iw < 0 || ih >= X[2] || iw >= X[3])
+                  continue;
+                int ch = m / mg * W[1] + k;
+                sum += x[((size_t(n) * X[1] + ch) * X[2] + ih) * X[3] + iw] *
+                       w[((size_t(m) * W[1] + k) * W[2] + i) * W[3] + j];
+              }
+          float &to = y[((size_t(n) * out[1] + m) * out[2] + oh) * out[3] + ow];
+          to = *alpha * sum + (*beta == 0 ? 0.0f : *beta * to);
+        }
+  ++convs;
+  if (cd->math != 3 || algo == 6) // CUDNN_FMA_MATH: no TF32
+    ++convsNotFma;
+  return DnnSuccess;
 }
 
 } // extern "C"

@@ -392,8 +392,9 @@ LogicalResult compileModel(const CompileOptions &options) {
                             : DeviceAttr();
     if (!device || device.getKind() != "cuda")
       continue;
-    FailureOr<CudaKernel> cuda = emitKernelCuda(
-        kernel, symbol, options.cuda.warpReductions, options.cuda.gemmLibrary);
+    FailureOr<CudaKernel> cuda =
+        emitKernelCuda(kernel, symbol, options.cuda.warpReductions,
+                       options.cuda.gemmLibrary, options.cuda.convLibrary);
     if (failed(cuda))
       return failure();
     half |= cuda->usesHalf;

@@ -173,12 +173,11 @@ func.func @row_max(%x: tensor<4x64xf32, #kiln.device<cuda:0>>) -> tensor<4xf32, 
 
 // A contraction cuBLAS can do: no entry point, a GEMM launch on the slots.
 // Here B is shared by both batches and used transposed (stored n x k), so
-// the batch folds into M: one 6x4 by 4x10 GEMM. The init is a fill, so the
-// GEMM accumulates onto it (beta 1).
+// the batch folds into M: one 6x4 by 4x10 GEMM. Its init is a zero fill,
+// which the GEMM does instead (beta 0): no phase at all.
 // CHECK-LABEL: // kiln kernel kiln_k5
-// CHECK: kiln_k5_p0(kiln_k5_slots s) {
-// CHECK-NOT: kiln_k5_p1
-// CHECK: // slots 3, scratch [], launches: kiln_k5_p0(60) gemm{"a":0,"b":1,"batch":1,"beta":1,"c":2,"dtype":"f32","k":4,"m":6,"n":10,"stride_a":0,"stride_b":0,"stride_c":60,"trans_a":false,"trans_b":true}
+// CHECK-NOT: kiln_k5_p0
+// CHECK: // slots 3, scratch [], launches: gemm{"a":0,"b":1,"batch":1,"beta":0,"c":2,"dtype":"f32","k":4,"m":6,"n":10,"stride_a":0,"stride_b":0,"stride_c":60,"trans_a":false,"trans_b":true}
 func.func @batched_matmul(%a: tensor<2x3x4xf32, #kiln.device<cuda:0>>, %b: tensor<10x4xf32, #kiln.device<cuda:0>>) -> tensor<2x3x10xf32, #kiln.device<cuda:0>> {
   %0 = kiln.kernel(%a, %b : tensor<2x3x4xf32, #kiln.device<cuda:0>>, tensor<10x4xf32, #kiln.device<cuda:0>>) -> (tensor<2x3x10xf32, #kiln.device<cuda:0>>) {
   ^bb0(%a0: tensor<2x3x4xf32>, %a1: tensor<10x4xf32>):
@@ -215,4 +214,52 @@ func.func @row_umax(%x: tensor<2x64xi32, #kiln.device<cuda:0>>) -> tensor<2xi32,
     kiln.yield %m : tensor<2xi32>
   }
   return %0 : tensor<2xi32, #kiln.device<cuda:0>>
+}
+
+// A direct 2-D conv (codegen/Gemm.h's matchLibraryConv) on an input the
+// kernel padded: a cuDNN launch with the strides, dilations and groups read
+// off the input's map, and a workspace slot of its own (slot 3: the
+// im2col size, 1x4x3x3x4x3 floats). Its zero init is left to it (beta 0).
+// CHECK-LABEL: // kiln kernel kiln_k7
+// CHECK-NOT: kiln_k7_p1
+// CHECK: // slots 4, scratch [1728], launches: conv{"beta":0,"dilations":[1,2],"dtype":"f32","groups":2,"strides":[2,1],"w":1,"w_shape":[6,2,3,3],"workspace":3,"workspace_bytes":1728,"x":0,"x_shape":[1,4,9,7],"y":2,"y_shape":[1,6,4,3]}
+#cin = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 3) * 2 + d2, d5 * 2 + d3, d6 + d4 * 2)>
+#cw = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>
+#cout = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>
+func.func @conv_groups(%x: tensor<1x4x9x7xf32, #kiln.device<cuda:0>>, %w: tensor<6x2x3x3xf32, #kiln.device<cuda:0>>) -> tensor<1x6x4x3xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x, %w : tensor<1x4x9x7xf32, #kiln.device<cuda:0>>, tensor<6x2x3x3xf32, #kiln.device<cuda:0>>) -> (tensor<1x6x4x3xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<1x4x9x7xf32>, %a1: tensor<6x2x3x3xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<1x6x4x3xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x6x4x3xf32>) -> tensor<1x6x4x3xf32>
+    %r = linalg.generic {indexing_maps = [#cin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x4x9x7xf32>, tensor<6x2x3x3xf32>) outs(%f : tensor<1x6x4x3xf32>) {
+    ^bb0(%in: f32, %wt: f32, %acc: f32):
+      %p = arith.mulf %in, %wt : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<1x6x4x3xf32>
+    kiln.yield %r : tensor<1x6x4x3xf32>
+  }
+  return %0 : tensor<1x6x4x3xf32, #kiln.device<cuda:0>>
+}
+
+// The same conv with an output one column narrower than its window fits is no
+// library conv: generated loops, after the fill.
+// CHECK-LABEL: // kiln kernel kiln_k8
+// CHECK: // slots 3, scratch [], launches: kiln_k8_p0(48) kiln_k8_p1(48)
+func.func @conv_misfit(%x: tensor<1x4x9x7xf32, #kiln.device<cuda:0>>, %w: tensor<6x2x3x3xf32, #kiln.device<cuda:0>>) -> tensor<1x6x4x2xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x, %w : tensor<1x4x9x7xf32, #kiln.device<cuda:0>>, tensor<6x2x3x3xf32, #kiln.device<cuda:0>>) -> (tensor<1x6x4x2xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<1x4x9x7xf32>, %a1: tensor<6x2x3x3xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<1x6x4x2xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x6x4x2xf32>) -> tensor<1x6x4x2xf32>
+    %r = linalg.generic {indexing_maps = [#cin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x4x9x7xf32>, tensor<6x2x3x3xf32>) outs(%f : tensor<1x6x4x2xf32>) {
+    ^bb0(%in: f32, %wt: f32, %acc: f32):
+      %p = arith.mulf %in, %wt : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<1x6x4x2xf32>
+    kiln.yield %r : tensor<1x6x4x2xf32>
+  }
+  return %0 : tensor<1x6x4x2xf32, #kiln.device<cuda:0>>
 }

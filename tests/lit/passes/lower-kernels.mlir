@@ -140,10 +140,13 @@ func.func @conv_gemm(%x: tensor<2x3x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x3x
 // (codegen/Gemm.h's matchRowsConv): no im2col. The bias comes after the
 // sums, with the relu. With 8 output columns (too narrow) or a 2x2 window
 // (too few taps: a 3x3 one, mobilenet_v2's stem, is enough) it goes
-// through im2col. On a cuda device it stays im2col.
+// through im2col. On a cuda device every such conv stays a direct window
+// in this form, for cuDNN (codegen/Gemm.h's matchLibraryConv); with groups
+// its input channel is (m floordiv M/groups) * C/groups + c.
 // CHECK-DAG: #[[IN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d2, d5 * 2 + d3, d6 * 2 + d4)>
 // CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>
 // CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>
+// CHECK-DAG: #[[GIN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 3) * 2 + d2, d5 + d3 * 2, d6 + d4 * 2)>
 // CHECK-LABEL: func.func @conv_rows
 // CHECK: %[[PAD:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<1x3x37x37xf32>)
 // CHECK-NOT: tensor<1x3x7x7x16x16xf32>
@@ -156,7 +159,10 @@ func.func @conv_gemm(%x: tensor<2x3x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x3x
 // CHECK: outs(%{{.+}} : tensor<1x3x7x7x8x8xf32>)
 // CHECK: outs(%{{.+}} : tensor<1x3x2x2x16x16xf32>)
 // CHECK-LABEL: func.func @conv_rows_cuda
-// CHECK: outs(%{{.+}} : tensor<1x3x7x7x16x16xf32>)
+// CHECK-NOT: tensor<1x3x7x7x16x16xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%{{.+}}, %{{.+}} : tensor<1x3x37x37xf32>, tensor<8x3x7x7xf32>)
+// CHECK-LABEL: func.func @conv_groups_cuda
+// CHECK: linalg.generic {indexing_maps = [#[[GIN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%{{.+}}, %{{.+}} : tensor<1x4x12x12xf32>, tensor<6x2x3x3xf32>)
 func.func @conv_rows(%x: tensor<1x3x32x32xf32, #kiln.device<cpu>>, %w: tensor<8x3x7x7xf32, #kiln.device<cpu>>, %b: tensor<8xf32, #kiln.device<cpu>>) -> tensor<1x8x16x16xf32, #kiln.device<cpu>> {
   %k = kiln.kernel(%x, %w, %b : tensor<1x3x32x32xf32, #kiln.device<cpu>>, tensor<8x3x7x7xf32, #kiln.device<cpu>>, tensor<8xf32, #kiln.device<cpu>>) -> (tensor<1x8x16x16xf32, #kiln.device<cpu>>) {
   ^bb0(%a: tensor<1x3x32x32xf32, #kiln.device<cpu>>, %c: tensor<8x3x7x7xf32, #kiln.device<cpu>>, %d: tensor<8xf32, #kiln.device<cpu>>):
@@ -182,6 +188,14 @@ func.func @conv_rows_cuda(%x: tensor<1x3x32x32xf32, #kiln.device<cuda:0>>, %w: t
     kiln.yield %y : tensor<1x8x16x16xf32, #kiln.device<cuda:0>>
   }
   return %k : tensor<1x8x16x16xf32, #kiln.device<cuda:0>>
+}
+func.func @conv_groups_cuda(%x: tensor<1x4x10x10xf32, #kiln.device<cuda:0>>, %w: tensor<6x2x3x3xf32, #kiln.device<cuda:0>>) -> tensor<1x6x8x8xf32, #kiln.device<cuda:0>> {
+  %k = kiln.kernel(%x, %w : tensor<1x4x10x10xf32, #kiln.device<cuda:0>>, tensor<6x2x3x3xf32, #kiln.device<cuda:0>>) -> (tensor<1x6x8x8xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a: tensor<1x4x10x10xf32, #kiln.device<cuda:0>>, %c: tensor<6x2x3x3xf32, #kiln.device<cuda:0>>):
+    %y = kiln.conv %a, %c {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 2, 2>, group = 2} : tensor<1x4x10x10xf32, #kiln.device<cuda:0>>, tensor<6x2x3x3xf32, #kiln.device<cuda:0>> -> tensor<1x6x8x8xf32, #kiln.device<cuda:0>>
+    kiln.yield %y : tensor<1x6x8x8xf32, #kiln.device<cuda:0>>
+  }
+  return %k : tensor<1x6x8x8xf32, #kiln.device<cuda:0>>
 }
 
 // -----

@@ -1,0 +1,210 @@
+//===- CudaDnn.cpp - conv launches through a dlopen'ed cuDNN --------------===//
+//
+// A conv launch is one cudnnConvolutionForward: NCHW f32 tensors, the input
+// already padded (the kernel's pad phase), cross-correlation as ONNX and
+// PyTorch define a conv, groups through the group count. The math type is
+// CUDNN_FMA_MATH: no TF32 tensor-core math on f32, as PyTorch eager with
+// TF32 off, so results match the CPU path. The algorithm is cuDNN's own
+// heuristic order (cudnnGetConvolutionForwardAlgorithm_v7, what PyTorch
+// uses without benchmark mode): the first that succeeds, is not tensor-op
+// math and whose workspace fits the scratch slot codegen sized for it.
+// Descriptors and the choice are made once per conv shape and context, under
+// the same lock as the handle's stream.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Cuda.h"
+
+#include "kiln/runtime.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <memory>
+
+namespace kiln::cuda {
+
+namespace {
+// cuDNN's enums (cudnn_graph.h, cudnn_cnn.h of cuDNN 9; the same in 8).
+constexpr int kStatusSuccess = 0, kTensorNchw = 0, kDataFloat = 0,
+              kCrossCorrelation = 1, kTensorOpMath = 1,
+              kTensorOpMathAllowConversion = 2, kFmaMath = 3,
+              kMaxAlgorithms = 8;
+} // namespace
+
+std::string Dnn::describe(int status) const {
+  const char *text = errorString ? errorString(status) : nullptr;
+  return text ? std::string(text) : "cuDNN status " + std::to_string(status);
+}
+
+const Dnn &loadDnn() {
+  // Per $KILN_CUDNN, so tests may point at different libraries.
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<Dnn>> loaded;
+  static std::map<std::string, std::string> errors;
+  const char *override = std::getenv("KILN_CUDNN");
+  std::string key = override ? override : "";
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = loaded.find(key); it != loaded.end())
+    return *it->second;
+  if (auto it = errors.find(key); it != errors.end())
+    throw Error(it->second);
+  std::string &error = errors[key];
+  std::string tried;
+  void *library = openToolkitLibrary(
+      key, {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"}, tried);
+  if (!library) {
+    error = "cannot load cuDNN for conv launches (tried " + tried +
+            "; set KILN_CUDNN or KILN_CUDA_HOME, or compile with "
+            "kilnc --cuda-cudnn=false)";
+    throw Error(error);
+  }
+  auto d = std::make_unique<Dnn>();
+  d->path = tried;
+  auto sym = [&](auto &fn, const char *name, bool required = true) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+        dlsym(library, name));
+    if (!fn && required && error.empty())
+      error = d->path + " is no cuDNN: it lacks " + name;
+  };
+  sym(d->create, "cudnnCreate");
+  sym(d->destroy, "cudnnDestroy");
+  sym(d->setStream, "cudnnSetStream");
+  sym(d->createTensor, "cudnnCreateTensorDescriptor");
+  sym(d->destroyTensor, "cudnnDestroyTensorDescriptor");
+  sym(d->setTensor4d, "cudnnSetTensor4dDescriptor");
+  sym(d->createFilter, "cudnnCreateFilterDescriptor");
+  sym(d->destroyFilter, "cudnnDestroyFilterDescriptor");
+  sym(d->setFilter4d, "cudnnSetFilter4dDescriptor");
+  sym(d->createConv, "cudnnCreateConvolutionDescriptor");
+  sym(d->destroyConv, "cudnnDestroyConvolutionDescriptor");
+  sym(d->setConv2d, "cudnnSetConvolution2dDescriptor");
+  sym(d->setGroupCount, "cudnnSetConvolutionGroupCount");
+  sym(d->setMathType, "cudnnSetConvolutionMathType");
+  sym(d->getAlgorithms, "cudnnGetConvolutionForwardAlgorithm_v7");
+  sym(d->forward, "cudnnConvolutionForward");
+  sym(d->errorString, "cudnnGetErrorString", /*required=*/false);
+  if (!error.empty())
+    throw Error(error);
+  errors.erase(key);
+  return *(loaded[key] = std::move(d));
+}
+
+void Context::releaseDnn() {
+  if (!dnnLibrary_)
+    return;
+  const Dnn &dnn = *dnnLibrary_;
+  for (auto &[shape, setup] : convs_) {
+    if (setup.x)
+      dnn.destroyTensor(setup.x);
+    if (setup.y)
+      dnn.destroyTensor(setup.y);
+    if (setup.w)
+      dnn.destroyFilter(setup.w);
+    if (setup.conv)
+      dnn.destroyConv(setup.conv);
+  }
+  convs_.clear();
+  if (dnn_)
+    dnn.destroy(dnn_);
+  dnn_ = nullptr;
+}
+
+void Context::conv(const plan::CudaKernel::Conv &c,
+                   const std::vector<CUdeviceptr> &slots, CUstream stream,
+                   const std::string &what) {
+  std::lock_guard<std::mutex> lock(dnnMutex_);
+  if (!dnnLibrary_)
+    dnnLibrary_ = &loadDnn();
+  const Dnn &dnn = *dnnLibrary_;
+  makeCurrent();
+  auto check = [&](int status, const char *call) {
+    if (status != kStatusSuccess)
+      throw Error(name_ + ": " + what + ": " + call +
+                  " failed: " + dnn.describe(status));
+  };
+  if (!dnn_)
+    check(dnn.create(&dnn_), "cudnnCreate");
+  check(dnn.setStream(dnn_, stream), "cudnnSetStream");
+
+  std::vector<int64_t> key(c.x, c.x + 4);
+  key.insert(key.end(), c.w, c.w + 4);
+  key.insert(key.end(), {c.strides[0], c.strides[1], c.dilations[0],
+                         c.dilations[1], c.groups, int64_t(c.workspaceBytes)});
+  auto found = convs_.find(key);
+  if (found == convs_.end()) {
+    // Kept only once complete: a failure leaves nothing half made.
+    ConvSetup s;
+    auto drop = [&] {
+      if (s.x)
+        dnn.destroyTensor(s.x);
+      if (s.y)
+        dnn.destroyTensor(s.y);
+      if (s.w)
+        dnn.destroyFilter(s.w);
+      if (s.conv)
+        dnn.destroyConv(s.conv);
+    };
+    try {
+      auto dim = [](int64_t v) { return int(v); };
+      check(dnn.createTensor(&s.x), "cudnnCreateTensorDescriptor");
+      check(dnn.setTensor4d(s.x, kTensorNchw, kDataFloat, dim(c.x[0]),
+                            dim(c.x[1]), dim(c.x[2]), dim(c.x[3])),
+            "cudnnSetTensor4dDescriptor");
+      check(dnn.createTensor(&s.y), "cudnnCreateTensorDescriptor");
+      check(dnn.setTensor4d(s.y, kTensorNchw, kDataFloat, dim(c.y[0]),
+                            dim(c.y[1]), dim(c.y[2]), dim(c.y[3])),
+            "cudnnSetTensor4dDescriptor");
+      check(dnn.createFilter(&s.w), "cudnnCreateFilterDescriptor");
+      check(dnn.setFilter4d(s.w, kDataFloat, kTensorNchw, dim(c.w[0]),
+                            dim(c.w[1]), dim(c.w[2]), dim(c.w[3])),
+            "cudnnSetFilter4dDescriptor");
+      check(dnn.createConv(&s.conv), "cudnnCreateConvolutionDescriptor");
+      check(dnn.setConv2d(s.conv, 0, 0, dim(c.strides[0]), dim(c.strides[1]),
+                          dim(c.dilations[0]), dim(c.dilations[1]),
+                          kCrossCorrelation, kDataFloat),
+            "cudnnSetConvolution2dDescriptor");
+      check(dnn.setGroupCount(s.conv, dim(c.groups)),
+            "cudnnSetConvolutionGroupCount");
+      check(dnn.setMathType(s.conv, kFmaMath), "cudnnSetConvolutionMathType");
+      Dnn::AlgoPerf perf[kMaxAlgorithms] = {};
+      int count = 0;
+      check(dnn.getAlgorithms(dnn_, s.x, s.w, s.conv, s.y, kMaxAlgorithms,
+                              &count, perf),
+            "cudnnGetConvolutionForwardAlgorithm_v7");
+      int chosen = -1;
+      std::string seen;
+      for (int i = 0; i < count && i < kMaxAlgorithms && chosen < 0; ++i) {
+        // Tensor-op math would round f32 through TF32.
+        bool tensorOps = perf[i].mathType == kTensorOpMath ||
+                         perf[i].mathType == kTensorOpMathAllowConversion;
+        seen += (seen.empty() ? "" : ", ") + std::to_string(perf[i].algo) +
+                " (" + std::to_string(perf[i].memory) + " bytes" +
+                (tensorOps ? ", tensor-op math" : "") + ")";
+        if (perf[i].status == kStatusSuccess && !tensorOps &&
+            perf[i].memory <= c.workspaceBytes)
+          chosen = perf[i].algo;
+      }
+      if (chosen < 0)
+        throw Error(name_ + ": " + what +
+                    ": cuDNN offers no conv algorithm that fits a workspace "
+                    "of " +
+                    std::to_string(c.workspaceBytes) +
+                    " bytes (offered: " + (seen.empty() ? "none" : seen) + ")");
+      s.algo = chosen;
+    } catch (...) {
+      drop();
+      throw;
+    }
+    found = convs_.emplace(key, s).first;
+  }
+  const ConvSetup &s = found->second;
+  float one = 1, beta = float(c.beta);
+  check(dnn.forward(dnn_, &one, s.x, reinterpret_cast<void *>(slots[c.xSlot]),
+                    s.w, reinterpret_cast<void *>(slots[c.wSlot]), s.conv,
+                    s.algo, reinterpret_cast<void *>(slots[c.workspace]),
+                    c.workspaceBytes, &beta, s.y,
+                    reinterpret_cast<void *>(slots[c.ySlot])),
+        "cudnnConvolutionForward");
+}
+
+} // namespace kiln::cuda
