@@ -194,12 +194,14 @@ protected:
   mlir::LogicalResult emitScalar(mlir::Operation *op, llvm::raw_ostream &os,
                                  const std::string &indent);
 
+  /// Gives `result` its init's contents: `init`'s buffer itself where it
+  /// may be updated in place, else a copy (nothing for tensor.empty).
+  void copyInit(mlir::Value init, mlir::Value result);
+
   KernelOp kernel;
   const CStyle &style;
 
 private:
-  void copyInit(mlir::Value init, mlir::Value result);
-
   /// The condition under which an output's buffer is overwritten in place
   /// from a tensor whose dims may differ (see declareBufferUnless).
   std::string sameDimsAtRunTime(mlir::Value input, mlir::Value output);

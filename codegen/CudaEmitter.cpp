@@ -13,7 +13,10 @@
 
 #include "codegen/CudaEmitter.h"
 #include "codegen/CEmitter.h"
+#include "codegen/CppKernel.h"
 #include "codegen/Gemm.h"
+
+#include "mlir/IR/Matchers.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
@@ -137,6 +140,14 @@ private:
   /// A direct 2-D conv cuDNN can run (codegen/Gemm.h's matchLibraryConv):
   /// the launch's description, with a workspace scratch slot of its own.
   std::optional<nlohmann::json> cudnnConv(linalg::GenericOp op);
+  /// The zero pad of the planes `pad` is when its one user is a library conv
+  /// and it pads as cuDNN can (the same before and after): the conv then
+  /// reads the pad's input, padding it itself, and the pad is not emitted.
+  std::optional<cpp::PadMatch> absorbablePad(linalg::GenericOp pad);
+  bool absorbed(Operation *op) override {
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    return generic && absorbablePad(generic);
+  }
 
 public:
   bool warpReductions = true;
@@ -336,11 +347,42 @@ std::optional<ConvMatch> libraryConv(linalg::GenericOp op) {
   return c;
 }
 
+std::optional<cpp::PadMatch> CudaEmitter::absorbablePad(linalg::GenericOp pad) {
+  if (!convLibrary || !pad || !pad->hasOneUse())
+    return std::nullopt;
+  auto user = dyn_cast<linalg::GenericOp>(*pad->getUsers().begin());
+  if (!user || user.getDpsInputs()[0] != pad.getResult(0) || !libraryConv(user))
+    return std::nullopt;
+  std::optional<cpp::PadMatch> match = cpp::planePad(pad);
+  if (!match || !matchPattern(match->value, m_PosZeroFloat()))
+    return std::nullopt;
+  auto in = cast<RankedTensorType>(match->input.getType());
+  auto out = cast<RankedTensorType>(pad.getResult(0).getType());
+  for (int64_t i : {2, 3})
+    if (out.getDimSize(i) - in.getDimSize(i) - match->begin[i] !=
+        match->begin[i])
+      return std::nullopt;
+  return match;
+}
+
 std::optional<nlohmann::json> CudaEmitter::cudnnConv(linalg::GenericOp op) {
   std::optional<ConvMatch> c = libraryConv(op);
   if (!c)
     return std::nullopt;
-  auto in = cast<RankedTensorType>(op.getDpsInputs()[0].getType());
+  // The input, or what its absorbed pad pads (cuDNN pads it instead).
+  Value x = op.getDpsInputs()[0];
+  int64_t pads[2] = {0, 0};
+  if (auto pad = x.getDefiningOp<linalg::GenericOp>())
+    if (std::optional<cpp::PadMatch> match = absorbablePad(pad)) {
+      x = match->input;
+      pads[0] = match->begin[2];
+      pads[1] = match->begin[3];
+    }
+  copyInit(op.getDpsInits()[0], op.getResult(0));
+  size_t xSlot = slotOf.at(bufferFor(x)),
+         wSlot = slotOf.at(bufferFor(op.getDpsInputs()[1])),
+         ySlot = slotOf.at(bufferFor(op.getResult(0)));
+  auto in = cast<RankedTensorType>(x.getType());
   auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
   auto out = cast<RankedTensorType>(op.getResult(0).getType());
   // The workspace: at most what im2col would take (the GEMM path's scratch),
@@ -358,18 +400,25 @@ std::optional<nlohmann::json> CudaEmitter::cudnnConv(linalg::GenericOp op) {
                         {"x_shape", dims(in)},
                         {"w_shape", dims(weight)},
                         {"y_shape", dims(out)},
+                        {"pads", {pads[0], pads[1]}},
                         {"strides", {c->strides[0], c->strides[1]}},
                         {"dilations", {c->dilations[0], c->dilations[1]}},
                         {"groups", c->groups},
                         {"beta", overwrites(op) ? 0 : 1},
-                        {"x", slotOf.at(bufferFor(op.getDpsInputs()[0]))},
-                        {"w", slotOf.at(bufferFor(op.getDpsInputs()[1]))},
-                        {"y", slotOf.at(bufferFor(op.getResult(0)))},
+                        {"x", xSlot},
+                        {"w", wSlot},
+                        {"y", ySlot},
                         {"workspace", slot},
                         {"workspace_bytes", workspace}};
 }
 
 LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
+  // Before declareOperands: a conv may read its pad's input instead.
+  if (convLibrary)
+    if (std::optional<nlohmann::json> conv = cudnnConv(op)) {
+      phases.push_back({0, "", {{"conv", *conv}}});
+      return success();
+    }
   declareOperands(op);
   if (gemmLibrary) {
     auto slot = [&](Value v) -> nlohmann::json {
@@ -380,11 +429,6 @@ LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
       return success();
     }
   }
-  if (convLibrary)
-    if (std::optional<nlohmann::json> conv = cudnnConv(op)) {
-      phases.push_back({0, "", {{"conv", *conv}}});
-      return success();
-    }
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   auto iterators = op.getIteratorTypesArray();
   bool parallel = oneThreadPerOutput(op);

@@ -331,7 +331,9 @@ std::optional<ConvMatch> kiln::matchLibraryConv(linalg::GenericOp op) {
     return std::nullopt;
   int64_t channels = in.getDimSize(1), m = weight.getDimSize(0),
           cg = weight.getDimSize(1);
-  if (cg <= 0 || channels % cg || m % (channels / cg))
+  // Not depthwise (one input channel per group): generated loops run it.
+  if (cg <= 0 || channels % cg || m % (channels / cg) ||
+      (cg == 1 && channels > 1))
     return std::nullopt;
   ConvMatch match;
   match.groups = channels / cg;

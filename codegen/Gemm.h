@@ -78,7 +78,8 @@ mlir::linalg::FillOp zeroFillOf(mlir::linalg::GenericOp op);
 /// m, oh, ow] += in[n, g * cg + c, oh * sh + kh * dh, ow * sw + kw * dw] *
 /// w[m, c, kh, kw], where g = m / (M / groups) and cg = w's dim 1 (input 0
 /// the padded input, input 1 the weight), and the output's spatial sizes
-/// are the ones the window fits: (in - d * (k - 1) - 1) / s + 1.
+/// are the ones the window fits: (in - d * (k - 1) - 1) / s + 1. Not a
+/// depthwise conv (one input channel per group of several).
 struct ConvMatch {
   int64_t strides[2] = {1, 1}, dilations[2] = {1, 1}, groups = 1;
 };

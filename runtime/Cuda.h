@@ -178,11 +178,14 @@ struct Dnn {
   int (*setMathType)(Conv, int) = nullptr;
   int (*getAlgorithms)(Handle, Tensor, Filter, Conv, Tensor, int, int *,
                        AlgoPerf *) = nullptr;
+  int (*workspaceSize)(Handle, Tensor, Filter, Conv, Tensor, int algo,
+                       size_t *) = nullptr;
   int (*forward)(Handle, const void *alpha, Tensor, const void *x, Filter,
                  const void *w, Conv, int algo, void *workspace,
                  size_t workspaceBytes, const void *beta, Tensor,
                  void *y) = nullptr;
-  const char *(*errorString)(int) = nullptr;
+  const char *(*errorString)(int) = nullptr;          // optional
+  void (*lastError)(char *message, size_t) = nullptr; // optional (cuDNN 9)
   /// "CUDNN_STATUS_X" or the number.
   std::string describe(int status) const;
 };

@@ -1,13 +1,16 @@
 //===- CudaDnn.cpp - conv launches through a dlopen'ed cuDNN --------------===//
 //
-// A conv launch is one cudnnConvolutionForward: NCHW f32 tensors, the input
-// already padded (the kernel's pad phase), cross-correlation as ONNX and
+// A conv launch is one cudnnConvolutionForward: NCHW f32 tensors, zero
+// padding the same before and after (else the kernel pads the input in a
+// phase before), cross-correlation as ONNX and
 // PyTorch define a conv, groups through the group count. The math type is
 // CUDNN_FMA_MATH: no TF32 tensor-core math on f32, as PyTorch eager with
 // TF32 off, so results match the CPU path. The algorithm is cuDNN's own
 // heuristic order (cudnnGetConvolutionForwardAlgorithm_v7, what PyTorch
-// uses without benchmark mode): the first that succeeds, is not tensor-op
-// math and whose workspace fits the scratch slot codegen sized for it.
+// uses without benchmark mode): the first that succeeds in FMA math (as
+// PyTorch with TF32 off) whose workspace, as the heuristic and
+// cudnnGetConvolutionForwardWorkspaceSize both report it, fits the scratch
+// slot codegen sized for it.
 // Descriptors and the choice are made once per conv shape and context, under
 // the same lock as the handle's stream.
 //
@@ -26,9 +29,7 @@ namespace kiln::cuda {
 namespace {
 // cuDNN's enums (cudnn_graph.h, cudnn_cnn.h of cuDNN 9; the same in 8).
 constexpr int kStatusSuccess = 0, kTensorNchw = 0, kDataFloat = 0,
-              kCrossCorrelation = 1, kTensorOpMath = 1,
-              kTensorOpMathAllowConversion = 2, kFmaMath = 3,
-              kMaxAlgorithms = 8;
+              kCrossCorrelation = 1, kFmaMath = 3, kMaxAlgorithms = 8;
 } // namespace
 
 std::string Dnn::describe(int status) const {
@@ -81,8 +82,10 @@ const Dnn &loadDnn() {
   sym(d->setGroupCount, "cudnnSetConvolutionGroupCount");
   sym(d->setMathType, "cudnnSetConvolutionMathType");
   sym(d->getAlgorithms, "cudnnGetConvolutionForwardAlgorithm_v7");
+  sym(d->workspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
   sym(d->forward, "cudnnConvolutionForward");
   sym(d->errorString, "cudnnGetErrorString", /*required=*/false);
+  sym(d->lastError, "cudnnGetLastErrorString", /*required=*/false); // 9.0+
   if (!error.empty())
     throw Error(error);
   errors.erase(key);
@@ -118,9 +121,17 @@ void Context::conv(const plan::CudaKernel::Conv &c,
   const Dnn &dnn = *dnnLibrary_;
   makeCurrent();
   auto check = [&](int status, const char *call) {
-    if (status != kStatusSuccess)
-      throw Error(name_ + ": " + what + ": " + call +
-                  " failed: " + dnn.describe(status));
+    if (status == kStatusSuccess)
+      return;
+    std::string detail;
+    if (dnn.lastError) {
+      char text[512] = "";
+      dnn.lastError(text, sizeof text);
+      if (*text)
+        detail = std::string(" (") + text + ")";
+    }
+    throw Error(name_ + ": " + what + ": " + call +
+                " failed: " + dnn.describe(status) + detail);
   };
   if (!dnn_)
     check(dnn.create(&dnn_), "cudnnCreate");
@@ -128,8 +139,9 @@ void Context::conv(const plan::CudaKernel::Conv &c,
 
   std::vector<int64_t> key(c.x, c.x + 4);
   key.insert(key.end(), c.w, c.w + 4);
-  key.insert(key.end(), {c.strides[0], c.strides[1], c.dilations[0],
-                         c.dilations[1], c.groups, int64_t(c.workspaceBytes)});
+  key.insert(key.end(),
+             {c.pads[0], c.pads[1], c.strides[0], c.strides[1], c.dilations[0],
+              c.dilations[1], c.groups, int64_t(c.workspaceBytes)});
   auto found = convs_.find(key);
   if (found == convs_.end()) {
     // Kept only once complete: a failure leaves nothing half made.
@@ -159,7 +171,8 @@ void Context::conv(const plan::CudaKernel::Conv &c,
                             dim(c.w[1]), dim(c.w[2]), dim(c.w[3])),
             "cudnnSetFilter4dDescriptor");
       check(dnn.createConv(&s.conv), "cudnnCreateConvolutionDescriptor");
-      check(dnn.setConv2d(s.conv, 0, 0, dim(c.strides[0]), dim(c.strides[1]),
+      check(dnn.setConv2d(s.conv, dim(c.pads[0]), dim(c.pads[1]),
+                          dim(c.strides[0]), dim(c.strides[1]),
                           dim(c.dilations[0]), dim(c.dilations[1]),
                           kCrossCorrelation, kDataFloat),
             "cudnnSetConvolution2dDescriptor");
@@ -171,23 +184,36 @@ void Context::conv(const plan::CudaKernel::Conv &c,
       check(dnn.getAlgorithms(dnn_, s.x, s.w, s.conv, s.y, kMaxAlgorithms,
                               &count, perf),
             "cudnnGetConvolutionForwardAlgorithm_v7");
+      // The first that runs in FMA math (any other may round f32 through
+      // TF32) with a workspace that fits, as the descriptor reports it too.
       int chosen = -1;
       std::string seen;
       for (int i = 0; i < count && i < kMaxAlgorithms && chosen < 0; ++i) {
-        // Tensor-op math would round f32 through TF32.
-        bool tensorOps = perf[i].mathType == kTensorOpMath ||
-                         perf[i].mathType == kTensorOpMathAllowConversion;
-        seen += (seen.empty() ? "" : ", ") + std::to_string(perf[i].algo) +
-                " (" + std::to_string(perf[i].memory) + " bytes" +
-                (tensorOps ? ", tensor-op math" : "") + ")";
-        if (perf[i].status == kStatusSuccess && !tensorOps &&
-            perf[i].memory <= c.workspaceBytes)
-          chosen = perf[i].algo;
+        const Dnn::AlgoPerf &p = perf[i];
+        seen += (seen.empty() ? "" : ", ") + std::to_string(p.algo) + " (";
+        if (p.status != kStatusSuccess) {
+          seen += dnn.describe(p.status) + ")";
+          continue;
+        }
+        if (p.mathType != kFmaMath) {
+          seen += "math type " + std::to_string(p.mathType) + ")";
+          continue;
+        }
+        size_t bytes = p.memory;
+        if (bytes <= c.workspaceBytes &&
+            dnn.workspaceSize(dnn_, s.x, s.w, s.conv, s.y, p.algo, &bytes) !=
+                kStatusSuccess)
+          bytes = ~size_t(0);
+        seen += bytes == ~size_t(0) ? std::string("no workspace size")
+                                    : std::to_string(bytes) + " bytes";
+        seen += ")";
+        if (bytes <= c.workspaceBytes)
+          chosen = p.algo;
       }
       if (chosen < 0)
         throw Error(name_ + ": " + what +
-                    ": cuDNN offers no conv algorithm that fits a workspace "
-                    "of " +
+                    ": cuDNN offers no conv algorithm in FMA math whose "
+                    "workspace fits " +
                     std::to_string(c.workspaceBytes) +
                     " bytes (offered: " + (seen.empty() ? "none" : seen) + ")");
       s.algo = chosen;

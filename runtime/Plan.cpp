@@ -253,9 +253,11 @@ CudaKernel::Gemm decodeGemm(const json &j, const std::vector<size_t> &slotBytes,
 }
 
 /// Decodes a "conv" launch (docs/devices.md): its shapes must make a conv
-/// whose tensors lie inside their slots' buffers (`slotBytes`).
+/// whose tensors lie inside their slots' buffers (`slotBytes`), y and the
+/// workspace apart from the rest, the workspace a scratch slot (not one of
+/// the `numArgs` arguments).
 CudaKernel::Conv decodeConv(const json &j, const std::vector<size_t> &slotBytes,
-                            const std::string &what) {
+                            size_t numArgs, const std::string &what) {
   if (!j.is_object())
     fail(what + "'s conv must be an object, got " + show(j));
   CudaKernel::Conv c;
@@ -277,6 +279,14 @@ CudaKernel::Conv decodeConv(const json &j, const std::vector<size_t> &slotBytes,
   ints("x_shape", c.x, 4);
   ints("w_shape", c.w, 4);
   ints("y_shape", c.y, 4);
+  const json &pads = j.at("pads");
+  if (!pads.is_array() || pads.size() != 2 || !pads[0].is_number_unsigned() ||
+      !pads[1].is_number_unsigned() || pads[0].get<uint64_t>() >= (1u << 30) ||
+      pads[1].get<uint64_t>() >= (1u << 30))
+    fail(what + "'s conv pads must be 2 integers in [0, 2^30), got " +
+         show(pads));
+  c.pads[0] = pads[0].get<int64_t>();
+  c.pads[1] = pads[1].get<int64_t>();
   ints("strides", c.strides, 2);
   ints("dilations", c.dilations, 2);
   const json &groups = j.at("groups");
@@ -290,18 +300,20 @@ CudaKernel::Conv decodeConv(const json &j, const std::vector<size_t> &slotBytes,
     fail(what + "'s conv beta must be 0 or 1, got " + show(beta));
   c.beta = beta.get<double>();
   // The shapes of one conv: x [N, C, H, W], w [M, C / groups, KH, KW], y [N,
-  // M, OH, OW] with OH = (H - dh * (KH - 1) - 1) / sh + 1.
+  // M, OH, OW] with OH = (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1.
   bool fits = c.x[0] == c.y[0] && c.w[0] == c.y[1] &&
               c.x[1] == c.w[1] * c.groups && c.w[0] % c.groups == 0;
   for (int i = 0; i < 2; ++i) {
-    int64_t window = c.dilations[i] * (c.w[2 + i] - 1) + 1;
-    fits = fits && c.x[2 + i] >= window &&
-           c.y[2 + i] == (c.x[2 + i] - window) / c.strides[i] + 1;
+    int64_t window = c.dilations[i] * (c.w[2 + i] - 1) + 1,
+            span = c.x[2 + i] + 2 * c.pads[i];
+    fits = fits && span >= window &&
+           c.y[2 + i] == (span - window) / c.strides[i] + 1;
   }
   if (!fits)
     fail(what + "'s conv shapes do not make a conv (x " +
          show(j.at("x_shape")) + ", w " + show(j.at("w_shape")) + ", y " +
-         show(j.at("y_shape")) + ", groups " + std::to_string(c.groups) + ")");
+         show(j.at("y_shape")) + ", pads " + show(pads) + ", groups " +
+         std::to_string(c.groups) + ")");
   auto slot = [&](const char *key, const int64_t *shape) {
     size_t s = index(j.at(key), what + "'s conv slot " + key);
     if (s >= slotBytes.size())
@@ -321,6 +333,14 @@ CudaKernel::Conv decodeConv(const json &j, const std::vector<size_t> &slotBytes,
   if (c.workspace >= slotBytes.size())
     fail(what + "'s conv slot workspace is " + std::to_string(c.workspace) +
          ", but the kernel has " + std::to_string(slotBytes.size()) + " slots");
+  if (c.ySlot == c.xSlot || c.ySlot == c.wSlot || c.workspace == c.xSlot ||
+      c.workspace == c.wSlot || c.workspace == c.ySlot || c.workspace < numArgs)
+    fail(what +
+         "'s conv slots overlap, or its workspace is an argument "
+         "(x " +
+         std::to_string(c.xSlot) + ", w " + std::to_string(c.wSlot) + ", y " +
+         std::to_string(c.ySlot) + ", workspace " +
+         std::to_string(c.workspace) + ")");
   c.workspaceBytes =
       index(j.at("workspace_bytes"), what + "'s conv workspace_bytes");
   if (c.workspaceBytes > slotBytes[c.workspace])
@@ -373,7 +393,8 @@ CudaKernel decodeCuda(const json &j, const Step &step,
     }
     if (l.contains("conv")) {
       cuda.launches.push_back(
-          {"", 0, std::nullopt, decodeConv(l.at("conv"), slotBytes, launch)});
+          {"", 0, std::nullopt,
+           decodeConv(l.at("conv"), slotBytes, step.args.size(), launch)});
       continue;
     }
     const json &entry = l.at("entry");

@@ -76,11 +76,13 @@ struct CudaKernel {
     double beta = 0;
   };
   /// y = conv(x, w) + beta·y through cuDNN: a 2-D f32 cross-correlation of
-  /// NCHW x (already padded: no padding here) and w [M, C/groups, KH, KW]
-  /// into y, in slots x, w, y; cuDNN's fastest algorithm whose workspace
-  /// fits scratch slot `workspace` (`workspaceBytes`) runs.
+  /// NCHW x, zero-padded by `pads` rows (columns) before and after, and w
+  /// [M, C/groups, KH, KW] into y, in slots x, w, y; cuDNN's fastest
+  /// algorithm whose workspace fits scratch slot `workspace`
+  /// (`workspaceBytes`) runs.
   struct Conv {
     int64_t x[4] = {}, w[4] = {}, y[4] = {};
+    int64_t pads[2] = {0, 0};
     int64_t strides[2] = {1, 1}, dilations[2] = {1, 1}, groups = 1;
     double beta = 0;
     size_t xSlot = 0, wSlot = 0, ySlot = 0, workspace = 0;

@@ -506,7 +506,7 @@ TEST_F(CudaTest, FakeConvLaunchesRunThroughCudnn) {
     for (int run = 0; run < 2; ++run) {
       std::vector<kiln::Tensor> got = m.run({x});
       const float *g = got[0].data<float>(), *r = want[0].data<float>();
-      for (size_t i = 0; i < 288; ++i) // y[2x6x4x6]; the rest is untouched
+      for (size_t i = 0; i < 360; ++i) // y[2x6x5x6]; the rest is untouched
         ASSERT_NEAR(g[i], r[i], 1e-4f * (1 + std::abs(r[i]))) << "at " << i;
     }
     EXPECT_EQ(fakeCount(fake, "convs"), 2);
@@ -525,10 +525,12 @@ TEST_F(CudaTest, FakeConvWithoutAFittingAlgorithmIsAnError) {
   b.steps[0]["cuda"]["scratch"][0] = 128; // algorithm 0 needs 256 bytes
   b.steps[0]["cuda"]["launches"][0]["conv"]["workspace_bytes"] = 128;
   kiln::Module m = kiln::Module::load(write(b, "conv-small.kiln"));
-  expectRunError(m, input(1.0f),
-                 "cuDNN offers no conv algorithm that fits a workspace of "
-                 "128 bytes (offered: 6 (0 bytes, tensor-op math), 1 "
-                 "(1099511627776 bytes), 0 (256 bytes))");
+  expectRunError(
+      m, input(1.0f),
+      "cuDNN offers no conv algorithm in FMA math whose workspace fits "
+      "128 bytes (offered: 6 (math type 1), 5 (math type 0), 7 "
+      "(CUDNN_STATUS_NOT_SUPPORTED), 1 (1099511627776 bytes), 0 "
+      "(256 bytes))");
 }
 
 TEST_F(CudaTest, ConvLaunchesAreValidated) {
@@ -540,7 +542,8 @@ TEST_F(CudaTest, ConvLaunchesAreValidated) {
   } cases[] = {
       {"dtype", "f64", "conv dtype must be f32"},
       {"groups", 3, "conv shapes do not make a conv"},
-      {"y_shape", json({2, 6, 5, 6}), "conv shapes do not make a conv"},
+      {"y_shape", json({2, 6, 4, 6}), "conv shapes do not make a conv"},
+      {"pads", json({2}), "conv pads must be 2 integers"},
       {"strides", json({0, 1}), "conv strides must hold integers in [1, 2^31)"},
       {"dilations", json({1}), "conv dilations must be a list of 2 integers"},
       {"x_shape", json({2, 8, 10, 10}), "conv shapes do not make a conv"},
@@ -549,6 +552,10 @@ TEST_F(CudaTest, ConvLaunchesAreValidated) {
       {"workspace", 4, "conv slot workspace is 4, but the kernel has 4"},
       {"workspace_bytes", 8192, "larger than its slot (1024 bytes)"},
       {"beta", 2, "conv beta must be 0 or 1"},
+      {"y", 0,
+       "conv slots overlap, or its workspace is an argument (x 0, w "
+       "1, y 0, workspace 3)"},
+      {"workspace", 1, "conv slots overlap, or its workspace is an argument"},
   };
   for (const Case &c : cases) {
     PlanBuilder b = convPlan("cuda:0");

@@ -33,8 +33,9 @@ extern "C" void k_twice_plus_one(void **b) {
 
 extern "C" void k_fault(void **) {}
 
-// k_conv {x, w, y}: a conv with 2 groups, strides (2, 1) and dilations (1,
-// 2) of x[2x4x10x10] by w[6x2x3x3] into y[2x6x4x6]; the rest of y is zero.
+// k_conv {x, w, y}: a conv with 2 groups, pads (1, 0), strides (2, 1) and
+// dilations (1, 2) of x[2x4x10x10] by w[6x2x3x3] into y[2x6x5x6]; the rest
+// of y is zero.
 extern "C" void k_conv(void **b) {
   const float *x = static_cast<const float *>(b[0]);
   const float *w = static_cast<const float *>(b[1]);
@@ -43,16 +44,19 @@ extern "C" void k_conv(void **b) {
     y[i] = 0;
   for (int n = 0; n < 2; ++n)
     for (int m = 0; m < 6; ++m)
-      for (int oh = 0; oh < 4; ++oh)
+      for (int oh = 0; oh < 5; ++oh)
         for (int ow = 0; ow < 6; ++ow) {
           float sum = 0;
           for (int c = 0; c < 2; ++c)
-            for (int i = 0; i < 3; ++i)
+            for (int i = 0; i < 3; ++i) {
+              int h = oh * 2 + i - 1; // the pad row above and below
+              if (h < 0 || h >= 10)
+                continue;
               for (int j = 0; j < 3; ++j)
-                sum += x[((n * 4 + m / 3 * 2 + c) * 10 + oh * 2 + i) * 10 + ow +
-                         j * 2] *
+                sum += x[((n * 4 + m / 3 * 2 + c) * 10 + h) * 10 + ow + j * 2] *
                        w[((m * 2 + c) * 3 + i) * 3 + j];
-          y[((n * 6 + m) * 4 + oh) * 6 + ow] = sum;
+            }
+          y[((n * 6 + m) * 5 + oh) * 6 + ow] = sum;
         }
 }
 

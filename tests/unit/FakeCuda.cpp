@@ -111,11 +111,18 @@ struct BlasHandle {
 std::set<BlasHandle *> blasHandles;
 long gemms = 0;
 
-// The fake cuDNN's objects. It offers three algorithms: 6 in tensor-op
-// math (TF32, which kiln must not take), 1, which needs kFakeAlgo1Bytes of
-// workspace (more than kiln gives), then 0, which needs kFakeAlgo0Bytes;
-// all compute the same thing here.
-enum { DnnSuccess = 0, DnnNotInitialized = 1, DnnBadParam = 3, DnnFailed = 8 };
+// The fake cuDNN's objects. Its heuristic offers, in order: 6 in tensor-op
+// math and 5 in the default math (either may use TF32, which kiln must
+// not take), 7, which is not supported, 1, which needs kFakeAlgo1Bytes of
+// workspace (more than kiln gives), then 0, which needs kFakeAlgo0Bytes.
+// All that run compute the same thing here. Statuses are cuDNN 9's.
+enum {
+  DnnSuccess = 0,
+  DnnNotInitialized = 1001,
+  DnnBadParam = 2000,
+  DnnNotSupported = 3000,
+  DnnFailed = 5000
+};
 constexpr size_t kFakeAlgo0Bytes = 256, kFakeAlgo1Bytes = size_t(1) << 40;
 struct DnnHandle {
   Ctx *ctx;
@@ -628,6 +635,8 @@ const char *cudnnGetErrorString(int status) {
     return "CUDNN_STATUS_NOT_INITIALIZED";
   case DnnBadParam:
     return "CUDNN_STATUS_BAD_PARAM";
+  case DnnNotSupported:
+    return "CUDNN_STATUS_NOT_SUPPORTED";
   default:
     return "CUDNN_STATUS_EXECUTION_FAILED";
   }
@@ -746,11 +755,34 @@ int cudnnGetConvolutionForwardAlgorithm_v7(DnnHandle *h, DnnDescriptor *x,
       !dnnDescriptors.count(c) || !dnnDescriptors.count(y) || requested < 1 ||
       !convOutput(x, w, c, out) || std::memcmp(out, y->dims, sizeof out))
     return DnnBadParam;
-  DnnAlgoPerf offered[3] = {{6, 0, 0.1f, 0, 1, 1, {}},
-                            {1, 0, 0.5f, kFakeAlgo1Bytes, 1, c->math, {}},
-                            {0, 0, 1.0f, kFakeAlgo0Bytes, 1, c->math, {}}};
-  *returned = requested < 3 ? requested : 3;
+  DnnAlgoPerf offered[5] = {
+      {6, DnnSuccess, 0.1f, 0, 1, 1, {}},
+      {5, DnnSuccess, 0.2f, 0, 1, 0, {}},
+      {7, DnnNotSupported, -1.0f, 0, 1, c->math, {}},
+      {1, DnnSuccess, 0.5f, kFakeAlgo1Bytes, 1, c->math, {}},
+      {0, DnnSuccess, 1.0f, kFakeAlgo0Bytes, 1, c->math, {}}};
+  *returned = requested < 5 ? requested : 5;
   std::memcpy(perf, offered, sizeof(DnnAlgoPerf) * size_t(*returned));
+  return DnnSuccess;
+}
+
+static size_t fakeWorkspace(int algo) {
+  return algo == 1 ? kFakeAlgo1Bytes : algo == 0 ? kFakeAlgo0Bytes : 0;
+}
+
+int cudnnGetConvolutionForwardWorkspaceSize(DnnHandle *h, DnnDescriptor *x,
+                                            DnnDescriptor *w, DnnDescriptor *c,
+                                            DnnDescriptor *y, int algo,
+                                            size_t *bytes) {
+  LOCK;
+  if (!dnnHandles.count(h) || current != h->ctx)
+    return DnnNotInitialized;
+  if (!dnnDescriptors.count(x) || !dnnDescriptors.count(w) ||
+      !dnnDescriptors.count(c) || !dnnDescriptors.count(y))
+    return DnnBadParam;
+  if (algo == 7)
+    return DnnNotSupported;
+  *bytes = fakeWorkspace(algo);
   return DnnSuccess;
 }
 
@@ -766,9 +798,11 @@ int cudnnConvolutionForward(DnnHandle *h, const float *alpha, DnnDescriptor *xd,
   if (!dnnDescriptors.count(xd) || !dnnDescriptors.count(wd) ||
       !dnnDescriptors.count(cd) || !dnnDescriptors.count(yd) ||
       !convOutput(xd, wd, cd, out) || std::memcmp(out, yd->dims, sizeof out) ||
-      (algo != 0 && algo != 1 && algo != 6))
+      algo < 0 || algo > 7)
     return DnnBadParam;
-  size_t need = algo == 1 ? kFakeAlgo1Bytes : algo == 0 ? kFakeAlgo0Bytes : 0;
+  if (algo == 7)
+    return DnnNotSupported;
+  size_t need = fakeWorkspace(algo);
   auto elements = [](const DnnDescriptor *d) {
     return size_t(d->dims[0]) * d->dims[1] * d->dims[2] * d->dims[3];
   };
@@ -800,7 +834,7 @@ int cudnnConvolutionForward(DnnHandle *h, const float *alpha, DnnDescriptor *xd,
           to = *alpha * sum + (*beta == 0 ? 0.0f : *beta * to);
         }
   ++convs;
-  if (cd->math != 3 || algo == 6) // CUDNN_FMA_MATH: no TF32
+  if (cd->math != 3 || algo == 5 || algo == 6) // CUDNN_FMA_MATH: no TF32
     ++convsNotFma;
   return DnnSuccess;
 }

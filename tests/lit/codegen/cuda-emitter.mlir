@@ -222,7 +222,7 @@ func.func @row_umax(%x: tensor<2x64xi32, #kiln.device<cuda:0>>) -> tensor<2xi32,
 // im2col size, 1x4x3x3x4x3 floats). Its zero init is left to it (beta 0).
 // CHECK-LABEL: // kiln kernel kiln_k7
 // CHECK-NOT: kiln_k7_p1
-// CHECK: // slots 4, scratch [1728], launches: conv{"beta":0,"dilations":[1,2],"dtype":"f32","groups":2,"strides":[2,1],"w":1,"w_shape":[6,2,3,3],"workspace":3,"workspace_bytes":1728,"x":0,"x_shape":[1,4,9,7],"y":2,"y_shape":[1,6,4,3]}
+// CHECK: // slots 4, scratch [1728], launches: conv{"beta":0,"dilations":[1,2],"dtype":"f32","groups":2,"pads":[0,0],"strides":[2,1],"w":1,"w_shape":[6,2,3,3],"workspace":3,"workspace_bytes":1728,"x":0,"x_shape":[1,4,9,7],"y":2,"y_shape":[1,6,4,3]}
 #cin = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 3) * 2 + d2, d5 * 2 + d3, d6 + d4 * 2)>
 #cw = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>
 #cout = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>
@@ -262,4 +262,98 @@ func.func @conv_misfit(%x: tensor<1x4x9x7xf32, #kiln.device<cuda:0>>, %w: tensor
     kiln.yield %r : tensor<1x6x4x2xf32>
   }
   return %0 : tensor<1x6x4x2xf32, #kiln.device<cuda:0>>
+}
+
+// A zero pad of the planes before such a conv, the same before and after,
+// is cuDNN's to do: no pad phase, the conv reads the kernel's input (slot
+// 0) with pads [1, 1]. Padded only above, it stays a phase that the conv
+// reads from scratch (slot 3) without pads.
+#pid = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#pin = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d2, d5 + d3, d6 + d4)>
+// CHECK-LABEL: // kiln kernel kiln_k9
+// CHECK-NOT: kiln_k9_p0
+// CHECK: // slots 4, scratch [1800], launches: conv{"beta":0,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[1,1],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":3,"workspace_bytes":1800,"x":0,"x_shape":[1,2,5,5],"y":2,"y_shape":[1,3,5,5]}
+func.func @conv_padded(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor<3x2x3x3xf32, #kiln.device<cuda:0>>) -> tensor<1x3x5x5xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x, %w : tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, tensor<3x2x3x3xf32, #kiln.device<cuda:0>>) -> (tensor<1x3x5x5xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<1x2x5x5xf32>, %a1: tensor<3x2x3x3xf32>):
+    %zero = arith.constant 0.0 : f32
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %ctop = arith.constant 1 : index
+    %c5 = arith.constant 5 : index
+    %pe = tensor.empty() : tensor<1x2x7x7xf32>
+    %pad = linalg.generic {indexing_maps = [#pid], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%pe : tensor<1x2x7x7xf32>) {
+    ^bb0(%out: f32):
+      %i0 = linalg.index 0 : index
+      %i1 = linalg.index 1 : index
+      %i2 = linalg.index 2 : index
+      %r = arith.subi %i2, %ctop : index
+      %rhi = arith.cmpi slt, %r, %c5 : index
+      %rlo = arith.cmpi sge, %r, %c0 : index
+      %rok = arith.andi %rlo, %rhi : i1
+      %i3 = linalg.index 3 : index
+      %q = arith.subi %i3, %c1 : index
+      %qhi = arith.cmpi slt, %q, %c5 : index
+      %qlo = arith.cmpi sge, %q, %c0 : index
+      %qok = arith.andi %qlo, %qhi : i1
+      %ok = arith.andi %rok, %qok : i1
+      %v = tensor.extract %a0[%i0, %i1, %r, %q] {kiln.guarded_read} : tensor<1x2x5x5xf32>
+      %sel = arith.select %ok, %v, %zero : f32
+      linalg.yield %sel : f32
+    } -> tensor<1x2x7x7xf32>
+    %e = tensor.empty() : tensor<1x3x5x5xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x5x5xf32>) -> tensor<1x3x5x5xf32>
+    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%pad, %a1 : tensor<1x2x7x7xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x5x5xf32>) {
+    ^bb0(%in: f32, %wt: f32, %acc: f32):
+      %p = arith.mulf %in, %wt : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<1x3x5x5xf32>
+    kiln.yield %c : tensor<1x3x5x5xf32>
+  }
+  return %0 : tensor<1x3x5x5xf32, #kiln.device<cuda:0>>
+}
+
+// CHECK-LABEL: // kiln kernel kiln_k10
+// CHECK: kiln_k10_p0(kiln_k10_slots s) {
+// CHECK: // slots 5, scratch [336, 1440], launches: kiln_k10_p0(84) conv{"beta":0,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[0,0],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":4,"workspace_bytes":1440,"x":3,"x_shape":[1,2,6,7],"y":2,"y_shape":[1,3,4,5]}
+func.func @conv_padded_above(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor<3x2x3x3xf32, #kiln.device<cuda:0>>) -> tensor<1x3x4x5xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x, %w : tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, tensor<3x2x3x3xf32, #kiln.device<cuda:0>>) -> (tensor<1x3x4x5xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<1x2x5x5xf32>, %a1: tensor<3x2x3x3xf32>):
+    %zero = arith.constant 0.0 : f32
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %ctop = arith.constant 1 : index
+    %c5 = arith.constant 5 : index
+    %pe = tensor.empty() : tensor<1x2x6x7xf32>
+    %pad = linalg.generic {indexing_maps = [#pid], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%pe : tensor<1x2x6x7xf32>) {
+    ^bb0(%out: f32):
+      %i0 = linalg.index 0 : index
+      %i1 = linalg.index 1 : index
+      %i2 = linalg.index 2 : index
+      %r = arith.subi %i2, %ctop : index
+      %rhi = arith.cmpi slt, %r, %c5 : index
+      %rlo = arith.cmpi sge, %r, %c0 : index
+      %rok = arith.andi %rlo, %rhi : i1
+      %i3 = linalg.index 3 : index
+      %q = arith.subi %i3, %c1 : index
+      %qhi = arith.cmpi slt, %q, %c5 : index
+      %qlo = arith.cmpi sge, %q, %c0 : index
+      %qok = arith.andi %qlo, %qhi : i1
+      %ok = arith.andi %rok, %qok : i1
+      %v = tensor.extract %a0[%i0, %i1, %r, %q] {kiln.guarded_read} : tensor<1x2x5x5xf32>
+      %sel = arith.select %ok, %v, %zero : f32
+      linalg.yield %sel : f32
+    } -> tensor<1x2x6x7xf32>
+    %e = tensor.empty() : tensor<1x3x4x5xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x4x5xf32>) -> tensor<1x3x4x5xf32>
+    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%pad, %a1 : tensor<1x2x6x7xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x4x5xf32>) {
+    ^bb0(%in: f32, %wt: f32, %acc: f32):
+      %p = arith.mulf %in, %wt : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<1x3x4x5xf32>
+    kiln.yield %c : tensor<1x3x4x5xf32>
+  }
+  return %0 : tensor<1x3x4x5xf32, #kiln.device<cuda:0>>
 }
