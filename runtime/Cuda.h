@@ -257,6 +257,13 @@ public:
             const std::vector<CUdeviceptr> &slots, CUstream stream,
             const std::string &what);
 
+  /// The descriptors and the algorithm of one conv shape.
+  struct ConvSetup {
+    Dnn::Tensor x = nullptr, y = nullptr;
+    Dnn::Filter w = nullptr;
+    Dnn::Conv conv = nullptr;
+    int algo = 0;
+  };
   /// One conv launch (plan::CudaKernel::Conv) on `stream` with the step's
   /// slots; cuDNN and this context's handle are set up on first use, and
   /// each conv's descriptors and algorithm once per shape.
@@ -268,13 +275,6 @@ private:
   void check(CUresult result, const char *call, const std::string &what) const;
   /// Destroys cuDNN's handle and descriptors (the context is current).
   void releaseDnn();
-  /// The descriptors and the algorithm of one conv shape.
-  struct ConvSetup {
-    Dnn::Tensor x = nullptr, y = nullptr;
-    Dnn::Filter w = nullptr;
-    Dnn::Conv conv = nullptr;
-    int algo = 0;
-  };
 
   const Driver &driver_;
   int ordinal_;

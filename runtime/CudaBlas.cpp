@@ -11,13 +11,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Cuda.h"
+#include "runtime/CudaLibrary.h"
 
 #include "kiln/runtime.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
-#include <map>
-#include <memory>
 
 namespace kiln::cuda {
 
@@ -56,44 +55,17 @@ std::string Blas::describe(int status) const {
 }
 
 const Blas &loadBlas() {
-  // Per $KILN_CUBLAS, so tests may point at different libraries.
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<Blas>> loaded;
-  static std::map<std::string, std::string> errors;
-  const char *override = std::getenv("KILN_CUBLAS");
-  std::string key = override ? override : "";
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = loaded.find(key); it != loaded.end())
-    return *it->second;
-  if (auto it = errors.find(key); it != errors.end())
-    throw Error(it->second);
-  std::string &error = errors[key];
-  std::string tried;
-  void *library = openToolkitLibrary(
-      key, {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}, tried);
-  if (!library) {
-    error = "cannot load cuBLAS for GEMM launches (tried " + tried +
-            "; set KILN_CUBLAS or KILN_CUDA_HOME)";
-    throw Error(error);
-  }
-  auto b = std::make_unique<Blas>();
-  b->path = tried;
-  auto sym = [&](auto &fn, const char *name, bool required = true) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
-        dlsym(library, name));
-    if (!fn && required && error.empty())
-      error = b->path + " is no cuBLAS: it lacks " + name;
-  };
-  sym(b->create, "cublasCreate_v2");
-  sym(b->destroy, "cublasDestroy_v2");
-  sym(b->setStream, "cublasSetStream_v2");
-  sym(b->sgemm, "cublasSgemmStridedBatched");
-  sym(b->dgemm, "cublasDgemmStridedBatched");
-  sym(b->statusString, "cublasGetStatusString", /*required=*/false);
-  if (!error.empty())
-    throw Error(error);
-  errors.erase(key);
-  return *(loaded[key] = std::move(b));
+  return loadLibraryOnce<Blas>(
+      "KILN_CUBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
+      "cuBLAS", "GEMM launches", "set KILN_CUBLAS or KILN_CUDA_HOME",
+      [](Blas &b, Symbols &sym) {
+        sym(b.create, "cublasCreate_v2");
+        sym(b.destroy, "cublasDestroy_v2");
+        sym(b.setStream, "cublasSetStream_v2");
+        sym(b.sgemm, "cublasSgemmStridedBatched");
+        sym(b.dgemm, "cublasDgemmStridedBatched");
+        sym(b.statusString, "cublasGetStatusString", /*required=*/false);
+      });
 }
 
 void Context::gemm(const plan::CudaKernel::Gemm &g,

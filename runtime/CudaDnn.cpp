@@ -17,12 +17,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Cuda.h"
+#include "runtime/CudaLibrary.h"
 
 #include "kiln/runtime.h"
-
-#include <cstdlib>
-#include <dlfcn.h>
-#include <memory>
 
 namespace kiln::cuda {
 
@@ -38,74 +35,54 @@ std::string Dnn::describe(int status) const {
 }
 
 const Dnn &loadDnn() {
-  // Per $KILN_CUDNN, so tests may point at different libraries.
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<Dnn>> loaded;
-  static std::map<std::string, std::string> errors;
-  const char *override = std::getenv("KILN_CUDNN");
-  std::string key = override ? override : "";
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = loaded.find(key); it != loaded.end())
-    return *it->second;
-  if (auto it = errors.find(key); it != errors.end())
-    throw Error(it->second);
-  std::string &error = errors[key];
-  std::string tried;
-  void *library = openToolkitLibrary(
-      key, {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"}, tried);
-  if (!library) {
-    error = "cannot load cuDNN for conv launches (tried " + tried +
-            "; set KILN_CUDNN or KILN_CUDA_HOME, or compile with "
-            "kilnc --cuda-cudnn=false)";
-    throw Error(error);
-  }
-  auto d = std::make_unique<Dnn>();
-  d->path = tried;
-  auto sym = [&](auto &fn, const char *name, bool required = true) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
-        dlsym(library, name));
-    if (!fn && required && error.empty())
-      error = d->path + " is no cuDNN: it lacks " + name;
-  };
-  sym(d->create, "cudnnCreate");
-  sym(d->destroy, "cudnnDestroy");
-  sym(d->setStream, "cudnnSetStream");
-  sym(d->createTensor, "cudnnCreateTensorDescriptor");
-  sym(d->destroyTensor, "cudnnDestroyTensorDescriptor");
-  sym(d->setTensor4d, "cudnnSetTensor4dDescriptor");
-  sym(d->createFilter, "cudnnCreateFilterDescriptor");
-  sym(d->destroyFilter, "cudnnDestroyFilterDescriptor");
-  sym(d->setFilter4d, "cudnnSetFilter4dDescriptor");
-  sym(d->createConv, "cudnnCreateConvolutionDescriptor");
-  sym(d->destroyConv, "cudnnDestroyConvolutionDescriptor");
-  sym(d->setConv2d, "cudnnSetConvolution2dDescriptor");
-  sym(d->setGroupCount, "cudnnSetConvolutionGroupCount");
-  sym(d->setMathType, "cudnnSetConvolutionMathType");
-  sym(d->getAlgorithms, "cudnnGetConvolutionForwardAlgorithm_v7");
-  sym(d->workspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
-  sym(d->forward, "cudnnConvolutionForward");
-  sym(d->errorString, "cudnnGetErrorString", /*required=*/false);
-  sym(d->lastError, "cudnnGetLastErrorString", /*required=*/false); // 9.0+
-  if (!error.empty())
-    throw Error(error);
-  errors.erase(key);
-  return *(loaded[key] = std::move(d));
+  return loadLibraryOnce<Dnn>(
+      "KILN_CUDNN", {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"}, "cuDNN",
+      "conv launches",
+      "set KILN_CUDNN or KILN_CUDA_HOME, or compile with kilnc "
+      "--cuda-cudnn=false",
+      [](Dnn &d, Symbols &sym) {
+        sym(d.create, "cudnnCreate");
+        sym(d.destroy, "cudnnDestroy");
+        sym(d.setStream, "cudnnSetStream");
+        sym(d.createTensor, "cudnnCreateTensorDescriptor");
+        sym(d.destroyTensor, "cudnnDestroyTensorDescriptor");
+        sym(d.setTensor4d, "cudnnSetTensor4dDescriptor");
+        sym(d.createFilter, "cudnnCreateFilterDescriptor");
+        sym(d.destroyFilter, "cudnnDestroyFilterDescriptor");
+        sym(d.setFilter4d, "cudnnSetFilter4dDescriptor");
+        sym(d.createConv, "cudnnCreateConvolutionDescriptor");
+        sym(d.destroyConv, "cudnnDestroyConvolutionDescriptor");
+        sym(d.setConv2d, "cudnnSetConvolution2dDescriptor");
+        sym(d.setGroupCount, "cudnnSetConvolutionGroupCount");
+        sym(d.setMathType, "cudnnSetConvolutionMathType");
+        sym(d.getAlgorithms, "cudnnGetConvolutionForwardAlgorithm_v7");
+        sym(d.workspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
+        sym(d.forward, "cudnnConvolutionForward");
+        sym(d.errorString, "cudnnGetErrorString", /*required=*/false);
+        sym(d.lastError, "cudnnGetLastErrorString", /*required=*/false);
+      });
 }
+
+namespace {
+/// Destroys the descriptors `s` holds.
+void destroy(const Dnn &dnn, const Context::ConvSetup &s) {
+  if (s.x)
+    dnn.destroyTensor(s.x);
+  if (s.y)
+    dnn.destroyTensor(s.y);
+  if (s.w)
+    dnn.destroyFilter(s.w);
+  if (s.conv)
+    dnn.destroyConv(s.conv);
+}
+} // namespace
 
 void Context::releaseDnn() {
   if (!dnnLibrary_)
     return;
   const Dnn &dnn = *dnnLibrary_;
-  for (auto &[shape, setup] : convs_) {
-    if (setup.x)
-      dnn.destroyTensor(setup.x);
-    if (setup.y)
-      dnn.destroyTensor(setup.y);
-    if (setup.w)
-      dnn.destroyFilter(setup.w);
-    if (setup.conv)
-      dnn.destroyConv(setup.conv);
-  }
+  for (auto &[shape, setup] : convs_)
+    destroy(dnn, setup);
   convs_.clear();
   if (dnn_)
     dnn.destroy(dnn_);
@@ -146,16 +123,6 @@ void Context::conv(const plan::CudaKernel::Conv &c,
   if (found == convs_.end()) {
     // Kept only once complete: a failure leaves nothing half made.
     ConvSetup s;
-    auto drop = [&] {
-      if (s.x)
-        dnn.destroyTensor(s.x);
-      if (s.y)
-        dnn.destroyTensor(s.y);
-      if (s.w)
-        dnn.destroyFilter(s.w);
-      if (s.conv)
-        dnn.destroyConv(s.conv);
-    };
     try {
       auto dim = [](int64_t v) { return int(v); };
       check(dnn.createTensor(&s.x), "cudnnCreateTensorDescriptor");
@@ -218,7 +185,7 @@ void Context::conv(const plan::CudaKernel::Conv &c,
                     " bytes (offered: " + (seen.empty() ? "none" : seen) + ")");
       s.algo = chosen;
     } catch (...) {
-      drop();
+      destroy(dnn, s);
       throw;
     }
     found = convs_.emplace(key, s).first;
