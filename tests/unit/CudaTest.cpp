@@ -422,19 +422,6 @@ TEST_F(CudaTest, FakeTensorsMoveToTheGpuAndBack) {
   }
 }
 
-/// A plan of one GEMM launch (k_gemm) on `device`, with a constant w.
-PlanBuilder gemmPlan(const std::string &device) {
-  PlanBuilder b;
-  size_t role = b.role(device);
-  size_t x = b.input("x", role);
-  std::vector<float> w(N);
-  for (size_t i = 0; i < N; ++i)
-    w[i] = float(int(i % 13) - 6) / 8.0f;
-  size_t y = b.kernel("k_gemm", {x, b.constant(role, w)}, role);
-  b.output("y", y);
-  return b;
-}
-
 TEST_F(CudaTest, FakeGemmLaunchesRunThroughCublas) {
   std::string fake = useFake(1);
   setenv("KILN_CUBLAS", fake.c_str(), 1);
@@ -478,19 +465,6 @@ TEST_F(CudaTest, GemmLaunchesAreValidated) {
     b.steps[0]["cuda"]["launches"][0]["gemm"][c.key] = c.value;
     expectLoadError(write(b, "bad-gemm.kiln"), {}, c.error);
   }
-}
-
-/// A plan of one conv launch (k_conv) on `device`, with a constant w.
-PlanBuilder convPlan(const std::string &device) {
-  PlanBuilder b;
-  size_t role = b.role(device);
-  size_t x = b.input("x", role);
-  std::vector<float> w(N);
-  for (size_t i = 0; i < N; ++i)
-    w[i] = float(int(i % 11) - 5) / 4.0f;
-  size_t y = b.kernel("k_conv", {x, b.constant(role, w)}, role);
-  b.output("y", y);
-  return b;
 }
 
 TEST_F(CudaTest, FakeConvLaunchesRunThroughCudnn) {
@@ -776,6 +750,33 @@ TEST_F(CudaGpuTest, HandWrittenPtxRunsOnOneDevice) {
       expectOutputs(m.run({x}), singleReference(x), device);
     }
     EXPECT_EQ(m.peakBytes(), std::vector<size_t>{6 * kBytes});
+  }
+}
+
+TEST_F(CudaGpuTest, VendorLibrariesMatchTheCpuTwins) {
+  // The toolkit's cuBLAS and cuDNN (not the fake): a GEMM and a conv with
+  // groups, pads, strides and dilations, twice each (the second reuses the
+  // handle and the conv's descriptors).
+  struct Case {
+    const char *name;
+    PlanBuilder plan;
+    size_t count; // the floats of y the launch writes
+  } cases[] = {{"gemm", gemmPlan("cuda:0"), 500},
+               {"conv", convPlan("cuda:0"), 360}};
+  for (const Case &c : cases) {
+    std::string path = write(c.plan, std::string(c.name) + ".kiln");
+    kiln::LoadOptions onCpu;
+    onCpu.device = "cpu";
+    kiln::Tensor x = input(0.75f);
+    std::vector<kiln::Tensor> want = kiln::Module::load(path, onCpu).run({x});
+    kiln::Module m = kiln::Module::load(path);
+    for (int run = 0; run < 2; ++run) {
+      std::vector<kiln::Tensor> got = m.run({x});
+      const float *g = got[0].data<float>(), *r = want[0].data<float>();
+      for (size_t i = 0; i < c.count; ++i)
+        ASSERT_NEAR(g[i], r[i], 1e-4f * (1 + std::abs(r[i])))
+            << c.name << " at " << i;
+    }
   }
 }
 

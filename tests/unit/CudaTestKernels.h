@@ -313,6 +313,32 @@ inline kiln::Tensor input(float seed) {
   return t;
 }
 
+/// A plan of one GEMM launch (k_gemm) on `device`, with a constant w.
+inline PlanBuilder gemmPlan(const std::string &device) {
+  PlanBuilder b;
+  size_t role = b.role(device);
+  size_t x = b.input("x", role);
+  std::vector<float> w(N);
+  for (size_t i = 0; i < N; ++i)
+    w[i] = float(int(i % 13) - 6) / 8.0f;
+  size_t y = b.kernel("k_gemm", {x, b.constant(role, w)}, role);
+  b.output("y", y);
+  return b;
+}
+
+/// A plan of one conv launch (k_conv) on `device`, with a constant w.
+inline PlanBuilder convPlan(const std::string &device) {
+  PlanBuilder b;
+  size_t role = b.role(device);
+  size_t x = b.input("x", role);
+  std::vector<float> w(N);
+  for (size_t i = 0; i < N; ++i)
+    w[i] = float(int(i % 11) - 5) / 4.0f;
+  size_t y = b.kernel("k_conv", {x, b.constant(role, w)}, role);
+  b.output("y", y);
+  return b;
+}
+
 /// One role: c = twice_plus_one((x + 1) + w); outputs c, w, x.
 inline PlanBuilder singlePlan(const std::string &device = "cuda:0") {
   PlanBuilder b;
