@@ -313,30 +313,53 @@ inline kiln::Tensor input(float seed) {
   return t;
 }
 
-/// A plan of one GEMM launch (k_gemm) on `device`, with a constant w.
-inline PlanBuilder gemmPlan(const std::string &device) {
+/// A plan of one library launch, kernel(x, w), on `device`, with a constant
+/// w[i] = ((i % period) - period / 2) / scale.
+inline PlanBuilder libraryPlan(const std::string &kernel,
+                               const std::string &device, int period,
+                               float scale) {
   PlanBuilder b;
   size_t role = b.role(device);
   size_t x = b.input("x", role);
   std::vector<float> w(N);
   for (size_t i = 0; i < N; ++i)
-    w[i] = float(int(i % 13) - 6) / 8.0f;
-  size_t y = b.kernel("k_gemm", {x, b.constant(role, w)}, role);
+    w[i] = float(int(i % period) - period / 2) / scale;
+  size_t y = b.kernel(kernel, {x, b.constant(role, w)}, role);
   b.output("y", y);
   return b;
 }
-
-/// A plan of one conv launch (k_conv) on `device`, with a constant w.
+/// One GEMM launch (k_gemm), through cuBLAS on a cuda device.
+inline PlanBuilder gemmPlan(const std::string &device) {
+  return libraryPlan("k_gemm", device, 13, 8.0f);
+}
+/// One conv launch (k_conv), through cuDNN on a cuda device.
 inline PlanBuilder convPlan(const std::string &device) {
-  PlanBuilder b;
-  size_t role = b.role(device);
-  size_t x = b.input("x", role);
-  std::vector<float> w(N);
-  for (size_t i = 0; i < N; ++i)
-    w[i] = float(int(i % 11) - 5) / 4.0f;
-  size_t y = b.kernel("k_conv", {x, b.constant(role, w)}, role);
-  b.output("y", y);
-  return b;
+  return libraryPlan("k_conv", device, 11, 4.0f);
+}
+/// The floats of y that k_gemm (y[2x10x25]) and k_conv (y[2x6x5x6]) write;
+/// on a GPU the rest of y is left as it was.
+constexpr size_t kGemmOutputs = 500, kConvOutputs = 360;
+
+/// Runs `m` on `x` `runs` times against the artifact at `path` bound to the
+/// cpu (the CPU twins): "" when the first `count` floats of output 0 agree
+/// to 1e-4 (relative) every time, else the first difference.
+inline std::string differsFromTwin(const std::string &path,
+                                   const kiln::Module &m, const kiln::Tensor &x,
+                                   size_t count, int runs = 2) {
+  kiln::LoadOptions onCpu;
+  onCpu.device = "cpu";
+  std::vector<kiln::Tensor> want = kiln::Module::load(path, onCpu).run({x});
+  const float *r = want[0].data<float>();
+  for (int run = 0; run < runs; ++run) {
+    std::vector<kiln::Tensor> got = m.run({x});
+    const float *g = got[0].data<float>();
+    for (size_t i = 0; i < count; ++i)
+      if (!(std::fabs(g[i] - r[i]) <= 1e-4f * (1 + std::fabs(r[i]))))
+        return "run " + std::to_string(run) + ": element " + std::to_string(i) +
+               " is " + std::to_string(g[i]) + ", expected " +
+               std::to_string(r[i]);
+  }
+  return "";
 }
 
 /// One role: c = twice_plus_one((x + 1) + w); outputs c, w, x.
