@@ -5,7 +5,10 @@
 // permutation of all its parallel dims runs one thread per output element:
 // the thread decomposes its flat index into the parallel dims, loads the
 // output once, runs the reduction dims as loops with the accumulator in a
-// register and stores once. Any other generic (an output map that is not
+// register and stores once. A long associative reduction with few outputs
+// instead gives each output a warp (lanes combine by shuffles) or, when it
+// is longer still, a whole block (each warp's result goes through shared
+// memory to the first warp). Any other generic (an output map that is not
 // one-to-one over the parallel dims) runs its loop nest serially in one
 // thread: slow, but correct for whatever linalg allows.
 //
@@ -61,6 +64,11 @@ struct Combiner;
 /// and only while outputs are too few to fill the GPU one thread each.
 constexpr int64_t kWarpMinTrips = 32;
 constexpr int64_t kWarpMaxOutputs = 32768;
+/// A block per output (kCudaBlockSize lanes) from this many iterations, 4
+/// per lane, while the outputs' blocks are too few to fill an H200's 132
+/// multiprocessors a few times over.
+constexpr int64_t kBlockMinTrips = 4 * kCudaBlockSize;
+constexpr int64_t kBlockMaxOutputs = 2048;
 /// The most scratch a cuDNN conv's workspace takes (an algorithm needing
 /// more is not chosen).
 constexpr int64_t kCudnnWorkspaceMax = int64_t(32) << 20;
@@ -135,8 +143,11 @@ private:
     return (gemmLibrary && cublasGemm(user, noSlot)) ||
            (convLibrary && libraryConv(user));
   }
-  LogicalResult emitWarpReduction(linalg::GenericOp op,
-                                  const struct Combiner &combiner);
+  /// `op` with `lanes` threads (a warp, 32, or a block, kCudaBlockSize) per
+  /// output, folding their partial results with `combiner`.
+  LogicalResult emitLaneReduction(linalg::GenericOp op,
+                                  const struct Combiner &combiner,
+                                  int64_t lanes);
   /// A direct 2-D conv cuDNN can run (codegen/Gemm.h's matchLibraryConv):
   /// the launch's description, with a workspace scratch slot of its own.
   std::optional<nlohmann::json> cudnnConv(linalg::GenericOp op);
@@ -254,38 +265,73 @@ std::string combine(const Combiner &c, const std::string &a,
   return e;
 }
 
-LogicalResult CudaEmitter::emitWarpReduction(linalg::GenericOp op,
-                                             const Combiner &combiner) {
+LogicalResult CudaEmitter::emitLaneReduction(linalg::GenericOp op,
+                                             const Combiner &combiner,
+                                             int64_t lanes) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   auto iterators = op.getIteratorTypesArray();
   int64_t outputs = 1, trips = 1;
   for (auto [d, it] : llvm::enumerate(iterators))
     (it == utils::IteratorType::parallel ? outputs : trips) *= ranges[d];
-  raw_ostream &os = beginPhase(outputs * 32);
-  os << "    // linalg.generic: " << iteratorList(op)
-     << " (one warp per output)\n";
-  os << "    const int lane = (int)(i & 31);\n    " << idx << " r = i >> 5;\n";
+  bool block = lanes > 32;
+  // Threads are a multiple of the block size, so every thread of a block
+  // takes the grid-stride loop equally often: __syncthreads is uniform.
+  raw_ostream &os = beginPhase(outputs * lanes);
+  os << "    // linalg.generic: " << iteratorList(op) << " (one "
+     << (block ? "block" : "warp") << " per output)\n";
+  os << "    const int lane = (int)(i & 31);\n";
+  if (block)
+    os << llvm::formatv("    const int warp = (int)((i & {0}) >> 5);\n",
+                        lanes - 1);
+  os << llvm::formatv("    {0} r = i >> {1};\n", idx, llvm::Log2_64(lanes));
   splitIndex(os, "r", op, utils::IteratorType::parallel, "    ");
   Value result = op.getResult(0);
   std::string type = typeName(getElementTypeOrSelf(result.getType()));
   std::string acc = fresh("acc");
   os << llvm::formatv("    {0} {1} = {2};\n", type, acc, combiner.identity);
-  os << llvm::formatv("    for ({1} q = lane; q < {0}; q += 32) {{\n", trips,
-                      idx);
+  std::string first =
+      block ? llvm::formatv("(int)(i & {0})", lanes - 1).str() : "lane";
+  os << llvm::formatv("    for ({1} q = {2}; q < {0}; q += {3}) {{\n", trips,
+                      idx, first, lanes);
   os << "      " << idx << " rq = q;\n";
   splitIndex(os, "rq", op, utils::IteratorType::reduction, "      ");
   if (failed(emitGenericBody(op, "      ", acc)))
     return failure();
   os << "    }\n";
-  os << "    for (int offset = 16; offset > 0; offset >>= 1)\n";
-  os << "      " << acc << " = "
-     << combine(combiner, acc,
-                "__shfl_down_sync(0xffffffffu, " + acc + ", offset)")
-     << ";\n";
+  auto shuffle = [&](int64_t from, StringRef indent) {
+    os << indent
+       << llvm::formatv("for (int offset = {0}; offset > 0; "
+                        "offset >>= 1)\n",
+                        from);
+    os << indent << "  " << acc << " = "
+       << combine(combiner, acc,
+                  "__shfl_down_sync(0xffffffffu, " + acc + ", offset)")
+       << ";\n";
+  };
+  shuffle(16, "    ");
   std::string out = bufferFor(result) + "[" +
                     index(result, op.getIndexingMapsArray().back()) + "]";
-  os << "    if (lane == 0)\n      " << out << " = "
+  if (!block) {
+    os << "    if (lane == 0)\n      " << out << " = "
+       << combine(combiner, out, acc) << ";\n";
+    return success();
+  }
+  // Each warp's result to shared memory; the first warp folds them.
+  int64_t warps = lanes / 32;
+  std::string partial = fresh("partial");
+  os << llvm::formatv("    __shared__ {0} {1}[{2}];\n", type, partial, warps);
+  os << llvm::formatv("    if (lane == 0)\n      {0}[warp] = {1};\n", partial,
+                      acc);
+  os << "    __syncthreads();\n";
+  os << "    if (warp == 0) {\n";
+  os << llvm::formatv("      {0} = lane < {1} ? {2}[lane] : {3};\n", acc, warps,
+                      partial, combiner.identity);
+  shuffle(warps / 2, "      ");
+  os << "      if (lane == 0)\n        " << out << " = "
      << combine(combiner, out, acc) << ";\n";
+  os << "    }\n";
+  // The partials are read before the next output's overwrite them.
+  os << "    __syncthreads();\n";
   return success();
 }
 
@@ -436,11 +482,15 @@ LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
   for (auto [d, it] : llvm::enumerate(iterators))
     (it == utils::IteratorType::parallel ? threads : trips) *= ranges[d];
   // Few outputs with long reductions leave most of the GPU idle: give each
-  // output a warp instead of a thread.
+  // output a warp, or for the longest a block, instead of a thread.
   if (parallel && warpReductions && trips >= kWarpMinTrips &&
       threads <= kWarpMaxOutputs)
     if (std::optional<Combiner> combiner = warpCombiner(op))
-      return emitWarpReduction(op, *combiner);
+      return emitLaneReduction(op, *combiner,
+                               trips >= kBlockMinTrips &&
+                                       threads <= kBlockMaxOutputs
+                                   ? kCudaBlockSize
+                                   : 32);
   if (!parallel)
     threads = 1;
   raw_ostream &os = beginPhase(threads);
@@ -488,7 +538,8 @@ LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
 
 FailureOr<CudaKernel> CudaEmitter::emit(StringRef symbol) {
   Block &block = kernel.getBody().front();
-  // Launches are at most 32x a tensor's elements (a warp per output).
+  // Launches are at most 32x a tensor's elements (a warp per output), or
+  // kBlockMaxOutputs blocks.
   constexpr int64_t kInt32Limit = (int64_t(1) << 31) / 64;
   bool small = true;
   auto fits = [&](Type t) {

@@ -46,9 +46,10 @@ std::string cudaPrelude(bool half);
 /// The CUDA source of `kernel`; fails with a diagnostic at the op that
 /// cannot be emitted. `warpReductions`: a reduction with few outputs and a
 /// long, associative fold gets a warp per output (shuffles combine the
-/// lanes) instead of a thread. `gemmLibrary`: contractions cuBLAS can do
-/// become GEMM launches. `convLibrary`: direct 2-D convs cuDNN can do
-/// become conv launches.
+/// lanes), or a block per output when it is longer still (the warps'
+/// results meet in shared memory), instead of a thread. `gemmLibrary`:
+/// contractions cuBLAS can do become GEMM launches. `convLibrary`: direct 2-D
+/// convs cuDNN can do become conv launches.
 mlir::FailureOr<CudaKernel> emitKernelCuda(KernelOp kernel,
                                            llvm::StringRef symbol,
                                            bool warpReductions = true,

@@ -137,8 +137,9 @@ static cl::opt<std::string>
              cl::init("sm_80"), cl::value_desc("sm_NN"), cl::cat(category));
 static cl::opt<bool> cudaWarpReductions(
     "cuda-warp-reductions",
-    cl::desc("give each output of a long reduction with few outputs a warp "
-             "on cuda devices (default true; false: one thread per output)"),
+    cl::desc("give each output of a long reduction with few outputs a warp, "
+             "or a block when longer still, on cuda devices (default true; "
+             "false: one thread per output)"),
     cl::init(true), cl::cat(category));
 static cl::opt<bool> cudaGemmLibrary(
     "cuda-cublas",

@@ -61,6 +61,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "emu"))
+import cuda_emu  # noqa: E402  (tests/emu: CUDA kernels run on the host)
 DEFAULT_EXPECTED = os.path.join(HERE, "expected_failures.txt")
 DEFAULT_EXPECTED_SYMBOLIC = os.path.join(HERE, "expected_failures_symbolic.txt")
 
@@ -277,16 +279,17 @@ def _signal_name(code):
         return "signal %d" % -code
 
 
-def _exec(argv, timeout):
-    """Runs argv; retries a few times when the binary is briefly missing
-    (being rebuilt). Returns (CompletedProcess or None, seconds, error)."""
+def _exec(argv, timeout, env=None):
+    """Runs argv (in `env`, else this environment); retries a few times when
+    the binary is briefly missing (being rebuilt). Returns (CompletedProcess
+    or None, seconds, error)."""
     start = time.monotonic()
     for attempt in range(4):
         try:
             # A session of its own, so that a timeout also ends the C++
             # compiler kilnc may have started.
             with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, errors="replace",
+                                  text=True, errors="replace", env=env,
                                   start_new_session=True) as p:
                 try:
                     stdout, stderr = p.communicate(timeout=timeout)
@@ -473,10 +476,12 @@ def _compile_case(task, kilnc, timeout, result, artifact):
     argv = [kilnc, os.path.join(case_dir, "model.onnx"), "-o", out]
     if _CONFIG.get("device"):
         argv.append("--device=" + _CONFIG["device"])
-    if cuda_compile:
+    if cuda_compile or _CONFIG.get("cuda_emulate"):
         # Kernels with shapes known only at run time fall back to the cpu
         # (cuda kernels are static); every other one must assemble.
-        argv += ["--devices=%s,cpu" % _CONFIG["device"], "--emit=ptx"]
+        argv += ["--devices=%s,cpu" % _CONFIG["device"]]
+    if cuda_compile:
+        argv.append("--emit=ptx")
     argv += task["kilnc_args"] + (_CONFIG.get("kilnc_args") or [])
     proc, secs, err = _exec(argv, timeout)
     result["compile_s"] = secs
@@ -491,6 +496,21 @@ def _compile_case(task, kilnc, timeout, result, artifact):
         proc, secs, err = _exec(argv, timeout)
         result["compile_s"] += secs
         return _check_tool("ptxas", proc, err, argv, case_dir, result)
+    if _CONFIG.get("cuda_emulate"):
+        # The same kernels as CUDA C, built for the host (tests/emu).
+        source = os.path.join(case_dir, "model.cu")
+        argv = argv[:argv.index("-o")] + ["-o", source, "--emit=cuda"] + \
+            argv[argv.index("-o") + 2:]
+        proc, secs, err = _exec(argv, timeout)
+        result["compile_s"] += secs
+        reason = _check_tool("kilnc --emit=cuda", proc, err, argv, case_dir, result)
+        if reason:
+            return reason
+        start = time.monotonic()
+        reason = cuda_emu.build(source, os.path.join(case_dir, "model.emu.so"))
+        result["compile_s"] += time.monotonic() - start
+        if reason:
+            return reason
     if _CONFIG.get("save_artifacts"):
         shutil.copyfile(artifact, os.path.join(_CONFIG["save_artifacts"], task["name"] + ".kiln"))
     return None
@@ -509,12 +529,15 @@ def _run_case(task, kilnc, kiln_run, timeout, result):
         reason = _compile_case(task, kilnc, timeout, result, artifact)
         if reason or _CONFIG.get("compile_only"):
             return reason
+    env = None
+    if _CONFIG.get("cuda_emulate"):
+        env = cuda_emu.environment(_CONFIG["bin"], os.path.join(case_dir, "model.emu.so"))
     for n, (in_paths, _, out_paths) in enumerate(task["data_sets"]):
         out_dir = os.path.join(case_dir, "out_%d" % n)
         shutil.rmtree(out_dir, ignore_errors=True)
         argv = [kiln_run, artifact, *in_paths, "--output-dir", out_dir,
                 *(_CONFIG.get("kiln_run_args") or [])]
-        proc, secs, err = _exec(argv, timeout)
+        proc, secs, err = _exec(argv, timeout, env)
         result["run_s"] += secs
         reason = _check_tool("kiln-run", proc, err, argv, case_dir, result)
         if reason:
@@ -637,6 +660,10 @@ def parse_args(argv):
                    help="compile every test not on the expected-failure list for "
                         "--device (default cuda:0) to PTX (kilnc --emit=ptx) and "
                         "assemble it with ptxas for --ptxas-arch; nothing runs")
+    p.add_argument("--cuda-emulate", action="store_true",
+                   help="compile every test not on the expected-failure list for "
+                        "--device (default cuda:0) and run it on the fake CUDA driver, "
+                        "which runs the generated CUDA kernels on the host (tests/emu)")
     p.add_argument("--ptxas-arch", default="sm_90",
                    help="GPU for ptxas in --cuda-compile (default %(default)s)")
     p.add_argument("--quiet", "-q", action="store_true",
@@ -679,6 +706,16 @@ def main(argv=None):
                 any(n.startswith("libnvrtc.so") for n in os.listdir(lib))):
             say("skipped: no CUDA toolkit with NVRTC and ptxas at %s (set KILN_CUDA_HOME)" % home)
             return 77
+    if args.cuda_emulate:
+        args.device = args.device or "cuda:0"
+        home = os.environ.get("KILN_CUDA_HOME") or "/usr/local/cuda"
+        lib = os.path.join(home, "lib64")
+        if not (os.path.isdir(lib) and any(n.startswith("libnvrtc.so") for n in os.listdir(lib))):
+            say("skipped: no CUDA toolkit with NVRTC at %s (set KILN_CUDA_HOME)" % home)
+            return 77
+        if not os.path.isfile(os.path.join(args.bin, "libkiln-fake-cuda.so")):
+            say("error: no libkiln-fake-cuda.so in %s (build the tests)" % args.bin)
+            return 1
     needed = ("kiln-run",) if args.prebuilt else ("kilnc",) if args.compile_only \
         else ("kilnc", "kiln-run")
     for tool in needed:
@@ -702,14 +739,15 @@ def main(argv=None):
         return 1
     expected = read_expected(expected_path)
     stale = sorted(set(expected) - set(names))
-    if args.cuda_compile or args.skip_expected_failures:
+    if args.cuda_compile or args.cuda_emulate or args.skip_expected_failures:
         # cuda-compile: only what compiles and passes on the cpu must also
         # compile for cuda.
         left_out = [c for c in selected if c.name in expected]
         selected = [c for c in selected if c.name not in expected]
         say("%d tests (%d on the expected-failure list left out)%s" % (
             len(selected), len(left_out),
-            ", ptxas -arch=" + args.ptxas_arch if args.cuda_compile else ""))
+            ", ptxas -arch=" + args.ptxas_arch if args.cuda_compile else
+            ", CUDA kernels emulated on the host" if args.cuda_emulate else ""))
     if args.save_artifacts:
         os.makedirs(args.save_artifacts, exist_ok=True)
 
@@ -724,6 +762,7 @@ def main(argv=None):
                   device=args.device, kilnc_args=args.kilnc_arg,
                   kiln_run_args=args.kiln_run_arg,
                   compile_only=args.compile_only, cuda_compile=args.cuda_compile,
+                  cuda_emulate=args.cuda_emulate,
                   ptxas=ptxas, ptxas_arch=args.ptxas_arch,
                   save_artifacts=args.save_artifacts and os.path.abspath(args.save_artifacts),
                   prebuilt=args.prebuilt and os.path.abspath(args.prebuilt))

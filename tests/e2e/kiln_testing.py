@@ -79,10 +79,10 @@ def require_tools():
         raise unittest.SkipTest(reason)
 
 
-def _run(argv, cwd=None, timeout=None):
+def _run(argv, cwd=None, timeout=None, env=None):
     try:
         return subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True,
-                              text=True, errors="replace",
+                              text=True, errors="replace", env=env,
                               timeout=timeout or TIMEOUT)
     except subprocess.TimeoutExpired as e:
         raise AssertionError("timed out after %ss: %s" % (e.timeout, " ".join(map(str, argv))))
@@ -95,9 +95,10 @@ def kilnc(*args, cwd=None, timeout=None):
     return _run([tool("kilnc"), *args], cwd=cwd, timeout=timeout)
 
 
-def kiln_run(*args, cwd=None, timeout=None):
-    """Runs kiln-run with `args`; returns the CompletedProcess."""
-    return _run([tool("kiln-run"), *args], cwd=cwd, timeout=timeout)
+def kiln_run(*args, cwd=None, timeout=None, env=None):
+    """Runs kiln-run with `args` (in `env`, else this environment); returns
+    the CompletedProcess."""
+    return _run([tool("kiln-run"), *args], cwd=cwd, timeout=timeout, env=env)
 
 
 def describe(proc):
@@ -355,11 +356,30 @@ class KilnTestCase(unittest.TestCase):
         outputs, _ = self.run_artifact(artifact, inputs, out_name=tag)
         return outputs
 
-    def run_artifact(self, artifact, inputs, out_name=None, options=()):
+    def cuda_emulated(self, model_path, name, *extra):
+        """Compiles `model_path` for cuda:0 (kilnc `extra` too) into NAME.kiln
+        and its CUDA kernels for the host (tests/emu); returns the artifact
+        and the environment in which kiln-run runs it on the fake driver,
+        every generated kernel executed on the CPU."""
+        sys.path.insert(0, os.path.join(KILN_SOURCE, "tests", "emu"))
+        import cuda_emu
+        artifact, proc = self.compile(model_path, name + ".kiln", "--device",
+                                      "cuda:0", *extra)
+        assert_success(self, proc)
+        source = self.path(name + ".cu")
+        proc = kilnc(model_path, "--device", "cuda:0", *extra, "--emit=cuda",
+                     "-o", source)
+        assert_success(self, proc)
+        library = self.path(name + ".emu.so")
+        reason = cuda_emu.build(source, library)
+        self.assertIsNone(reason, reason)
+        return artifact, cuda_emu.environment(os.path.dirname(tool("kilnc")), library)
+
+    def run_artifact(self, artifact, inputs, out_name=None, options=(), env=None):
         """Runs `artifact` on `inputs` (arrays, or strings passed as given,
-        e.g. file paths or NAME=FILE) with kiln-run `options` and returns its
-        outputs as arrays, in graph-output order. Fails the test when kiln-run
-        fails."""
+        e.g. file paths or NAME=FILE) with kiln-run `options` (in `env`, else
+        this environment) and returns its outputs as arrays, in graph-output
+        order. Fails the test when kiln-run fails."""
         out_name = out_name or "out_%s" % self.id().rsplit(".", 1)[-1]
         out_dir = self.path(out_name)
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -369,7 +389,7 @@ class KilnTestCase(unittest.TestCase):
                 args.append(value)
             else:
                 args.append(self.save_npy(value, "%s_in%d.npy" % (out_name, i)))
-        proc = kiln_run(artifact, *args, *options, "--output-dir", out_dir)
+        proc = kiln_run(artifact, *args, *options, "--output-dir", out_dir, env=env)
         assert_success(self, proc)
         outputs = []
         i = 0

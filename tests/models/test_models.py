@@ -11,6 +11,7 @@ levels this CPU has.
         -s tests/models -p "test_*.py"
 """
 import os
+import re
 import sys
 import time
 import unittest
@@ -175,6 +176,35 @@ class ModelTest(kt.KilnTestCase):
         self.assertLessEqual(err, TOLERANCE)
         kt.note("%s: %d CUDA entry points assemble for sm_90, %d cuDNN convs; "
                 "its C++ twins rel L2 %.2e" % (self.model, entries, convs, err))
+
+    def test_cuda_emulated(self):
+        """The model compiled for cuda:0 runs on the fake driver with every
+        generated CUDA kernel executed on the host (tests/emu) and the fake
+        cuBLAS and cuDNN: kiln's real launch sequence, slots and scratch,
+        against eager. Run by the cuda-compile ctest (KILN_CUDA_COMPILE=1)."""
+        if os.environ.get("KILN_CUDA_COMPILE") != "1":
+            self.skipTest("run by the cuda-compile ctest (KILN_CUDA_COMPILE=1)")
+        if not kt.nvrtc_available():
+            self.skipTest("no CUDA toolkit (NVRTC) at %s" % kt.cuda_home())
+        path = self.path("%s.emu.onnx" % self.model)
+        self.export_models.export(self.model, "torchscript", path)
+        artifact, env = self.cuda_emulated(
+            path, "%s.emu" % self.model, "--input-shape",
+            self.export_models.input_shape(self.model, 3))
+        env["FAKE_CUDA_REPORT"] = "1"
+        start = time.time()
+        (y,), proc = self.run_artifact(artifact, [self.x[:3].numpy()], "emu", env=env)
+        err = kt.rel_l2(y, self.reference[:3])
+        report = re.search(r"fake cuda: (\d+) emulated kernel launches, (\d+) GEMMs, "
+                           r"(\d+) convs", proc.stderr)
+        self.assertIsNotNone(report, proc.stderr[-2000:])
+        kernels, gemms, convs = map(int, report.groups())
+        kt.note("%s on emulated cuda:0: rel L2 %.2e; %d kernels, %d GEMMs, "
+                "%d convs (%.1f s)" % (self.model, err, kernels, gemms, convs,
+                                        time.time() - start))
+        self.assertGreater(kernels, 0)
+        self.assertEqual(convs, self.cudnn_convs)
+        self.assertLessEqual(err, TOLERANCE)
 
 
 class ResNet18(ModelTest):

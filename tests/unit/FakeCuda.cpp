@@ -17,6 +17,11 @@
 // kiln_fault: fails asynchronously (the next synchronize reports
 // CUDA_ERROR_ILLEGAL_ADDRESS). A PTX containing FAKE_JIT_ERROR fails to load
 // with a log. fake_cuda_count(WHAT) reports live objects for leak checks.
+// FAKE_CUDA_KERNELS names a host library of emulated kernels
+// (tests/emu/cuda_emu.py): an entry NAME that it exports as NAME_emu runs
+// there, thread by thread, after every slot pointer is checked to lie in a
+// live allocation of the current device; with FAKE_CUDA_REPORT=1 the process
+// says at exit how many emulated launches, GEMMs and convs ran.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <map>
 #include <mutex>
 #include <set>
@@ -234,6 +240,71 @@ CUresult cuInit(unsigned flags) {
     sizes = *end == ',' ? end + 1 : end;
   }
   initialized = true;
+  return Success;
+}
+
+using EmuKernel = const char *(*)(void **, unsigned, unsigned);
+using EmuSlots = unsigned (*)(void **, void *const **);
+
+long emulated = 0;
+
+void report() {
+  std::fprintf(stderr,
+               "fake cuda: %ld emulated kernel launches, %ld GEMMs, %ld "
+               "convs\n",
+               emulated, gemms, convs);
+}
+
+/// The library of emulated kernels ($FAKE_CUDA_KERNELS), or null.
+void *emulatedKernels() {
+  static void *library = [] {
+    const char *path = std::getenv("FAKE_CUDA_KERNELS");
+    if (!path || !*path)
+      return static_cast<void *>(nullptr);
+    if (const char *wanted = std::getenv("FAKE_CUDA_REPORT");
+        wanted && std::string(wanted) == "1")
+      std::atexit(report);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      std::fprintf(stderr, "fake cuda: cannot load FAKE_CUDA_KERNELS: %s\n",
+                   dlerror());
+      std::abort();
+    }
+    return h;
+  }();
+  return library;
+}
+
+/// Runs `name` on the host when the emulated kernels have it: Success,
+/// an error, or NotFound when they do not.
+CUresult launchEmulated(const std::string &name, unsigned blocks,
+                        unsigned threads, Stream *s, void **params) {
+  void *library = emulatedKernels();
+  if (!library)
+    return NotFound;
+  auto run =
+      reinterpret_cast<EmuKernel>(dlsym(library, (name + "_emu").c_str()));
+  auto slots =
+      reinterpret_cast<EmuSlots>(dlsym(library, (name + "_emu_slots").c_str()));
+  if (!run || !slots)
+    return NotFound;
+  void *const *p = nullptr;
+  unsigned count = slots(params, &p);
+  for (unsigned i = 0; i < count; ++i)
+    if (p[i] &&
+        deviceOf(reinterpret_cast<uintptr_t>(p[i]), 1) != current->device) {
+      std::fprintf(stderr,
+                   "fake cuda: %s: slot %u (%p) is no allocation of device "
+                   "%d\n",
+                   name.c_str(), i, p[i], current->device);
+      s->pending = IllegalAddress;
+      return Success;
+    }
+  ++emulated;
+  if (const char *error = run(params, blocks, threads)) {
+    std::fprintf(stderr, "fake cuda: %s: %s\n", name.c_str(), error);
+    s->pending = IllegalAddress;
+  }
   return Success;
 }
 
@@ -471,8 +542,11 @@ CUresult cuLaunchKernel(Function *f, unsigned gx, unsigned gy, unsigned gz,
       bz != 1 || shared != 0 || !params || extra)
     return InvalidValue;
   ++launches;
-  const uint64_t *slot = static_cast<const uint64_t *>(params[0]);
   const std::string &name = f->name;
+  if (CUresult emulated = launchEmulated(name, gx, bx, s, params);
+      emulated != NotFound)
+    return emulated;
+  const uint64_t *slot = static_cast<const uint64_t *>(params[0]);
   size_t used = name == "kiln_add_one" ? 2 : name == "kiln_fault" ? 0 : 3;
   for (size_t i = 0; i < used; ++i)
     if (deviceOf(slot[i], kN * sizeof(float)) != current->device) {

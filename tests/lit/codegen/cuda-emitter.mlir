@@ -357,3 +357,51 @@ func.func @conv_padded_above(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: 
   }
   return %0 : tensor<1x3x4x5xf32, #kiln.device<cuda:0>>
 }
+
+// Longer still (2048 terms, 4 per lane of a block of 256) with few outputs:
+// a block per output. Each warp shuffles its lanes together, lane 0 of each
+// puts the warp's result in shared memory, and after a barrier the first
+// warp folds those 8 into the output; a second barrier keeps the partials
+// until they are read. Threads are a multiple of the block size, so every
+// thread of a block reaches both barriers.
+// CHECK-LABEL: // kiln kernel kiln_k11
+// CHECK: kiln_k11_p1(kiln_k11_slots s) {
+// CHECK:   i < 512;
+// CHECK:     // linalg.generic: parallel, reduction (one block per output)
+// CHECK:     const int lane = (int)(i & 31);
+// CHECK:     const int warp = (int)((i & 255) >> 5);
+// CHECK:     int r = i >> 8;
+// CHECK:     const int d0 = r % 2;
+// CHECK:     float [[ACC:acc[0-9]+]] = 0;
+// CHECK:     for (int q = (int)(i & 255); q < 2048; q += 256) {
+// CHECK:       [[ACC]] = [[S:v[0-9]+]];
+// CHECK:     for (int offset = 16; offset > 0; offset >>= 1)
+// CHECK:       [[ACC]] = [[ACC]] + __shfl_down_sync(0xffffffffu, [[ACC]], offset);
+// CHECK:     __shared__ float [[P:partial[0-9]+]][8];
+// CHECK:     if (lane == 0)
+// CHECK:       [[P]][warp] = [[ACC]];
+// CHECK:     __syncthreads();
+// CHECK:     if (warp == 0) {
+// CHECK:       [[ACC]] = lane < 8 ? [[P]][lane] : 0;
+// CHECK:       for (int offset = 4; offset > 0; offset >>= 1)
+// CHECK:         [[ACC]] = [[ACC]] + __shfl_down_sync(0xffffffffu, [[ACC]], offset);
+// CHECK:       if (lane == 0)
+// CHECK:         out0[d0] = out0[d0] + [[ACC]];
+// CHECK:     }
+// CHECK:     __syncthreads();
+// CHECK: // slots 2, scratch [], launches: kiln_k11_p0(2) kiln_k11_p1(512)
+func.func @long_row_sum(%x: tensor<2x2048xf32, #kiln.device<cuda:0>>) -> tensor<2xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x : tensor<2x2048xf32, #kiln.device<cuda:0>>) -> (tensor<2xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<2x2048xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<2xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2xf32>) -> tensor<2xf32>
+    %m = linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "reduction"]} ins(%a0 : tensor<2x2048xf32>) outs(%f : tensor<2xf32>) {
+    ^bb0(%in: f32, %acc: f32):
+      %r = arith.addf %acc, %in : f32
+      linalg.yield %r : f32
+    } -> tensor<2xf32>
+    kiln.yield %m : tensor<2xf32>
+  }
+  return %0 : tensor<2xf32, #kiln.device<cuda:0>>
+}

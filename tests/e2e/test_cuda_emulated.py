@@ -1,0 +1,126 @@
+"""Models compiled for cuda:0 and run on the fake CUDA driver, their
+generated CUDA kernels executed on the host by tests/emu (threads as fibers,
+so __syncthreads and warp shuffles behave as on a GPU), against numpy.
+
+The reductions cover each way the CUDA emitter splits one: a thread per
+output, a warp per output, and a block per output (shared memory between the
+warps); the test checks from the CUDA source that each case takes the path
+it is meant to.
+"""
+import os
+import re
+import unittest
+
+import numpy as np
+
+import kiln_testing as kt
+
+
+class CudaEmulatedTest(kt.KilnTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not kt.nvrtc_available():
+            raise unittest.SkipTest("no CUDA toolkit (NVRTC) at %s" % kt.cuda_home())
+        kt.import_or_skip("onnx")
+
+    def run_emulated(self, tag, nodes, inputs, feeds):
+        """Builds the graph, runs it on emulated cuda:0; returns the outputs
+        and the CUDA source."""
+        from onnx import TensorProto, helper
+        graph_inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape)
+                        for n, a in zip(inputs, feeds)]
+        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+        path = self.save_model(kt.onnx_model(nodes, graph_inputs, outputs, 18),
+                               tag + ".onnx")
+        artifact, env = self.cuda_emulated(path, tag)
+        env["FAKE_CUDA_REPORT"] = "1"
+        (y,), proc = self.run_artifact(artifact, list(feeds), tag + ".out", env=env)
+        launches = re.search(r"fake cuda: (\d+) emulated", proc.stderr)
+        self.assertIsNotNone(launches, proc.stderr)
+        self.assertGreater(int(launches.group(1)), 0, proc.stderr)
+        with open(self.path(tag + ".cu")) as f:
+            return y, f.read()
+
+    def check(self, got, want, tolerance=1e-5):
+        self.assertEqual(got.shape, want.shape)
+        err = kt.rel_l2(got, want)
+        self.assertLessEqual(err, tolerance)
+        return err
+
+    def reduce(self, tag, op, shape, axis, keepdims, path, numpy_op):
+        from onnx import helper
+        rng = np.random.default_rng(len(tag))
+        x = rng.standard_normal(shape).astype(np.float32)
+        axes = helper.make_tensor("axes", 7, [1], [axis])
+        nodes = [helper.make_node("Constant", [], ["axes"], value=axes),
+                 helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)]
+        y, source = self.run_emulated(tag, nodes, ["x"], [x])
+        self.assertIn("(one %s per output)" % path if path != "thread" else
+                      "linalg.generic", source)
+        if path == "thread":
+            self.assertNotIn("per output)", source)
+        want = numpy_op(x.astype(np.float64), axis=axis, keepdims=bool(keepdims))
+        err = self.check(y, want.astype(np.float32))
+        kt.note("%s %s over axis %d of %s (a %s per output): rel L2 %.2e" %
+                (tag, op, axis, shape, path, err))
+
+    def test_block_sum(self):
+        """20000 terms, 3 outputs: a block each."""
+        self.reduce("block_sum", "ReduceSum", (3, 20000), 1, 0, "block", np.sum)
+
+    def test_block_max_keepdims(self):
+        self.reduce("block_max", "ReduceMax", (2, 3001), 1, 1, "block", np.max)
+
+    def test_block_mean_outer_axis(self):
+        """A reduction over the outer axis: strided reads in each block."""
+        self.reduce("block_mean", "ReduceMean", (5000, 4), 0, 0, "block", np.mean)
+
+    def test_warp_sum(self):
+        self.reduce("warp_sum", "ReduceSum", (64, 40), 1, 0, "warp", np.sum)
+
+    def test_thread_sum(self):
+        """Short rows: a thread per output."""
+        self.reduce("thread_sum", "ReduceSum", (300, 7), 1, 1, "thread", np.sum)
+
+    def test_long_softmax(self):
+        """Softmax over rows of 5000: its max and its sum are block
+        reductions, the rest elementwise phases."""
+        from onnx import helper
+        x = np.random.default_rng(7).standard_normal((4, 5000)).astype(np.float32) * 4
+        y, source = self.run_emulated(
+            "softmax", [helper.make_node("Softmax", ["x"], ["y"], axis=1)], ["x"], [x])
+        self.assertGreaterEqual(source.count("(one block per output)"), 2, source[:3000])
+        e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+        err = self.check(y, (e / e.sum(axis=1, keepdims=True)).astype(np.float32))
+        kt.note("softmax over rows of 5000 on emulated cuda:0: rel L2 %.2e" % err)
+
+    def test_gemm_and_layernorm(self):
+        """A cuBLAS GEMM feeding a LayerNorm (warp reductions) and an erf
+        GELU: library launches and generated phases share slots and
+        scratch."""
+        from onnx import helper, numpy_helper
+        rng = np.random.default_rng(3)
+        x = rng.standard_normal((16, 96)).astype(np.float32)
+        w = rng.standard_normal((96, 256)).astype(np.float32) / 10
+        gamma = rng.standard_normal(256).astype(np.float32)
+        beta = rng.standard_normal(256).astype(np.float32)
+        nodes = [helper.make_node("Constant", [], [n], value=numpy_helper.from_array(a, n))
+                 for n, a in (("w", w), ("gamma", gamma), ("beta", beta))]
+        nodes += [helper.make_node("MatMul", ["x", "w"], ["h"]),
+                  helper.make_node("LayerNormalization", ["h", "gamma", "beta"], ["n"],
+                                   axis=-1, epsilon=1e-5),
+                  helper.make_node("Gelu", ["n"], ["y"])]
+        y, source = self.run_emulated("gemm_ln", nodes, ["x"], [x])
+        self.assertIn("(one warp per output)", source)
+        h = x.astype(np.float64) @ w
+        n = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
+        n = n * gamma + beta
+        from math import erf
+        want = n * 0.5 * (1 + np.vectorize(erf)(n / np.sqrt(2)))
+        err = self.check(y, want.astype(np.float32), 1e-4)
+        kt.note("MatMul, LayerNorm, Gelu on emulated cuda:0: rel L2 %.2e" % err)
+
+
+if __name__ == "__main__":
+    unittest.main()
