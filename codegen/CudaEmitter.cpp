@@ -23,6 +23,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -157,13 +158,16 @@ private:
   std::optional<cpp::PadMatch> absorbablePad(linalg::GenericOp pad);
   bool absorbed(Operation *op) override {
     auto generic = dyn_cast<linalg::GenericOp>(op);
-    return generic && absorbablePad(generic);
+    return generic && (absorbablePad(generic) || fusedEpilogues.count(op));
   }
+  /// The elementwise ops that cuDNN's fused convs compute.
+  llvm::SmallPtrSet<Operation *, 4> fusedEpilogues;
 
 public:
   bool warpReductions = true;
   bool gemmLibrary = true;
   bool convLibrary = true;
+  bool convFusion = true;
 
 private:
   size_t numArgs = 0;
@@ -424,10 +428,26 @@ std::optional<nlohmann::json> CudaEmitter::cudnnConv(linalg::GenericOp op) {
       pads[0] = match->begin[2];
       pads[1] = match->begin[3];
     }
-  copyInit(op.getDpsInits()[0], op.getResult(0));
+  // A bias + ReLU (+ residual) after the conv runs in the same cuDNN call
+  // when the conv's result goes nowhere else and the operands do not share
+  // the output's memory.
+  std::optional<ConvEpilogue> epilogue;
+  if (convFusion && overwrites(op))
+    epilogue = matchConvEpilogue(op);
+  if (epilogue) {
+    std::string y = bufferFor(epilogue->op.getResult(0));
+    if (bufferFor(epilogue->bias) == y ||
+        (epilogue->z && bufferFor(epilogue->z) == y))
+      epilogue.reset();
+  }
+  Value y = epilogue ? epilogue->op.getResult(0) : op.getResult(0);
+  if (epilogue)
+    fusedEpilogues.insert(epilogue->op);
+  else
+    copyInit(op.getDpsInits()[0], op.getResult(0));
   size_t xSlot = slotOf.at(bufferFor(x)),
          wSlot = slotOf.at(bufferFor(op.getDpsInputs()[1])),
-         ySlot = slotOf.at(bufferFor(op.getResult(0)));
+         ySlot = slotOf.at(bufferFor(y));
   auto in = cast<RankedTensorType>(x.getType());
   auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
   auto out = cast<RankedTensorType>(op.getResult(0).getType());
@@ -442,20 +462,27 @@ std::optional<nlohmann::json> CudaEmitter::cudnnConv(linalg::GenericOp op) {
   auto dims = [](RankedTensorType t) {
     return nlohmann::json(t.getShape().vec());
   };
-  return nlohmann::json{{"dtype", "f32"},
-                        {"x_shape", dims(in)},
-                        {"w_shape", dims(weight)},
-                        {"y_shape", dims(out)},
-                        {"pads", {pads[0], pads[1]}},
-                        {"strides", {c->strides[0], c->strides[1]}},
-                        {"dilations", {c->dilations[0], c->dilations[1]}},
-                        {"groups", c->groups},
-                        {"beta", overwrites(op) ? 0 : 1},
-                        {"x", xSlot},
-                        {"w", wSlot},
-                        {"y", ySlot},
-                        {"workspace", slot},
-                        {"workspace_bytes", workspace}};
+  nlohmann::json conv{{"dtype", "f32"},
+                      {"x_shape", dims(in)},
+                      {"w_shape", dims(weight)},
+                      {"y_shape", dims(out)},
+                      {"pads", {pads[0], pads[1]}},
+                      {"strides", {c->strides[0], c->strides[1]}},
+                      {"dilations", {c->dilations[0], c->dilations[1]}},
+                      {"groups", c->groups},
+                      {"beta", overwrites(op) ? 0 : 1},
+                      {"x", xSlot},
+                      {"w", wSlot},
+                      {"y", ySlot},
+                      {"workspace", slot},
+                      {"workspace_bytes", workspace}};
+  if (epilogue) {
+    conv["bias"] = slotOf.at(bufferFor(epilogue->bias));
+    if (epilogue->z)
+      conv["z"] = slotOf.at(bufferFor(epilogue->z));
+    conv["activation"] = "relu";
+  }
+  return conv;
 }
 
 LogicalResult CudaEmitter::emitGenericLoops(linalg::GenericOp op) {
@@ -609,8 +636,7 @@ std::string kiln::cudaPrelude(bool half) {
 }
 
 FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol,
-                                           bool warpReductions,
-                                           bool gemmLibrary, bool convLibrary) {
+                                           const CudaOptions &options) {
   if (failed(checkElementTypes(kernel, kCudaStyle, "CUDA")))
     return failure();
   SmallVector<Type> types(kernel->getOperandTypes());
@@ -623,8 +649,9 @@ FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol,
                 "symbolic input dims at compile time (kilnc --input-shape "
                 "NAME=D0xD1...)";
   CudaEmitter emitter(kernel);
-  emitter.warpReductions = warpReductions;
-  emitter.gemmLibrary = gemmLibrary;
-  emitter.convLibrary = convLibrary;
+  emitter.warpReductions = options.warpReductions;
+  emitter.gemmLibrary = options.gemmLibrary;
+  emitter.convLibrary = options.convLibrary;
+  emitter.convFusion = options.convFusion;
   return emitter.emit(symbol);
 }

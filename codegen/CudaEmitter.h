@@ -16,6 +16,7 @@
 #ifndef KILN_CODEGEN_CUDAEMITTER_H
 #define KILN_CODEGEN_CUDAEMITTER_H
 
+#include "codegen/Nvrtc.h"
 #include "ir/KilnDialect.h"
 
 #include <nlohmann/json.hpp>
@@ -44,17 +45,17 @@ struct CudaKernel {
 std::string cudaPrelude(bool half);
 
 /// The CUDA source of `kernel`; fails with a diagnostic at the op that
-/// cannot be emitted. `warpReductions`: a reduction with few outputs and a
-/// long, associative fold gets a warp per output (shuffles combine the
-/// lanes), or a block per output when it is longer still (the warps'
-/// results meet in shared memory), instead of a thread. `gemmLibrary`:
-/// contractions cuBLAS can do become GEMM launches. `convLibrary`: direct 2-D
-/// convs cuDNN can do become conv launches.
+/// cannot be emitted. With `options.warpReductions`, a reduction with few
+/// outputs and a long, associative fold gets a warp per output (shuffles
+/// combine the lanes), or a block per output when it is longer still (the
+/// warps' results meet in shared memory), instead of a thread. With
+/// `gemmLibrary`, contractions cuBLAS can do become GEMM launches; with
+/// `convLibrary`, direct 2-D convs cuDNN can do become conv launches, which
+/// with `convFusion` also do a bias + ReLU (+ residual) after them
+/// (matchConvEpilogue).
 mlir::FailureOr<CudaKernel> emitKernelCuda(KernelOp kernel,
                                            llvm::StringRef symbol,
-                                           bool warpReductions = true,
-                                           bool gemmLibrary = true,
-                                           bool convLibrary = true);
+                                           const CudaOptions &options = {});
 
 /// The threads per block every launch uses (the entries' launch bounds).
 inline constexpr int kCudaBlockSize = 256;

@@ -16,6 +16,8 @@
 #include "ir/KilnDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -374,4 +376,72 @@ linalg::FillOp kiln::zeroFillOf(linalg::GenericOp op) {
   if (!value || !value.getValue().isZero())
     return {};
   return fill;
+}
+
+std::optional<ConvEpilogue> kiln::matchConvEpilogue(linalg::GenericOp conv) {
+  Value y = conv.getResult(0);
+  if (!y.hasOneUse())
+    return std::nullopt;
+  auto op = dyn_cast<linalg::GenericOp>(*y.getUsers().begin());
+  auto type = cast<RankedTensorType>(y.getType());
+  if (!op || op.getNumDpsInits() != 1 || type.getRank() != 4 ||
+      !type.getElementType().isF32() ||
+      op.getResult(0).getType() != y.getType() ||
+      op.getNumParallelLoops() != 4 || op.getNumLoops() != 4 ||
+      !op.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>())
+    return std::nullopt;
+  MLIRContext *ctx = op.getContext();
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(4, ctx);
+  AffineMap channel = AffineMap::get(4, 0, getAffineDimExpr(1, ctx));
+  if (op.getIndexingMapsArray().back() != identity)
+    return std::nullopt;
+  Value convArg, biasArg, zArg;
+  ConvEpilogue epilogue{op, {}, {}};
+  for (OpOperand *in : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(in);
+    Value arg = op.getMatchingBlockArgument(in);
+    auto inType = cast<RankedTensorType>(in->get().getType());
+    if (in->get() == y && map == identity && !convArg) {
+      convArg = arg;
+    } else if (map == channel && !biasArg && inType.getRank() == 1 &&
+               inType.getElementType().isF32() &&
+               inType.getDimSize(0) == type.getDimSize(1)) {
+      biasArg = arg;
+      epilogue.bias = in->get();
+    } else if (map == identity && !zArg && in->get() != y && inType == type) {
+      zArg = arg;
+      epilogue.z = in->get();
+    } else {
+      return std::nullopt;
+    }
+  }
+  Block &body = op.getRegion().front();
+  if (!convArg || !biasArg || !body.getArguments().back().use_empty())
+    return std::nullopt;
+  // A chain from the conv's value: + bias and + z in either order, then
+  // max(., 0); each link used only by the next.
+  Value sum = convArg;
+  bool addedBias = false, addedZ = false, relu = false;
+  for (Operation &link : body.without_terminator()) {
+    if (relu || link.getNumOperands() != 2 || !sum.hasOneUse())
+      return std::nullopt;
+    Value lhs = link.getOperand(0), rhs = link.getOperand(1);
+    Value other = lhs == sum ? rhs : rhs == sum ? lhs : Value();
+    if (!other)
+      return std::nullopt;
+    if (isa<arith::AddFOp>(link) && other == biasArg && !addedBias)
+      addedBias = true;
+    else if (isa<arith::AddFOp>(link) && zArg && other == zArg && !addedZ)
+      addedZ = true;
+    else if (isa<arith::MaximumFOp>(link) &&
+             matchPattern(other, m_AnyZeroFloat()))
+      relu = true;
+    else
+      return std::nullopt;
+    sum = link.getResult(0);
+  }
+  if (!relu || !addedBias || (zArg && !addedZ) ||
+      body.getTerminator()->getOperand(0) != sum)
+    return std::nullopt;
+  return epilogue;
 }

@@ -85,6 +85,17 @@ struct ConvMatch {
 };
 std::optional<ConvMatch> matchLibraryConv(mlir::linalg::GenericOp op);
 
+/// The elementwise op after a conv that cuDNN's fused conv (conv, bias,
+/// optional residual and ReLU in one call) can do instead: the conv's only
+/// user, all parallel over the conv's output with a fresh init, computing
+/// max(conv + bias[c] (+ z), 0) for a per-channel `bias` and an optional
+/// `z` shaped like the output, the adds in either order.
+struct ConvEpilogue {
+  mlir::linalg::GenericOp op;
+  mlir::Value bias, z; // z may be null
+};
+std::optional<ConvEpilogue> matchConvEpilogue(mlir::linalg::GenericOp conv);
+
 } // namespace kiln
 
 #endif // KILN_CODEGEN_GEMM_H

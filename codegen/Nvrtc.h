@@ -27,6 +27,12 @@ struct CudaOptions {
   bool gemmLibrary = true;
   /// Run direct 2-D convs through cuDNN (conv launches).
   bool convLibrary = true;
+  /// Let such a conv's cuDNN call add its bias (and a residual) and apply
+  /// a ReLU after it (cudnnConvolutionBiasActivationForward).
+  bool convFusion = true;
+  /// Where to write the CUDA C++ NVRTC compiles, besides the artifact
+  /// (none when empty).
+  std::string saveSource;
   /// Where compiled PTX is cached (see codeCacheDirectory); "none": off.
   std::string cacheDir;
 };

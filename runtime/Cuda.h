@@ -151,6 +151,7 @@ struct Dnn {
   using Tensor = struct cudnnTensorStruct *;
   using Filter = struct cudnnFilterStruct *;
   using Conv = struct cudnnConvolutionStruct *;
+  using Activation = struct cudnnActivationStruct *;
   /// cudnnConvolutionFwdAlgoPerf_t.
   struct AlgoPerf {
     int algo, status;
@@ -184,6 +185,15 @@ struct Dnn {
                  const void *w, Conv, int algo, void *workspace,
                  size_t workspaceBytes, const void *beta, Tensor,
                  void *y) = nullptr;
+  int (*createActivation)(Activation *) = nullptr;
+  int (*destroyActivation)(Activation) = nullptr;
+  int (*setActivation)(Activation, int mode, int nan, double coef) = nullptr;
+  int (*biasActivationForward)(Handle, const void *alpha1, Tensor,
+                               const void *x, Filter, const void *w, Conv,
+                               int algo, void *workspace, size_t workspaceBytes,
+                               const void *alpha2, Tensor zDesc, const void *z,
+                               Tensor biasDesc, const void *bias, Activation,
+                               Tensor yDesc, void *y) = nullptr;
   const char *(*errorString)(int) = nullptr;          // optional
   void (*lastError)(char *message, size_t) = nullptr; // optional (cuDNN 9)
   /// "CUDNN_STATUS_X" or the number.
@@ -259,10 +269,13 @@ public:
 
   /// The descriptors and the algorithm of one conv shape.
   struct ConvSetup {
-    Dnn::Tensor x = nullptr, y = nullptr;
+    Dnn::Tensor x = nullptr, y = nullptr, bias = nullptr;
     Dnn::Filter w = nullptr;
     Dnn::Conv conv = nullptr;
-    int algo = 0;
+    Dnn::Activation relu = nullptr; // fused convs
+    /// The algorithms that fit, in cuDNN's order; the first runs. A fused
+    /// conv drops those its call refuses as not supported.
+    std::vector<int> algos;
   };
   /// One conv launch (plan::CudaKernel::Conv) on `stream` with the step's
   /// slots; cuDNN and this context's handle are set up on first use, and

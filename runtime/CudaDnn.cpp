@@ -11,6 +11,10 @@
 // PyTorch with TF32 off) whose workspace, as the heuristic and
 // cudnnGetConvolutionForwardWorkspaceSize both report it, fits the scratch
 // slot codegen sized for it.
+// A fused launch (a bias, maybe a residual z, then ReLU) is one
+// cudnnConvolutionBiasActivationForward instead: y = relu(conv(x) + z +
+// bias). cuDNN may refuse that call for an algorithm its plain conv takes;
+// the next that fits is then tried, and the choice kept.
 // Descriptors and the choice are made once per conv shape and context, under
 // the same lock as the handle's stream.
 //
@@ -26,7 +30,13 @@ namespace kiln::cuda {
 namespace {
 // cuDNN's enums (cudnn_graph.h, cudnn_cnn.h of cuDNN 9; the same in 8).
 constexpr int kStatusSuccess = 0, kTensorNchw = 0, kDataFloat = 0,
-              kCrossCorrelation = 1, kFmaMath = 3, kMaxAlgorithms = 8;
+              kCrossCorrelation = 1, kFmaMath = 3, kMaxAlgorithms = 8,
+              kActivationRelu = 1, kPropagateNan = 1;
+/// CUDNN_STATUS_NOT_SUPPORTED and its cuDNN 9 refinements (3000-3999), or
+/// cuDNN 8's (9).
+bool notSupported(int status) {
+  return (status >= 3000 && status < 4000) || status == 9;
+}
 } // namespace
 
 std::string Dnn::describe(int status) const {
@@ -58,6 +68,10 @@ const Dnn &loadDnn() {
         sym(d.getAlgorithms, "cudnnGetConvolutionForwardAlgorithm_v7");
         sym(d.workspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
         sym(d.forward, "cudnnConvolutionForward");
+        sym(d.createActivation, "cudnnCreateActivationDescriptor");
+        sym(d.destroyActivation, "cudnnDestroyActivationDescriptor");
+        sym(d.setActivation, "cudnnSetActivationDescriptor");
+        sym(d.biasActivationForward, "cudnnConvolutionBiasActivationForward");
         sym(d.errorString, "cudnnGetErrorString", /*required=*/false);
         sym(d.lastError, "cudnnGetLastErrorString", /*required=*/false);
       });
@@ -70,6 +84,10 @@ void destroy(const Dnn &dnn, const Context::ConvSetup &s) {
     dnn.destroyTensor(s.x);
   if (s.y)
     dnn.destroyTensor(s.y);
+  if (s.bias)
+    dnn.destroyTensor(s.bias);
+  if (s.relu)
+    dnn.destroyActivation(s.relu);
   if (s.w)
     dnn.destroyFilter(s.w);
   if (s.conv)
@@ -118,7 +136,8 @@ void Context::conv(const plan::CudaKernel::Conv &c,
   key.insert(key.end(), c.w, c.w + 4);
   key.insert(key.end(),
              {c.pads[0], c.pads[1], c.strides[0], c.strides[1], c.dilations[0],
-              c.dilations[1], c.groups, int64_t(c.workspaceBytes)});
+              c.dilations[1], c.groups, int64_t(c.workspaceBytes),
+              int64_t(c.biasSlot.has_value())});
   auto found = convs_.find(key);
   if (found == convs_.end()) {
     // Kept only once complete: a failure leaves nothing half made.
@@ -146,16 +165,24 @@ void Context::conv(const plan::CudaKernel::Conv &c,
       check(dnn.setGroupCount(s.conv, dim(c.groups)),
             "cudnnSetConvolutionGroupCount");
       check(dnn.setMathType(s.conv, kFmaMath), "cudnnSetConvolutionMathType");
+      if (c.biasSlot) {
+        check(dnn.createTensor(&s.bias), "cudnnCreateTensorDescriptor");
+        check(dnn.setTensor4d(s.bias, kTensorNchw, kDataFloat, 1, dim(c.y[1]),
+                              1, 1),
+              "cudnnSetTensor4dDescriptor");
+        check(dnn.createActivation(&s.relu), "cudnnCreateActivationDescriptor");
+        check(dnn.setActivation(s.relu, kActivationRelu, kPropagateNan, 0.0),
+              "cudnnSetActivationDescriptor");
+      }
       Dnn::AlgoPerf perf[kMaxAlgorithms] = {};
       int count = 0;
       check(dnn.getAlgorithms(dnn_, s.x, s.w, s.conv, s.y, kMaxAlgorithms,
                               &count, perf),
             "cudnnGetConvolutionForwardAlgorithm_v7");
-      // The first that runs in FMA math (any other may round f32 through
-      // TF32) with a workspace that fits, as the descriptor reports it too.
-      int chosen = -1;
+      // Those that run in FMA math (any other may round f32 through TF32)
+      // with a workspace that fits, as the descriptor reports it too.
       std::string seen;
-      for (int i = 0; i < count && i < kMaxAlgorithms && chosen < 0; ++i) {
+      for (int i = 0; i < count && i < kMaxAlgorithms; ++i) {
         const Dnn::AlgoPerf &p = perf[i];
         seen += (seen.empty() ? "" : ", ") + std::to_string(p.algo) + " (";
         if (p.status != kStatusSuccess) {
@@ -175,29 +202,44 @@ void Context::conv(const plan::CudaKernel::Conv &c,
                                     : std::to_string(bytes) + " bytes";
         seen += ")";
         if (bytes <= c.workspaceBytes)
-          chosen = p.algo;
+          s.algos.push_back(p.algo);
       }
-      if (chosen < 0)
+      if (s.algos.empty())
         throw Error(name_ + ": " + what +
                     ": cuDNN offers no conv algorithm in FMA math whose "
                     "workspace fits " +
                     std::to_string(c.workspaceBytes) +
                     " bytes (offered: " + (seen.empty() ? "none" : seen) + ")");
-      s.algo = chosen;
     } catch (...) {
       destroy(dnn, s);
       throw;
     }
     found = convs_.emplace(key, s).first;
   }
-  const ConvSetup &s = found->second;
+  ConvSetup &s = found->second;
+  auto at = [&](size_t slot) { return reinterpret_cast<void *>(slots[slot]); };
   float one = 1, beta = float(c.beta);
-  check(dnn.forward(dnn_, &one, s.x, reinterpret_cast<void *>(slots[c.xSlot]),
-                    s.w, reinterpret_cast<void *>(slots[c.wSlot]), s.conv,
-                    s.algo, reinterpret_cast<void *>(slots[c.workspace]),
-                    c.workspaceBytes, &beta, s.y,
-                    reinterpret_cast<void *>(slots[c.ySlot])),
-        "cudnnConvolutionForward");
+  if (!c.biasSlot) {
+    check(dnn.forward(dnn_, &one, s.x, at(c.xSlot), s.w, at(c.wSlot), s.conv,
+                      s.algos.front(), at(c.workspace), c.workspaceBytes, &beta,
+                      s.y, at(c.ySlot)),
+          "cudnnConvolutionForward");
+    return;
+  }
+  // Without a residual, z is y scaled by 0.
+  float zScale = c.zSlot ? 1.0f : 0.0f;
+  void *z = at(c.zSlot.value_or(c.ySlot));
+  for (;;) {
+    int status = dnn.biasActivationForward(
+        dnn_, &one, s.x, at(c.xSlot), s.w, at(c.wSlot), s.conv, s.algos.front(),
+        at(c.workspace), c.workspaceBytes, &zScale, s.y, z, s.bias,
+        at(*c.biasSlot), s.relu, s.y, at(c.ySlot));
+    if (!notSupported(status) || s.algos.size() == 1) {
+      check(status, "cudnnConvolutionBiasActivationForward");
+      return;
+    }
+    s.algos.erase(s.algos.begin());
+  }
 }
 
 } // namespace kiln::cuda

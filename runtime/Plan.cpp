@@ -341,6 +341,28 @@ CudaKernel::Conv decodeConv(const json &j, const std::vector<size_t> &slotBytes,
          std::to_string(c.xSlot) + ", w " + std::to_string(c.wSlot) + ", y " +
          std::to_string(c.ySlot) + ", workspace " +
          std::to_string(c.workspace) + ")");
+  if (j.contains("bias")) {
+    // The fused form: y = relu(conv + bias [+ z]), overwriting y.
+    if (!j.contains("activation") || j.at("activation") != "relu")
+      fail(what +
+           "'s conv with a bias must have the activation \"relu\", "
+           "got " +
+           (j.contains("activation") ? show(j.at("activation"))
+                                     : std::string("none")));
+    if (c.beta != 0)
+      fail(what + "'s conv with a bias must overwrite its output (beta 0)");
+    int64_t channels[4] = {1, c.y[1], 1, 1};
+    c.biasSlot = slot("bias", channels);
+    if (j.contains("z"))
+      c.zSlot = slot("z", c.y);
+    c.relu = true;
+    for (size_t s : {*c.biasSlot, c.zSlot.value_or(*c.biasSlot)})
+      if (s == c.ySlot || s == c.workspace)
+        fail(what + "'s conv bias or z shares slot " + std::to_string(s) +
+             " with its output or workspace");
+  } else if (j.contains("z") || j.contains("activation")) {
+    fail(what + "'s conv has a z or an activation but no bias");
+  }
   c.workspaceBytes =
       index(j.at("workspace_bytes"), what + "'s conv workspace_bytes");
   if (c.workspaceBytes > slotBytes[c.workspace])

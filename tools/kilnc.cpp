@@ -151,6 +151,17 @@ static cl::opt<bool> cudaConvLibrary(
     cl::desc("run 2-D convolutions on cuda devices through cuDNN (default "
              "true; false: generated kernels)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool> cudaConvFusion(
+    "cuda-cudnn-fusion",
+    cl::desc("let a cuDNN convolution add its bias (and a residual) and "
+             "apply the ReLU after it in the same call (default true; "
+             "false: a generated kernel does those)"),
+    cl::init(true), cl::cat(category));
+static cl::opt<std::string> saveCuda(
+    "save-cuda",
+    cl::desc("also write the CUDA C++ of the kernels on cuda devices (what "
+             "NVRTC compiles; as --emit=cuda prints) to this file"),
+    cl::value_desc("file"), cl::cat(category));
 static cl::opt<std::string> keepTemps("keep-temps",
                                       cl::desc("keep generated C++ and objects "
                                                "in this folder"),
@@ -223,6 +234,8 @@ int main(int argc, char **argv) {
   options.cuda.warpReductions = cudaWarpReductions;
   options.cuda.gemmLibrary = cudaGemmLibrary;
   options.cuda.convLibrary = cudaConvLibrary;
+  options.cuda.convFusion = cudaConvFusion;
+  options.cuda.saveSource = saveCuda;
   options.cxx.targetCpu = targetCpu;
   options.cxx.keepDir = keepTemps;
   return mlir::succeeded(kiln::compileModel(options)) ? 0 : 1;

@@ -482,6 +482,8 @@ def _compile_case(task, kilnc, timeout, result, artifact):
         argv += ["--devices=%s,cpu" % _CONFIG["device"]]
     if cuda_compile:
         argv.append("--emit=ptx")
+    elif _CONFIG.get("cuda_emulate"):
+        argv.append("--save-cuda=" + os.path.join(case_dir, "model.cu"))
     argv += task["kilnc_args"] + (_CONFIG.get("kilnc_args") or [])
     proc, secs, err = _exec(argv, timeout)
     result["compile_s"] = secs
@@ -497,17 +499,11 @@ def _compile_case(task, kilnc, timeout, result, artifact):
         result["compile_s"] += secs
         return _check_tool("ptxas", proc, err, argv, case_dir, result)
     if _CONFIG.get("cuda_emulate"):
-        # The same kernels as CUDA C, built for the host (tests/emu).
-        source = os.path.join(case_dir, "model.cu")
-        argv = argv[:argv.index("-o")] + ["-o", source, "--emit=cuda"] + \
-            argv[argv.index("-o") + 2:]
-        proc, secs, err = _exec(argv, timeout)
-        result["compile_s"] += secs
-        reason = _check_tool("kilnc --emit=cuda", proc, err, argv, case_dir, result)
-        if reason:
-            return reason
+        # The same kernels as CUDA C (kilnc --save-cuda), built for the host
+        # (tests/emu).
         start = time.monotonic()
-        reason = cuda_emu.build(source, os.path.join(case_dir, "model.emu.so"))
+        reason = cuda_emu.build(os.path.join(case_dir, "model.cu"),
+                                os.path.join(case_dir, "model.emu.so"))
         result["compile_s"] += time.monotonic() - start
         if reason:
             return reason

@@ -363,12 +363,9 @@ class KilnTestCase(unittest.TestCase):
         every generated kernel executed on the CPU."""
         sys.path.insert(0, os.path.join(KILN_SOURCE, "tests", "emu"))
         import cuda_emu
-        artifact, proc = self.compile(model_path, name + ".kiln", "--device",
-                                      "cuda:0", *extra)
-        assert_success(self, proc)
         source = self.path(name + ".cu")
-        proc = kilnc(model_path, "--device", "cuda:0", *extra, "--emit=cuda",
-                     "-o", source)
+        artifact, proc = self.compile(model_path, name + ".kiln", "--device",
+                                      "cuda:0", "--save-cuda", source, *extra)
         assert_success(self, proc)
         library = self.path(name + ".emu.so")
         reason = cuda_emu.build(source, library)

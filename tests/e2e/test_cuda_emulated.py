@@ -121,6 +121,46 @@ class CudaEmulatedTest(kt.KilnTestCase):
         err = self.check(y, want.astype(np.float32), 1e-4)
         kt.note("MatMul, LayerNorm, Gelu on emulated cuda:0: rel L2 %.2e" % err)
 
+    def test_fused_conv(self):
+        """Conv + bias + ReLU, then conv + bias + residual + ReLU: with
+        --cuda-cudnn-fusion (the default) each is one fused cuDNN call, with
+        =false a conv launch and a generated phase; both against
+        onnxruntime."""
+        from onnx import TensorProto, helper, numpy_helper
+        rng = np.random.default_rng(11)
+        w1 = rng.standard_normal((8, 4, 3, 3)).astype(np.float32) / 4
+        w2 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) / 6
+        b1 = rng.standard_normal(8).astype(np.float32)
+        b2 = rng.standard_normal(8).astype(np.float32)
+        x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
+        nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Relu", ["c1"], ["r1"]),
+                 helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Add", ["c2", "r1"], ["s"]),
+                 helper.make_node("Relu", ["s"], ["y"])]
+        graph = helper.make_graph(
+            nodes, "fused", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(a, n) for n, a in
+             (("w1", w1), ("w2", w2), ("b1", b1), ("b2", b2))])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        (want,) = kt.onnxruntime_outputs(model, [x])
+        path = self.save_model(model, "fused.onnx")
+        for fusion, fused in (("true", 2), ("false", 0)):
+            with self.subTest(fusion=fusion):
+                tag = "fused_" + fusion
+                artifact, env = self.cuda_emulated(path, tag, "--cuda-cudnn-fusion=" + fusion)
+                env["FAKE_CUDA_REPORT"] = "1"
+                (y,), proc = self.run_artifact(artifact, [x], tag + ".out", env=env)
+                report = re.search(r"(\d+) convs \((\d+) fused\)", proc.stderr)
+                self.assertIsNotNone(report, proc.stderr)
+                self.assertEqual((int(report.group(1)), int(report.group(2))), (2, fused))
+                err = self.check(y, want)
+                self.assertGreater((y == 0).mean(), 0.05)  # the ReLU clamps
+                kt.note("conv residual block, cuDNN fusion %s: %d fused convs, "
+                        "rel L2 %.2e against onnxruntime" % (fusion, fused, err))
+
 
 if __name__ == "__main__":
     unittest.main()

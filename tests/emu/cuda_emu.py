@@ -1,6 +1,6 @@
 """Runs kiln's generated CUDA kernels on the host, for CI without a GPU.
 
-build() compiles the CUDA source `kilnc --emit=cuda` prints as C++ with
+build() compiles the CUDA source kilnc writes (--save-cuda, --emit=cuda) as C++ with
 kiln_cuda_emu.h force-included, plus one trampoline per __global__ function;
 environment() points kiln-run at the fake CUDA driver, cuBLAS and cuDNN
 (tests/unit/FakeCuda.cpp), whose cuLaunchKernel then runs those trampolines

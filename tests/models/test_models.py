@@ -196,20 +196,24 @@ class ModelTest(kt.KilnTestCase):
         (y,), proc = self.run_artifact(artifact, [self.x[:3].numpy()], "emu", env=env)
         err = kt.rel_l2(y, self.reference[:3])
         report = re.search(r"fake cuda: (\d+) emulated kernel launches, (\d+) GEMMs, "
-                           r"(\d+) convs", proc.stderr)
+                           r"(\d+) convs \((\d+) fused\)", proc.stderr)
         self.assertIsNotNone(report, proc.stderr[-2000:])
-        kernels, gemms, convs = map(int, report.groups())
+        kernels, gemms, convs, fused = map(int, report.groups())
         kt.note("%s on emulated cuda:0: rel L2 %.2e; %d kernels, %d GEMMs, "
-                "%d convs (%.1f s)" % (self.model, err, kernels, gemms, convs,
-                                        time.time() - start))
+                "%d convs, %d of them fused with bias and ReLU (%.1f s)" %
+                (self.model, err, kernels, gemms, convs, fused, time.time() - start))
         self.assertGreater(kernels, 0)
         self.assertEqual(convs, self.cudnn_convs)
+        self.assertEqual(fused, self.fused_convs)
         self.assertLessEqual(err, TOLERANCE)
 
 
 class ResNet18(ModelTest):
     model = "resnet18"
     cudnn_convs = 20  # the stem, 16 3x3 convs, 3 strided 1x1 downsamples
+    # The stem and each block's first conv (bias, ReLU) and second (bias,
+    # the residual, ReLU): 1 + 8 + 8; the downsamples have no ReLU.
+    fused_convs = 17
     multi_device = ("--devices", "sim:0,sim:1", "--placement=pipeline:2",
                     "--microbatches", "3")
 
@@ -217,12 +221,14 @@ class ResNet18(ModelTest):
 class MobileNetV2(ModelTest):
     model = "mobilenet_v2"
     cudnn_convs = 1  # the stem; the depthwise and 1x1 ones are not cuDNN's
+    fused_convs = 0  # its ReLU6 is a clip, which cuDNN's fused call lacks
     multi_device = ("--devices", "cpu,sim:0,sim:1", "--placement=data:3")
 
 
 class BertEncoder(ModelTest):
     model = "bert"
     cudnn_convs = 0
+    fused_convs = 0
     multi_device = ("--devices", "sim:0,sim:1", "--placement=data:2")
 
 

@@ -497,7 +497,32 @@ TEST_F(CudaTest, FakeConvWithoutAFittingAlgorithmIsAnError) {
       "cuDNN offers no conv algorithm in FMA math whose workspace fits "
       "128 bytes (offered: 6 (math type 1), 5 (math type 0), 7 "
       "(CUDNN_STATUS_NOT_SUPPORTED), 1 (1099511627776 bytes), 0 "
-      "(256 bytes))");
+      "(256 bytes), 2 (256 bytes))");
+}
+
+// A fused conv (bias, residual, ReLU in one cuDNN call): the fake refuses
+// the first fitting algorithm (0) for the fused call as not supported, so
+// kiln must go on to the next (2) and keep it.
+TEST_F(CudaTest, FakeFusedConvRunsThroughCudnn) {
+  std::string fake = useFake(1);
+  setenv("KILN_CUDNN", fake.c_str(), 1);
+  std::string path = write(fusedConvPlan("cuda:0"), "conv-fused.kiln");
+  {
+    kiln::Module m = kiln::Module::load(path);
+    kiln::Tensor x = input(0.5f);
+    EXPECT_EQ(differsFromTwin(path, m, x, kConvOutputs), "");
+    EXPECT_EQ(fakeCount(fake, "convs_fused"), 2);
+    EXPECT_EQ(fakeCount(fake, "convs_not_fma"), 0) << "TF32 math allowed";
+    // The ReLU clamped some outputs: the check above covers both sides.
+    std::vector<kiln::Tensor> y = m.run({x});
+    size_t zeros = 0;
+    for (size_t i = 0; i < kConvOutputs; ++i)
+      zeros += y[0].data<float>()[i] == 0.0f;
+    EXPECT_GT(zeros, 0u);
+    EXPECT_LT(zeros, kConvOutputs);
+  }
+  EXPECT_EQ(fakeCount(fake, "dnn"), 0) << "the cuDNN handle leaked";
+  EXPECT_EQ(fakeCount(fake, "dnn_descriptors"), 0) << "descriptors leaked";
 }
 
 TEST_F(CudaTest, ConvLaunchesAreValidated) {
@@ -523,6 +548,19 @@ TEST_F(CudaTest, ConvLaunchesAreValidated) {
            "1, y 0, workspace 3)"},
           {"workspace", 1,
            "conv slots overlap, or its workspace is an argument"},
+          {"z", 0, "conv has a z or an activation but no bias"},
+      });
+  expectBadLaunches(
+      fusedConvPlan("cuda:0"), "conv",
+      {
+          {"activation", "gelu",
+           "conv with a bias must have the activation \"relu\", got "
+           "\"gelu\""},
+          {"beta", 1, "conv with a bias must overwrite its output (beta 0)"},
+          {"bias", 4, "conv slot bias is 4, but the kernel has 4 slots"},
+          {"bias", 2,
+           "conv bias or z shares slot 2 with its output or workspace"},
+          {"z", 2, "conv bias or z shares slot 2 with its output or workspace"},
       });
 }
 

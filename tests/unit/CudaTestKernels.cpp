@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <algorithm>
+
 #define N 1000
 
 extern "C" int kiln_abi_version(void) { return 1; }
@@ -58,6 +60,18 @@ extern "C" void k_conv(void **b) {
             }
           y[((n * 6 + m) * 5 + oh) * 6 + ow] = sum;
         }
+}
+
+// k_conv_fused {x, w, y}: k_conv, then y = max(y + w[m] + x[i], 0) for
+// each of its outputs i in channel m (cuDNN's fused conv with the bias in w
+// and the residual in x).
+extern "C" void k_conv_fused(void **b) {
+  k_conv(b);
+  const float *x = static_cast<const float *>(b[0]);
+  const float *w = static_cast<const float *>(b[1]);
+  float *y = static_cast<float *>(b[2]);
+  for (int i = 0; i < 360; ++i)
+    y[i] = std::max(y[i] + w[i / 30 % 6] + x[i], 0.0f);
 }
 
 // k_gemm {x, w, y}: two batches of x[10x20] times w[25x20] transposed (one

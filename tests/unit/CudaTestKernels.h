@@ -231,6 +231,14 @@ inline json cudaFor(const std::string &kernel) {
                  {"y", 2},
                  {"workspace", 3},
                  {"workspace_bytes", 1024}}}}}}};
+  if (kernel == "k_conv_fused") { // k_conv, then + w[m] + x[i], ReLU
+    json conv = cudaFor("k_conv");
+    json &c = conv["launches"][0]["conv"];
+    c["bias"] = 1;
+    c["z"] = 0;
+    c["activation"] = "relu";
+    return conv;
+  }
   return {{"slots", 2}, // k_fault {x, y}
           {"scratch", json::array()},
           {"launches", {launch("kiln_fault", N)}}};
@@ -335,6 +343,11 @@ inline PlanBuilder gemmPlan(const std::string &device) {
 /// One conv launch (k_conv), through cuDNN on a cuda device.
 inline PlanBuilder convPlan(const std::string &device) {
   return libraryPlan("k_conv", device, 11, 4.0f);
+}
+/// One fused conv launch (k_conv_fused: bias, residual, ReLU) through
+/// cuDNN on a cuda device.
+inline PlanBuilder fusedConvPlan(const std::string &device) {
+  return libraryPlan("k_conv_fused", device, 11, 4.0f);
 }
 /// The floats of y that k_gemm (y[2x10x25]) and k_conv (y[2x6x5x6]) write;
 /// on a GPU the rest of y is left as it was.

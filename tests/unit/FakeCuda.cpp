@@ -120,8 +120,9 @@ long gemms = 0;
 // The fake cuDNN's objects. Its heuristic offers, in order: 6 in tensor-op
 // math and 5 in the default math (either may use TF32, which kiln must
 // not take), 7, which is not supported, 1, which needs kFakeAlgo1Bytes of
-// workspace (more than kiln gives), then 0, which needs kFakeAlgo0Bytes.
-// All that run compute the same thing here. Statuses are cuDNN 9's.
+// workspace (more than kiln gives), then 0 and 2, which need
+// kFakeAlgo0Bytes. All that run compute the same thing here, except that
+// the fused call refuses 0. Statuses are cuDNN 9's.
 enum {
   DnnSuccess = 0,
   DnnNotInitialized = 1001,
@@ -146,9 +147,18 @@ struct DnnAlgoPerf { // cudnnConvolutionFwdAlgoPerf_t
   size_t memory;
   int determinism, mathType, reserved[3];
 };
+struct DnnActivation {
+  int mode = -1, nan = -1;
+  double coef = 0;
+};
 std::set<DnnHandle *> dnnHandles;
 std::set<DnnDescriptor *> dnnDescriptors;
-long convs = 0, convsNotFma = 0;
+std::set<DnnActivation *> dnnActivations;
+long convs = 0, convsNotFma = 0, convsFused = 0;
+
+size_t elements(const DnnDescriptor *d) {
+  return size_t(d->dims[0]) * d->dims[1] * d->dims[2] * d->dims[3];
+}
 
 /// Column-major C = alpha op(A) op(B) + beta C for each batch (cuBLAS's
 /// definition), after checking the handle, its stream and every extent.
@@ -221,6 +231,15 @@ CUresult cuGetErrorString(CUresult e, const char **s) {
   return Success;
 }
 
+long emulated = 0;
+
+void report() {
+  std::fprintf(stderr,
+               "fake cuda: %ld emulated kernel launches, %ld GEMMs, %ld "
+               "convs (%ld fused)\n",
+               emulated, gemms, convs, convsFused);
+}
+
 CUresult cuInit(unsigned flags) {
   LOCK;
   if (flags != 0)
@@ -239,6 +258,11 @@ CUresult cuInit(unsigned flags) {
     memory[d] = std::strtoull(sizes, &end, 10);
     sizes = *end == ',' ? end + 1 : end;
   }
+  static bool reporting = [] {
+    const char *wanted = std::getenv("FAKE_CUDA_REPORT");
+    return wanted && std::string(wanted) == "1" && std::atexit(report) == 0;
+  }();
+  (void)reporting;
   initialized = true;
   return Success;
 }
@@ -246,24 +270,12 @@ CUresult cuInit(unsigned flags) {
 using EmuKernel = const char *(*)(void **, unsigned, unsigned);
 using EmuSlots = unsigned (*)(void **, void *const **);
 
-long emulated = 0;
-
-void report() {
-  std::fprintf(stderr,
-               "fake cuda: %ld emulated kernel launches, %ld GEMMs, %ld "
-               "convs\n",
-               emulated, gemms, convs);
-}
-
 /// The library of emulated kernels ($FAKE_CUDA_KERNELS), or null.
 void *emulatedKernels() {
   static void *library = [] {
     const char *path = std::getenv("FAKE_CUDA_KERNELS");
     if (!path || !*path)
       return static_cast<void *>(nullptr);
-    if (const char *wanted = std::getenv("FAKE_CUDA_REPORT");
-        wanted && std::string(wanted) == "1")
-      std::atexit(report);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       std::fprintf(stderr, "fake cuda: cannot load FAKE_CUDA_KERNELS: %s\n",
@@ -601,7 +613,9 @@ long fake_cuda_count(const char *what) {
   if (w == "dnn")
     return long(dnnHandles.size());
   if (w == "dnn_descriptors")
-    return long(dnnDescriptors.size());
+    return long(dnnDescriptors.size() + dnnActivations.size());
+  if (w == "convs_fused")
+    return convsFused;
   if (w == "convs")
     return convs;
   if (w == "convs_not_fma")
@@ -829,19 +843,22 @@ int cudnnGetConvolutionForwardAlgorithm_v7(DnnHandle *h, DnnDescriptor *x,
       !dnnDescriptors.count(c) || !dnnDescriptors.count(y) || requested < 1 ||
       !convOutput(x, w, c, out) || std::memcmp(out, y->dims, sizeof out))
     return DnnBadParam;
-  DnnAlgoPerf offered[5] = {
+  DnnAlgoPerf offered[6] = {
       {6, DnnSuccess, 0.1f, 0, 1, 1, {}},
       {5, DnnSuccess, 0.2f, 0, 1, 0, {}},
       {7, DnnNotSupported, -1.0f, 0, 1, c->math, {}},
       {1, DnnSuccess, 0.5f, kFakeAlgo1Bytes, 1, c->math, {}},
-      {0, DnnSuccess, 1.0f, kFakeAlgo0Bytes, 1, c->math, {}}};
-  *returned = requested < 5 ? requested : 5;
+      {0, DnnSuccess, 1.0f, kFakeAlgo0Bytes, 1, c->math, {}},
+      {2, DnnSuccess, 2.0f, kFakeAlgo0Bytes, 1, c->math, {}}};
+  *returned = requested < 6 ? requested : 6;
   std::memcpy(perf, offered, sizeof(DnnAlgoPerf) * size_t(*returned));
   return DnnSuccess;
 }
 
 static size_t fakeWorkspace(int algo) {
-  return algo == 1 ? kFakeAlgo1Bytes : algo == 0 ? kFakeAlgo0Bytes : 0;
+  return algo == 1                ? kFakeAlgo1Bytes
+         : algo == 0 || algo == 2 ? kFakeAlgo0Bytes
+                                  : 0;
 }
 
 int cudnnGetConvolutionForwardWorkspaceSize(DnnHandle *h, DnnDescriptor *x,
@@ -860,12 +877,13 @@ int cudnnGetConvolutionForwardWorkspaceSize(DnnHandle *h, DnnDescriptor *x,
   return DnnSuccess;
 }
 
-int cudnnConvolutionForward(DnnHandle *h, const float *alpha, DnnDescriptor *xd,
-                            const float *x, DnnDescriptor *wd, const float *w,
-                            DnnDescriptor *cd, int algo, void *workspace,
-                            size_t workspaceBytes, const float *beta,
-                            DnnDescriptor *yd, float *y) {
-  LOCK;
+/// Checks a conv call's handle, descriptors, algorithm, workspace and
+/// tensors (each a live allocation of the handle's device), then computes
+/// the conv into `sums` (y's elements); a cuDNN status.
+static int convolve(DnnHandle *h, DnnDescriptor *xd, const float *x,
+                    DnnDescriptor *wd, const float *w, DnnDescriptor *cd,
+                    int algo, void *workspace, size_t workspaceBytes,
+                    DnnDescriptor *yd, float *y, std::vector<float> &sums) {
   if (!dnnHandles.count(h) || !h->stream || current != h->ctx)
     return DnnNotInitialized;
   int out[4];
@@ -877,9 +895,6 @@ int cudnnConvolutionForward(DnnHandle *h, const float *alpha, DnnDescriptor *xd,
   if (algo == 7)
     return DnnNotSupported;
   size_t need = fakeWorkspace(algo);
-  auto elements = [](const DnnDescriptor *d) {
-    return size_t(d->dims[0]) * d->dims[1] * d->dims[2] * d->dims[3];
-  };
   int device = h->ctx->device;
   if (workspaceBytes < need || deviceOf(uintptr_t(workspace), need) != device ||
       deviceOf(uintptr_t(x), elements(xd) * 4) != device ||
@@ -888,6 +903,7 @@ int cudnnConvolutionForward(DnnHandle *h, const float *alpha, DnnDescriptor *xd,
     return DnnFailed;
   const int *X = xd->dims, *W = wd->dims, *c = cd->conv;
   int groups = cd->groups, mg = W[0] / groups;
+  sums.assign(elements(yd), 0.0f);
   for (int n = 0; n < out[0]; ++n)
     for (int m = 0; m < out[1]; ++m)
       for (int oh = 0; oh < out[2]; ++oh)
@@ -904,12 +920,88 @@ int cudnnConvolutionForward(DnnHandle *h, const float *alpha, DnnDescriptor *xd,
                 sum += x[((size_t(n) * X[1] + ch) * X[2] + ih) * X[3] + iw] *
                        w[((size_t(m) * W[1] + k) * W[2] + i) * W[3] + j];
               }
-          float &to = y[((size_t(n) * out[1] + m) * out[2] + oh) * out[3] + ow];
-          to = *alpha * sum + (*beta == 0 ? 0.0f : *beta * to);
+          sums[((size_t(n) * out[1] + m) * out[2] + oh) * out[3] + ow] = sum;
         }
   ++convs;
   if (cd->math != 3 || algo == 5 || algo == 6) // CUDNN_FMA_MATH: no TF32
     ++convsNotFma;
+  return DnnSuccess;
+}
+
+int cudnnConvolutionForward(DnnHandle *h, const float *alpha, DnnDescriptor *xd,
+                            const float *x, DnnDescriptor *wd, const float *w,
+                            DnnDescriptor *cd, int algo, void *workspace,
+                            size_t workspaceBytes, const float *beta,
+                            DnnDescriptor *yd, float *y) {
+  LOCK;
+  std::vector<float> sums;
+  if (int status = convolve(h, xd, x, wd, w, cd, algo, workspace,
+                            workspaceBytes, yd, y, sums))
+    return status;
+  for (size_t i = 0; i < sums.size(); ++i)
+    y[i] = *alpha * sums[i] + (*beta == 0 ? 0.0f : *beta * y[i]);
+  return DnnSuccess;
+}
+
+int cudnnCreateActivationDescriptor(DnnActivation **a) {
+  LOCK;
+  *a = new DnnActivation;
+  dnnActivations.insert(*a);
+  return DnnSuccess;
+}
+
+int cudnnDestroyActivationDescriptor(DnnActivation *a) {
+  LOCK;
+  if (!dnnActivations.erase(a))
+    return DnnBadParam;
+  delete a;
+  return DnnSuccess;
+}
+
+// Modes sigmoid (0) to swish (6); NaN propagation 0 or 1.
+int cudnnSetActivationDescriptor(DnnActivation *a, int mode, int nan,
+                                 double coef) {
+  LOCK;
+  if (!dnnActivations.count(a) || mode < 0 || mode > 6 || nan < 0 || nan > 1)
+    return DnnBadParam;
+  *a = {mode, nan, coef};
+  return DnnSuccess;
+}
+
+// y = act(alpha1 conv(x) + alpha2 z + bias), ReLU only here. It refuses
+// algorithm 0 as not supported (the real one may refuse some algorithms for
+// the fused call), and z (when alpha2 is not 0) and the [1, C, 1, 1] bias
+// must be live allocations of the device.
+int cudnnConvolutionBiasActivationForward(
+    DnnHandle *h, const float *alpha1, DnnDescriptor *xd, const float *x,
+    DnnDescriptor *wd, const float *w, DnnDescriptor *cd, int algo,
+    void *workspace, size_t workspaceBytes, const float *alpha2,
+    DnnDescriptor *zd, const float *z, DnnDescriptor *bd, const float *bias,
+    DnnActivation *ad, DnnDescriptor *yd, float *y) {
+  LOCK;
+  if (!dnnActivations.count(ad) || ad->mode != 1 || !dnnDescriptors.count(zd) ||
+      !dnnDescriptors.count(bd) || !dnnDescriptors.count(yd) ||
+      std::memcmp(zd->dims, yd->dims, sizeof zd->dims) || bd->dims[0] != 1 ||
+      bd->dims[1] != yd->dims[1] || bd->dims[2] != 1 || bd->dims[3] != 1)
+    return DnnBadParam;
+  if (algo == 0)
+    return DnnNotSupported;
+  int device = h && dnnHandles.count(h) ? h->ctx->device : -1;
+  if (deviceOf(uintptr_t(bias), elements(bd) * 4) != device ||
+      (*alpha2 != 0 && deviceOf(uintptr_t(z), elements(zd) * 4) != device))
+    return DnnFailed;
+  std::vector<float> sums;
+  if (int status = convolve(h, xd, x, wd, w, cd, algo, workspace,
+                            workspaceBytes, yd, y, sums))
+    return status;
+  size_t plane = size_t(yd->dims[2]) * yd->dims[3];
+  for (size_t i = 0; i < sums.size(); ++i) {
+    float v = *alpha1 * sums[i] + bias[i / plane % yd->dims[1]];
+    if (*alpha2 != 0)
+      v += *alpha2 * z[i];
+    y[i] = v != v || v > 0 ? v : 0.0f;
+  }
+  ++convsFused;
   return DnnSuccess;
 }
 

@@ -392,9 +392,7 @@ LogicalResult compileModel(const CompileOptions &options) {
                             : DeviceAttr();
     if (!device || device.getKind() != "cuda")
       continue;
-    FailureOr<CudaKernel> cuda =
-        emitKernelCuda(kernel, symbol, options.cuda.warpReductions,
-                       options.cuda.gemmLibrary, options.cuda.convLibrary);
+    FailureOr<CudaKernel> cuda = emitKernelCuda(kernel, symbol, options.cuda);
     if (failed(cuda))
       return failure();
     half |= cuda->usesHalf;
@@ -412,6 +410,10 @@ LogicalResult compileModel(const CompileOptions &options) {
             "some with --device cuda:0, --devices or --pin)\n";
   if (options.emit == EmitKind::Cuda)
     return writeOutput(options.output, cudaPrelude(half) + cudaSource);
+  if (!options.cuda.saveSource.empty() &&
+      failed(
+          writeOutput(options.cuda.saveSource, cudaPrelude(half) + cudaSource)))
+    return failure();
   if (!cudaSteps.empty() || emitsGpuCode) {
     progress.stage("compiling " + std::to_string(cudaSteps.size()) +
                    " CUDA kernels");

@@ -405,3 +405,63 @@ func.func @long_row_sum(%x: tensor<2x2048xf32, #kiln.device<cuda:0>>) -> tensor<
   }
   return %0 : tensor<2xf32, #kiln.device<cuda:0>>
 }
+
+// A conv whose only user adds a per-channel bias and a residual and applies
+// a ReLU (maximumf with 0) is one fused cuDNN call: bias (slot 2) and z
+// (slot 3, the residual input) ride on the launch, which writes the kernel's
+// output (slot 4); no phase is left.
+#chan = affine_map<(d0, d1, d2, d3) -> (d1)>
+// CHECK-LABEL: // kiln kernel kiln_k12
+// CHECK-NOT: kiln_k12_p0
+// CHECK: // slots 6, scratch [648], launches: conv{"activation":"relu","beta":0,"bias":2,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[0,0],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":5,"workspace_bytes":648,"x":0,"x_shape":[1,2,5,5],"y":4,"y_shape":[1,3,3,3],"z":3}
+func.func @conv_bias_residual_relu(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor<3x2x3x3xf32, #kiln.device<cuda:0>>, %b: tensor<3xf32, #kiln.device<cuda:0>>, %z: tensor<1x3x3x3xf32, #kiln.device<cuda:0>>) -> tensor<1x3x3x3xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x, %w, %b, %z : tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, tensor<3x2x3x3xf32, #kiln.device<cuda:0>>, tensor<3xf32, #kiln.device<cuda:0>>, tensor<1x3x3x3xf32, #kiln.device<cuda:0>>) -> (tensor<1x3x3x3xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<1x2x5x5xf32>, %a1: tensor<3x2x3x3xf32>, %a2: tensor<3xf32>, %a3: tensor<1x3x3x3xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<1x3x3x3xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x3x3xf32>) -> tensor<1x3x3x3xf32>
+    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x3x3xf32>) {
+    ^bb0(%in: f32, %wt: f32, %acc: f32):
+      %p = arith.mulf %in, %wt : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<1x3x3x3xf32>
+    %e2 = tensor.empty() : tensor<1x3x3x3xf32>
+    %r = linalg.generic {indexing_maps = [#chan, #pid, #pid, #pid], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a2, %c, %a3 : tensor<3xf32>, tensor<1x3x3x3xf32>, tensor<1x3x3x3xf32>) outs(%e2 : tensor<1x3x3x3xf32>) {
+    ^bb0(%bias: f32, %conv: f32, %res: f32, %out: f32):
+      %s1 = arith.addf %conv, %bias : f32
+      %s2 = arith.addf %s1, %res : f32
+      %m = arith.maximumf %s2, %zero : f32
+      linalg.yield %m : f32
+    } -> tensor<1x3x3x3xf32>
+    kiln.yield %r : tensor<1x3x3x3xf32>
+  }
+  return %0 : tensor<1x3x3x3xf32, #kiln.device<cuda:0>>
+}
+
+// Without the ReLU, cuDNN's fused call would be limited to one algorithm:
+// the bias stays a generated phase after a plain conv launch.
+// CHECK-LABEL: // kiln kernel kiln_k13
+// CHECK: // slots 5, scratch [648], launches: conv{"beta":0,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[0,0],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":4,"workspace_bytes":648,"x":0,"x_shape":[1,2,5,5],"y":3,"y_shape":[1,3,3,3]} kiln_k13_p1(27)
+func.func @conv_bias(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor<3x2x3x3xf32, #kiln.device<cuda:0>>, %b: tensor<3xf32, #kiln.device<cuda:0>>) -> tensor<1x3x3x3xf32, #kiln.device<cuda:0>> {
+  %0 = kiln.kernel(%x, %w, %b : tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, tensor<3x2x3x3xf32, #kiln.device<cuda:0>>, tensor<3xf32, #kiln.device<cuda:0>>) -> (tensor<1x3x3x3xf32, #kiln.device<cuda:0>>) {
+  ^bb0(%a0: tensor<1x2x5x5xf32>, %a1: tensor<3x2x3x3xf32>, %a2: tensor<3xf32>):
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<1x3x3x3xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x3x3xf32>) -> tensor<1x3x3x3xf32>
+    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x3x3xf32>) {
+    ^bb0(%in: f32, %wt: f32, %acc: f32):
+      %p = arith.mulf %in, %wt : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<1x3x3x3xf32>
+    %e2 = tensor.empty() : tensor<1x3x3x3xf32>
+    %r = linalg.generic {indexing_maps = [#chan, #pid, #pid], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a2, %c : tensor<3xf32>, tensor<1x3x3x3xf32>) outs(%e2 : tensor<1x3x3x3xf32>) {
+    ^bb0(%bias: f32, %conv: f32, %out: f32):
+      %s1 = arith.addf %conv, %bias : f32
+      linalg.yield %s1 : f32
+    } -> tensor<1x3x3x3xf32>
+    kiln.yield %r : tensor<1x3x3x3xf32>
+  }
+  return %0 : tensor<1x3x3x3xf32, #kiln.device<cuda:0>>
+}
