@@ -42,6 +42,7 @@ using CUcontext = struct CUctx_st *;
 using CUstream = struct CUstream_st *;
 using CUmodule = struct CUmod_st *;
 using CUfunction = struct CUfunc_st *;
+using CUevent = struct CUevent_st *;
 
 inline constexpr CUresult kSuccess = 0;
 inline constexpr CUresult kErrorOutOfMemory = 2;
@@ -83,6 +84,11 @@ struct Driver {
   CUresult (*cuStreamCreate)(CUstream *, unsigned) = nullptr;
   CUresult (*cuStreamDestroy)(CUstream) = nullptr;
   CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
+  CUresult (*cuEventCreate)(CUevent *, unsigned) = nullptr;
+  CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
+  CUresult (*cuEventSynchronize)(CUevent) = nullptr;
+  CUresult (*cuEventDestroy)(CUevent) = nullptr;
   CUresult (*cuModuleLoadDataEx)(CUmodule *, const void *, unsigned, int *,
                                  void **) = nullptr;
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
@@ -241,6 +247,18 @@ public:
   /// Waits for `stream`; throws "NAME: WHAT: cuStreamSynchronize failed:
   /// ...".
   void synchronize(CUstream stream, const std::string &what) const;
+
+  /// A new event (no timing) recorded on `stream`, a stream of this
+  /// context: it completes when the work enqueued there so far has.
+  CUevent record(CUstream stream, const std::string &what) const;
+  /// Makes `stream`, a stream of this context, wait for `event` (of any
+  /// context) without blocking the calling thread.
+  void wait(CUstream stream, CUevent event, const std::string &what) const;
+  /// Blocks the calling thread until `event`, of this context, completes.
+  void waitHost(CUevent event, const std::string &what) const;
+  /// Destroys an event of this context (errors ignored: it runs while
+  /// cleaning up).
+  void destroyEvent(CUevent event) const;
 
   // Asynchronous copies on `stream`, a stream of this context.
   void toDevice(CUdeviceptr dst, const void *src, size_t bytes,

@@ -174,6 +174,35 @@ void Context::synchronize(CUstream stream, const std::string &what) const {
   check(driver_.cuStreamSynchronize(stream), "cuStreamSynchronize", what);
 }
 
+CUevent Context::record(CUstream stream, const std::string &what) const {
+  constexpr unsigned kDisableTiming = 2; // CU_EVENT_DISABLE_TIMING
+  makeCurrent();
+  CUevent event = nullptr;
+  check(driver_.cuEventCreate(&event, kDisableTiming), "cuEventCreate", what);
+  CUresult result = driver_.cuEventRecord(event, stream);
+  if (result != kSuccess) {
+    driver_.cuEventDestroy(event);
+    check(result, "cuEventRecord", what);
+  }
+  return event;
+}
+
+void Context::wait(CUstream stream, CUevent event,
+                   const std::string &what) const {
+  makeCurrent();
+  check(driver_.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent", what);
+}
+
+void Context::waitHost(CUevent event, const std::string &what) const {
+  makeCurrent();
+  check(driver_.cuEventSynchronize(event), "cuEventSynchronize", what);
+}
+
+void Context::destroyEvent(CUevent event) const {
+  makeCurrent();
+  driver_.cuEventDestroy(event);
+}
+
 void Context::toDevice(CUdeviceptr dst, const void *src, size_t bytes,
                        CUstream stream) const {
   makeCurrent();

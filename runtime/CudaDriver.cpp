@@ -71,6 +71,11 @@ Loaded loadFrom(const std::string &path) {
   resolve(library, "cuStreamCreate", d->cuStreamCreate, missing);
   resolve(library, "cuStreamDestroy_v2", d->cuStreamDestroy, missing);
   resolve(library, "cuStreamSynchronize", d->cuStreamSynchronize, missing);
+  resolve(library, "cuEventCreate", d->cuEventCreate, missing);
+  resolve(library, "cuEventRecord", d->cuEventRecord, missing);
+  resolve(library, "cuStreamWaitEvent", d->cuStreamWaitEvent, missing);
+  resolve(library, "cuEventSynchronize", d->cuEventSynchronize, missing);
+  resolve(library, "cuEventDestroy_v2", d->cuEventDestroy, missing);
   resolve(library, "cuModuleLoadDataEx", d->cuModuleLoadDataEx, missing);
   resolve(library, "cuModuleUnload", d->cuModuleUnload, missing);
   resolve(library, "cuModuleGetFunction", d->cuModuleGetFunction, missing);

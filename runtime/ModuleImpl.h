@@ -30,12 +30,26 @@ using plan::ValueKind;
 
 /// The events of one run on streams: which values are ready, how many of its
 /// steps have not finished, and the first error.
+/// An event recorded after GPU work, on the context of its stream.
+struct GpuEvent {
+  cuda::Context *context = nullptr;
+  cuda::CUevent event = nullptr;
+};
+
 struct RunEvents {
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<char> ready; // per value
+  std::vector<char> ready; // per value: its producer has run (or enqueued)
+  /// Per root value: the event after the GPU work that writes it, when its
+  /// producer enqueued that work rather than finishing it.
+  std::vector<GpuEvent> written;
   size_t pending = 0;
   std::exception_ptr error;
+  /// What the steps' GPU work uses until the run waits for every stream at
+  /// its end: the streams, the scratch buffers, the events.
+  std::vector<std::unique_ptr<transfer::Streams>> streams;
+  std::vector<std::vector<device::Buffer>> scratch;
+  std::vector<GpuEvent> recorded;
 };
 
 /// Collects the steps of a profiled run, from any thread.

@@ -4,7 +4,12 @@
 // staged onto their devices), then runs inline on the calling thread (one
 // device, no copies) or on the devices' worker streams; outputs are read
 // back to host tensors. On a cuda device work is enqueued on CUDA streams
-// and synchronised once per inline run, or once per step on a worker.
+// and synchronised once per run. In a multi-device run a step that enqueues
+// GPU work records an event after it and signals its outputs at once; a
+// step that reads them makes its own stream wait for that event (a GPU-side
+// wait, across devices too), or, on a host device, waits for it on the
+// host. The run keeps every step's streams and scratch until it has waited
+// for all of them at its end.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,13 +103,38 @@ void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
     skip = events.error != nullptr; // the run failed: signal, do not run
   }
   std::exception_ptr error;
+  // Kept by the run (below), which waits for the GPU before freeing them.
+  auto streams = std::make_unique<transfer::Streams>();
+  std::vector<device::Buffer> scratch;
+  GpuEvent done;
   if (!skip) {
     try {
+      std::string what = step.describe(index);
+      Device *gpu = step.isCopy
+                        ? transfer::streamDevice(&deviceOf(step.args[1]),
+                                                 &deviceOf(step.args[0]))
+                        : roleDevice[step.role];
+      if (gpu && !gpu->cuda())
+        gpu = nullptr;
+      // Order this step after the GPU work that writes its inputs.
+      std::vector<GpuEvent> after;
+      {
+        std::lock_guard<std::mutex> lock(events.mutex);
+        for (size_t i = 0; i < step.numInputs; ++i)
+          if (GpuEvent e = events.written[plan.values[step.args[i]].root];
+              e.event)
+            after.push_back(e);
+      }
+      for (const GpuEvent &e : after) {
+        if (gpu)
+          gpu->cuda()->wait(streams->of(*gpu), e.event, what);
+        else
+          e.context->waitHost(e.event, what);
+      }
       std::vector<void *> args;
-      std::vector<device::Buffer> scratch;
-      transfer::Streams streams; // destroyed first: waits for the GPU
-      execute(index, buffers, shapes, args, streams, scratch, profiler);
-      streams.synchronize(step.describe(index));
+      execute(index, buffers, shapes, args, *streams, scratch, profiler);
+      if (gpu)
+        done = {gpu->cuda(), gpu->cuda()->record(streams->of(*gpu), what)};
     } catch (...) {
       error = std::current_exception();
     }
@@ -114,8 +144,14 @@ void Module::Impl::runStep(size_t index, const std::vector<void *> &buffers,
   std::lock_guard<std::mutex> lock(events.mutex);
   if (error && !events.error)
     events.error = error;
-  for (size_t i = step.numInputs; i < step.args.size(); ++i)
+  events.streams.push_back(std::move(streams));
+  events.scratch.push_back(std::move(scratch));
+  if (done.event)
+    events.recorded.push_back(done);
+  for (size_t i = step.numInputs; i < step.args.size(); ++i) {
+    events.written[plan.values[step.args[i]].root] = done;
     events.ready[step.args[i]] = 1;
+  }
   --events.pending;
   events.changed.notify_all();
 }
@@ -125,6 +161,7 @@ void Module::Impl::runOnStreams(const std::vector<void *> &buffers,
                                 Profiler *profiler) const {
   RunEvents events;
   events.ready.assign(plan.values.size(), 0);
+  events.written.assign(plan.values.size(), GpuEvent());
   events.pending = plan.steps.size();
   size_t queued = 0;
   try {
@@ -146,6 +183,22 @@ void Module::Impl::runOnStreams(const std::vector<void *> &buffers,
   }
   std::unique_lock<std::mutex> lock(events.mutex);
   events.changed.wait(lock, [&] { return events.pending == 0; });
+  // Every step has run or enqueued its work: wait for all of it, then let
+  // the events, scratch and streams go.
+  for (const auto &streams : events.streams) {
+    try {
+      streams->synchronize(
+          "running the plan (kernels run asynchronously: with "
+          "CUDA_LAUNCH_BLOCKING=1 the failing one reports itself)");
+    } catch (...) {
+      if (!events.error)
+        events.error = std::current_exception();
+    }
+  }
+  for (const GpuEvent &e : events.recorded)
+    e.context->destroyEvent(e.event);
+  events.scratch.clear();
+  events.streams.clear();
   if (events.error)
     std::rethrow_exception(events.error);
 }

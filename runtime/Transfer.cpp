@@ -38,24 +38,31 @@ void Streams::synchronize(const std::string &what) {
     context->synchronize(stream, what);
 }
 
+Device *streamDevice(Device *to, Device *from) {
+  if (to && to->cuda())
+    return to;
+  return from && from->cuda() ? from : nullptr;
+}
+
 void copy(void *dst, Device *to, const void *src, Device *from, size_t bytes,
           Streams &streams) {
   if (!bytes)
     return;
   cuda::Context *target = to ? to->cuda() : nullptr;
   cuda::Context *source = from ? from->cuda() : nullptr;
-  if (!target && !source) {
+  Device *on = streamDevice(to, from);
+  if (!on) {
     std::memcpy(dst, src, bytes);
   } else if (!source) {
-    target->toDevice(devicePointer(dst), src, bytes, streams.of(*to));
+    target->toDevice(devicePointer(dst), src, bytes, streams.of(*on));
   } else if (!target) {
-    source->toHost(dst, devicePointer(src), bytes, streams.of(*from));
+    source->toHost(dst, devicePointer(src), bytes, streams.of(*on));
   } else if (target == source) {
     target->withinDevice(devicePointer(dst), devicePointer(src), bytes,
-                         streams.of(*to));
+                         streams.of(*on));
   } else {
     target->fromPeer(devicePointer(dst), *source, devicePointer(src), bytes,
-                     streams.of(*to));
+                     streams.of(*on));
   }
 }
 

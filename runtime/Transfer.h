@@ -42,6 +42,11 @@ private:
   std::vector<std::pair<cuda::Context *, cuda::CUstream>> held_;
 };
 
+/// The cuda device on whose stream copy() enqueues a copy from `from` to
+/// `to` (the target's when it is a cuda device, else the source's);
+/// nullptr when neither is one.
+device::Device *streamDevice(device::Device *to, device::Device *from);
+
 /// Copies `bytes` from `src` to `dst`. `from` and `to` are the devices the
 /// memory is on, nullptr for plain host memory (the caller's tensors, the
 /// mapped file).

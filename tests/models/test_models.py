@@ -206,6 +206,21 @@ class ModelTest(kt.KilnTestCase):
         self.assertEqual(convs, self.cudnn_convs)
         self.assertEqual(fused, self.fused_convs)
         self.assertLessEqual(err, TOLERANCE)
+        # The class's multi-device split with its sim devices made GPUs: two
+        # emulated devices, steps ordered by CUDA events across them.
+        devices = [a.replace("sim:", "cuda:") for a in self.multi_device]
+        artifact, env = self.cuda_emulated(
+            path, "%s.emu2" % self.model, "--input-shape",
+            self.export_models.input_shape(self.model, 3), *devices)
+        env.update(FAKE_CUDA_REPORT="1", FAKE_CUDA_DEVICES="2")
+        (y,), proc = self.run_artifact(artifact, [self.x[:3].numpy()], "emu2", env=env)
+        err = kt.rel_l2(y, self.reference[:3])
+        waits = re.search(r"(\d+) stream waits on events", proc.stderr)
+        self.assertIsNotNone(waits, proc.stderr[-2000:])
+        kt.note("%s %s on emulated GPUs: rel L2 %.2e, %s stream waits on events" %
+                (self.model, " ".join(devices), err, waits.group(1)))
+        self.assertGreater(int(waits.group(1)), 0)
+        self.assertLessEqual(err, TOLERANCE)
 
 
 class ResNet18(ModelTest):

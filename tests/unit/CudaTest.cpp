@@ -622,10 +622,18 @@ TEST_F(CudaTest, FakeMultiDevicePlansMoveDataEveryWay) {
     kiln::Module m = kiln::Module::load(path, options);
     for (size_t r = 0; r < 3; ++r)
       EXPECT_EQ(m.devices()[r].boundName, c.bound[r]) << what;
+    long waits = fakeCount(fake, "event_waits"),
+         hostWaits = fakeCount(fake, "event_syncs");
     for (float seed : {0.25f, -1.0f}) {
       kiln::Tensor x = input(seed);
       expectOutputs(m.run({x}), multiReference(x), what);
     }
+    // Steps order themselves after GPU work through events: a cuda step's
+    // stream waits for its inputs' events, the cpu step after the copy to
+    // the host waits for that copy's event on the host.
+    EXPECT_GT(fakeCount(fake, "event_waits"), waits) << what;
+    EXPECT_GT(fakeCount(fake, "event_syncs"), hostWaits) << what;
+    EXPECT_EQ(fakeCount(fake, "events"), 0) << what << ": events leaked";
   }
   EXPECT_EQ(fakeCount(fake, "allocations"), 0);
   EXPECT_EQ(fakeCount(fake, "contexts"), 0);
@@ -724,10 +732,14 @@ TEST_F(CudaTest, FakeKernelFaultsReachTheCaller) {
   multi.output("y", multi.copy(multi.kernel("k_add_one", {bad}, gpu), cpu));
   kiln::Module streamed =
       kiln::Module::load(write(multi, "fault2.kiln", kFakePtx));
+  // Steps on streams do not wait for the GPU either (events order them):
+  // the fault surfaces where the run waits for its streams at the end.
   for (int attempt = 0; attempt < 2; ++attempt)
     expectRunError(streamed, x,
-                   "cuda:0: step 1 (kernel 'k_fault'): cuStreamSynchronize "
-                   "failed: CUDA_ERROR_ILLEGAL_ADDRESS");
+                   "cuda:0: running the plan (kernels run asynchronously: "
+                   "with CUDA_LAUNCH_BLOCKING=1 the failing one reports "
+                   "itself): cuStreamSynchronize failed: "
+                   "CUDA_ERROR_ILLEGAL_ADDRESS");
 }
 
 TEST_F(CudaTest, FakeWithoutDevicesFallsBackOrFails) {

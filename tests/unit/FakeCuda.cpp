@@ -63,6 +63,14 @@ struct Stream {
   Ctx *ctx;
   CUresult pending = Success;
 };
+// An event: recorded on a stream of its context; streams run synchronously
+// here, so it completes at once, carrying the stream's pending error (a
+// fault reaches whoever waits on it, as a sticky error would).
+struct Event {
+  Ctx *ctx;
+  bool recorded = false;
+  CUresult pending = Success;
+};
 struct Module {
   Ctx *ctx;
   std::set<std::string> entries;
@@ -83,6 +91,8 @@ size_t memory[kMaxDevices], used[kMaxDevices];
 Ctx contexts[kMaxDevices];
 std::map<uintptr_t, Allocation> allocations;
 std::set<Stream *> streams;
+std::set<Event *> events;
+long streamSyncs = 0, eventWaits = 0, eventSyncs = 0;
 std::set<Module *> modules;
 std::set<Function *> functions;
 long launches = 0;
@@ -236,8 +246,8 @@ long emulated = 0;
 void report() {
   std::fprintf(stderr,
                "fake cuda: %ld emulated kernel launches, %ld GEMMs, %ld "
-               "convs (%ld fused)\n",
-               emulated, gemms, convs, convsFused);
+               "convs (%ld fused), %ld stream waits on events\n",
+               emulated, gemms, convs, convsFused, eventWaits);
 }
 
 CUresult cuInit(unsigned flags) {
@@ -481,10 +491,61 @@ CUresult cuStreamDestroy_v2(Stream *s) {
   return Success;
 }
 
+// Flags: CU_EVENT_DISABLE_TIMING (2) only, as kiln asks.
+CUresult cuEventCreate(Event **e, unsigned flags) {
+  REQUIRE_CONTEXT;
+  if (flags != 2)
+    return InvalidValue;
+  *e = new Event{current};
+  events.insert(*e);
+  return Success;
+}
+
+// The event and the stream belong to one context, the current one.
+CUresult cuEventRecord(Event *e, Stream *s) {
+  REQUIRE_CONTEXT;
+  if (!events.count(e) || e->ctx != current || !onCurrent(s))
+    return InvalidHandle;
+  e->recorded = true;
+  e->pending = s->pending;
+  return Success;
+}
+
+// The stream is the current context's; the event may be any context's, but
+// must have been recorded.
+CUresult cuStreamWaitEvent(Stream *s, Event *e, unsigned flags) {
+  REQUIRE_CONTEXT;
+  if (!events.count(e) || !onCurrent(s) || flags != 0)
+    return InvalidHandle;
+  if (!e->recorded)
+    return InvalidValue;
+  ++eventWaits;
+  if (s->pending == Success)
+    s->pending = e->pending;
+  return Success;
+}
+
+CUresult cuEventSynchronize(Event *e) {
+  REQUIRE_CONTEXT;
+  if (!events.count(e) || !e->recorded)
+    return InvalidHandle;
+  ++eventSyncs;
+  return e->pending;
+}
+
+CUresult cuEventDestroy_v2(Event *e) {
+  REQUIRE_CONTEXT;
+  if (!events.erase(e))
+    return InvalidHandle;
+  delete e;
+  return Success;
+}
+
 CUresult cuStreamSynchronize(Stream *s) {
   REQUIRE_CONTEXT;
   if (!onCurrent(s))
     return InvalidHandle;
+  ++streamSyncs;
   CUresult pending = s->pending;
   s->pending = Success;
   return pending;
@@ -582,7 +643,8 @@ CUresult cuLaunchKernel(Function *f, unsigned gx, unsigned gy, unsigned gz,
 }
 
 /// Live objects: "allocations", "bytes", "contexts" (retains), "streams",
-/// "modules", "launches" (all launches so far).
+/// "events", "modules"; calls so far: "launches", "stream_syncs",
+/// "event_waits" (cuStreamWaitEvent), "event_syncs" (cuEventSynchronize).
 long fake_cuda_count(const char *what) {
   LOCK;
   std::string w = what;
@@ -602,6 +664,14 @@ long fake_cuda_count(const char *what) {
   }
   if (w == "streams")
     return long(streams.size());
+  if (w == "events")
+    return long(events.size());
+  if (w == "stream_syncs")
+    return streamSyncs;
+  if (w == "event_waits")
+    return eventWaits;
+  if (w == "event_syncs")
+    return eventSyncs;
   if (w == "modules")
     return long(modules.size());
   if (w == "launches")
