@@ -73,6 +73,8 @@ struct Driver {
   CUresult (*cuMemGetInfo)(size_t *, size_t *) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
+  CUresult (*cuMemHostAlloc)(void **, size_t, unsigned) = nullptr;
+  CUresult (*cuMemFreeHost)(void *) = nullptr;
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t,
                                 CUstream) = nullptr;
   CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t,
@@ -240,6 +242,17 @@ public:
   /// cuMemGetInfo: free bytes on the device.
   size_t freeMemory() const;
 
+  /// Page-locked host memory of at least `bytes` (sizes round up to a
+  /// power of two, at least kStageMin), for staging copies to the device;
+  /// a released block of the same size is reused. nullptr when the driver
+  /// has no more to give (the caller then copies from pageable memory).
+  void *pinned(size_t bytes);
+  /// Gives a pinned block back; the copy that read it has completed.
+  void releasePinned(void *block, size_t bytes);
+  /// Copies to the device of at least this many bytes go through pinned
+  /// staging blocks (smaller ones are not worth the extra host copy).
+  static constexpr size_t kStageMin = 64 * 1024;
+
   /// A stream from the pool (created when the pool is empty).
   CUstream acquireStream();
   /// Returns a stream to the pool; the caller has synchronised it.
@@ -318,6 +331,8 @@ private:
   std::multimap<size_t, CUdeviceptr> cache_;
   size_t cached_ = 0;
   std::vector<CUstream> streams_, idle_;
+  std::multimap<size_t, void *> pinned_; // released pinned blocks, by size
+  std::vector<void *> pinnedAll_;        // every pinned block
 
   std::mutex blasMutex_; // the handle follows one stream at a time
   const Blas *blasLibrary_ = nullptr;

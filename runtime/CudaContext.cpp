@@ -56,6 +56,8 @@ Context::~Context() {
     releaseDnn();
     for (const auto &[bytes, pointer] : cache_)
       driver_.cuMemFree(pointer);
+    for (void *block : pinnedAll_)
+      driver_.cuMemFreeHost(block);
     if (module_)
       driver_.cuModuleUnload(module_);
     for (CUstream stream : streams_)
@@ -145,6 +147,39 @@ size_t Context::freeMemory() const {
 //===----------------------------------------------------------------------===//
 // Streams and copies
 //===----------------------------------------------------------------------===//
+
+/// The size of the pinned block that holds `bytes`.
+static size_t pinnedSize(size_t bytes) {
+  size_t size = Context::kStageMin;
+  while (size < bytes)
+    size *= 2;
+  return size;
+}
+
+void *Context::pinned(size_t bytes) {
+  size_t size = pinnedSize(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pinned_.find(size);
+    if (it != pinned_.end()) {
+      void *block = it->second;
+      pinned_.erase(it);
+      return block;
+    }
+  }
+  makeCurrent();
+  void *block = nullptr;
+  if (driver_.cuMemHostAlloc(&block, size, 0) != kSuccess || !block)
+    return nullptr; // pageable copies still work
+  std::lock_guard<std::mutex> lock(mutex_);
+  pinnedAll_.push_back(block);
+  return block;
+}
+
+void Context::releasePinned(void *block, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pinned_.emplace(pinnedSize(bytes), block);
+}
 
 CUstream Context::acquireStream() {
   {

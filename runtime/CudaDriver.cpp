@@ -64,6 +64,8 @@ Loaded loadFrom(const std::string &path) {
   resolve(library, "cuMemGetInfo_v2", d->cuMemGetInfo, missing);
   resolve(library, "cuMemAlloc_v2", d->cuMemAlloc, missing);
   resolve(library, "cuMemFree_v2", d->cuMemFree, missing);
+  resolve(library, "cuMemHostAlloc", d->cuMemHostAlloc, missing);
+  resolve(library, "cuMemFreeHost", d->cuMemFreeHost, missing);
   resolve(library, "cuMemcpyHtoDAsync_v2", d->cuMemcpyHtoDAsync, missing);
   resolve(library, "cuMemcpyDtoHAsync_v2", d->cuMemcpyDtoHAsync, missing);
   resolve(library, "cuMemcpyDtoDAsync_v2", d->cuMemcpyDtoDAsync, missing);

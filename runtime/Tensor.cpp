@@ -5,6 +5,7 @@
 #include "runtime/Cuda.h"
 #include "runtime/Device.h"
 #include "runtime/HostMemory.h"
+#include "runtime/Transfer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -184,16 +185,6 @@ void *Tensor::onDevice() const {
 }
 
 namespace {
-// A stream of `context` for one synchronous copy, returned to its pool
-// whatever happens.
-struct ScopedStream {
-  explicit ScopedStream(cuda::Context &context)
-      : context(context), stream(context.acquireStream()) {}
-  ~ScopedStream() { context.releaseStream(stream); }
-  cuda::Context &context;
-  cuda::CUstream stream;
-};
-
 // Copies `t`'s bytes to host memory at `dst`.
 void readInto(const Tensor &t, void *dst, device::Device *home) {
   size_t bytes = t.nbytes();
@@ -203,13 +194,9 @@ void readInto(const Tensor &t, void *dst, device::Device *home) {
     std::memcpy(dst, t.raw(), bytes);
     return;
   }
-  cuda::Context &context = *home->cuda();
-  ScopedStream s(context);
-  context.toHost(dst,
-                 static_cast<cuda::CUdeviceptr>(
-                     reinterpret_cast<uintptr_t>(t.devicePointer())),
-                 bytes, s.stream);
-  context.synchronize(s.stream, "cannot copy a tensor to the host");
+  transfer::Streams streams;
+  transfer::copy(dst, nullptr, t.devicePointer(), home, bytes, streams);
+  streams.synchronize("cannot copy a tensor to the host");
 }
 } // namespace
 
@@ -244,12 +231,10 @@ Tensor Tensor::to(const std::string &name) const {
       readInto(*this, staging.data(), home);
       source = staging.data();
     }
-    cuda::Context &context = *there->cuda();
-    ScopedStream s(context);
-    context.toDevice(static_cast<cuda::CUdeviceptr>(
-                         reinterpret_cast<uintptr_t>(t.data_.get())),
-                     source, nbytes(), s.stream);
-    context.synchronize(s.stream, "cannot copy a tensor to " + t.device_);
+    transfer::Streams streams;
+    transfer::copy(t.data_.get(), there.get(), source, nullptr, nbytes(),
+                   streams);
+    streams.synchronize("cannot copy a tensor to " + t.device_);
   }
   return t;
 }

@@ -11,6 +11,7 @@ namespace kiln::transfer {
 using device::Device;
 
 Streams::~Streams() {
+  bool clean = true;
   for (auto &[context, stream] : held_) {
     try {
       context->synchronize(stream, "releasing a stream");
@@ -18,8 +19,18 @@ Streams::~Streams() {
     } catch (const Error &) {
       // A failed stream is not reused; its context reports the error to
       // whoever synchronises next.
+      clean = false;
     }
   }
+  // A staging block a failed stream may still read is not reused.
+  if (clean)
+    releaseStaged();
+}
+
+void Streams::releaseStaged() {
+  for (const Staged &s : staged_)
+    s.context->releasePinned(s.block, s.bytes);
+  staged_.clear();
 }
 
 cuda::CUstream Streams::of(Device &device) {
@@ -36,6 +47,7 @@ cuda::CUstream Streams::of(Device &device) {
 void Streams::synchronize(const std::string &what) {
   for (const auto &[context, stream] : held_)
     context->synchronize(stream, what);
+  releaseStaged();
 }
 
 Device *streamDevice(Device *to, Device *from) {
@@ -54,6 +66,13 @@ void copy(void *dst, Device *to, const void *src, Device *from, size_t bytes,
   if (!on) {
     std::memcpy(dst, src, bytes);
   } else if (!source) {
+    void *block =
+        bytes >= cuda::Context::kStageMin ? target->pinned(bytes) : nullptr;
+    if (block) {
+      std::memcpy(block, src, bytes);
+      streams.stage(target, block, bytes);
+      src = block;
+    }
     target->toDevice(devicePointer(dst), src, bytes, streams.of(*on));
   } else if (!target) {
     source->toHost(dst, devicePointer(src), bytes, streams.of(*on));

@@ -5,7 +5,11 @@
 // uploaded at load, copy steps, outputs read back) goes through transfer():
 // host to host is a memcpy; anything touching a cuda device is an
 // asynchronous CUDA copy on a stream of a Streams set, which the caller
-// synchronises before it uses the bytes or releases the memory.
+// synchronises before it uses the bytes or releases the memory. A large copy
+// from the host to a device goes through a pinned (page-locked) staging
+// block the Streams set holds until it is synchronised: the DMA then runs
+// asynchronously, where from pageable memory the driver would first wait
+// for the stream.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,11 +39,23 @@ public:
   /// The stream of `device`, a cuda device.
   cuda::CUstream of(device::Device &device);
   /// Waits for every stream; throws the first error, `what` saying what
-  /// was running ("running the plan").
+  /// was running ("running the plan"). Staging blocks go back to their
+  /// contexts once their streams are done.
   void synchronize(const std::string &what);
+  /// Keeps the pinned `block` of `context` until the streams are done.
+  void stage(cuda::Context *context, void *block, size_t bytes) {
+    staged_.push_back({context, block, bytes});
+  }
 
 private:
+  struct Staged {
+    cuda::Context *context;
+    void *block;
+    size_t bytes;
+  };
+  void releaseStaged();
   std::vector<std::pair<cuda::Context *, cuda::CUstream>> held_;
+  std::vector<Staged> staged_;
 };
 
 /// The cuda device on whose stream copy() enqueues a copy from `from` to

@@ -65,6 +65,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "emu"))
 import cuda_emu  # noqa: E402  (tests/emu: CUDA kernels run on the host)
 DEFAULT_EXPECTED = os.path.join(HERE, "expected_failures.txt")
 DEFAULT_EXPECTED_SYMBOLIC = os.path.join(HERE, "expected_failures_symbolic.txt")
+DEFAULT_EXPECTED_CUDA = os.path.join(HERE, "expected_failures_cuda.txt")
 
 RTOL = 1e-3  # the ONNX backend node-test tolerances
 ATOL = 1e-7
@@ -730,16 +731,20 @@ def main(argv=None):
         expected_path = DEFAULT_EXPECTED
         if args.symbolic and os.path.exists(DEFAULT_EXPECTED_SYMBOLIC):
             expected_path = DEFAULT_EXPECTED_SYMBOLIC
+        if args.cuda_emulate:
+            expected_path = DEFAULT_EXPECTED_CUDA
     if args.expected_failures and not os.path.exists(expected_path):
         say("error: expected-failure list %s does not exist" % expected_path)
         return 1
     expected = read_expected(expected_path)
     stale = sorted(set(expected) - set(names))
     if args.cuda_compile or args.cuda_emulate or args.skip_expected_failures:
-        # cuda-compile: only what compiles and passes on the cpu must also
-        # compile for cuda.
-        left_out = [c for c in selected if c.name in expected]
-        selected = [c for c in selected if c.name not in expected]
+        # cuda-compile and cuda-emulate: only what passes on the cpu must
+        # also compile (and run) for cuda; cuda-emulate's own list says what
+        # fails there on top.
+        on_cpu = read_expected(DEFAULT_EXPECTED) if args.cuda_emulate else expected
+        left_out = [c for c in selected if c.name in on_cpu]
+        selected = [c for c in selected if c.name not in on_cpu]
         say("%d tests (%d on the expected-failure list left out)%s" % (
             len(selected), len(left_out),
             ", ptxas -arch=" + args.ptxas_arch if args.cuda_compile else

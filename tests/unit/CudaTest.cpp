@@ -441,6 +441,38 @@ TEST_F(CudaTest, FakeTensorsMoveToTheGpuAndBack) {
   }
 }
 
+// Copies of at least kStageMin bytes to a device go through a pinned block,
+// reused by the next; without pinned memory they still work, from pageable
+// memory.
+TEST_F(CudaTest, FakeLargeCopiesStageThroughPinnedMemory) {
+  for (const char *pinned : {"1", "0"}) {
+    setenv("FAKE_CUDA_PINNED", pinned, 1);
+    std::string fake = useFake(1);
+    bool on = std::string(pinned) == "1";
+    kiln::Tensor big =
+        kiln::Tensor::empty(kiln::DType::F32, {int64_t(1) << 17}); // 512 KiB
+    for (int64_t i = 0; i < big.numElements(); ++i)
+      big.data<float>()[i] = float(i % 1013) * 0.5f;
+    {
+      kiln::Tensor held = big.to("cuda:0"); // keeps the device bound
+      for (int round = 0; round < 2; ++round) {
+        kiln::Tensor back = big.to("cuda:0").to("cpu");
+        ASSERT_EQ(back.nbytes(), big.nbytes());
+        EXPECT_EQ(std::memcmp(back.raw(), big.raw(), big.nbytes()), 0);
+      }
+      EXPECT_EQ(fakeCount(fake, "pinned_copies"), on ? 3 : 0) << pinned;
+      EXPECT_EQ(fakeCount(fake, "pinned"), on ? 1 : 0) << "one block, reused";
+      // Small copies are direct.
+      kiln::Tensor x = input(0.5f);
+      kiln::Tensor small = x.to("cuda:0").to("cpu");
+      EXPECT_EQ(std::memcmp(small.raw(), x.raw(), x.nbytes()), 0);
+      EXPECT_EQ(fakeCount(fake, "pinned_copies"), on ? 3 : 0) << pinned;
+    }
+    EXPECT_EQ(fakeCount(fake, "pinned"), 0) << "freed with the device";
+  }
+  unsetenv("FAKE_CUDA_PINNED");
+}
+
 TEST_F(CudaTest, FakeGemmLaunchesRunThroughCublas) {
   std::string fake = useFake(1);
   setenv("KILN_CUBLAS", fake.c_str(), 1);

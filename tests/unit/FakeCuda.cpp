@@ -25,11 +25,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -92,6 +94,8 @@ Ctx contexts[kMaxDevices];
 std::map<uintptr_t, Allocation> allocations;
 std::set<Stream *> streams;
 std::set<Event *> events;
+std::map<uintptr_t, size_t> pinned; // page-locked blocks: start, bytes
+long pinnedCopies = 0;
 long streamSyncs = 0, eventWaits = 0, eventSyncs = 0;
 std::set<Module *> modules;
 std::set<Function *> functions;
@@ -246,8 +250,9 @@ long emulated = 0;
 void report() {
   std::fprintf(stderr,
                "fake cuda: %ld emulated kernel launches, %ld GEMMs, %ld "
-               "convs (%ld fused), %ld stream waits on events\n",
-               emulated, gemms, convs, convsFused, eventWaits);
+               "convs (%ld fused), %ld stream waits on events, %ld copies "
+               "from pinned memory\n",
+               emulated, gemms, convs, convsFused, eventWaits, pinnedCopies);
 }
 
 CUresult cuInit(unsigned flags) {
@@ -428,6 +433,29 @@ CUresult cuMemFree_v2(uint64_t p) {
   return Success;
 }
 
+// Page-locked host memory: plain memory here, counted; FAKE_CUDA_PINNED=0
+// makes cuMemHostAlloc fail (out of memory), as when the host has no more
+// to lock.
+CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
+  REQUIRE_CONTEXT;
+  const char *allowed = std::getenv("FAKE_CUDA_PINNED");
+  if (allowed && std::string(allowed) == "0")
+    return OutOfMemory;
+  if (flags != 0 || !bytes)
+    return InvalidValue;
+  *p = std::malloc(bytes);
+  pinned[reinterpret_cast<uintptr_t>(*p)] = bytes;
+  return Success;
+}
+
+CUresult cuMemFreeHost(void *p) {
+  REQUIRE_CONTEXT;
+  if (!pinned.erase(reinterpret_cast<uintptr_t>(p)))
+    return InvalidValue;
+  std::free(p);
+  return Success;
+}
+
 CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n,
                               Stream *s) {
   REQUIRE_CONTEXT;
@@ -436,6 +464,11 @@ CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n,
   if (deviceOf(dst, n) != current->device ||
       deviceOf(reinterpret_cast<uintptr_t>(src), 1) != -1)
     return InvalidValue;
+  auto block = pinned.upper_bound(reinterpret_cast<uintptr_t>(src));
+  if (block != pinned.begin() &&
+      reinterpret_cast<uintptr_t>(src) + n <=
+          std::prev(block)->first + std::prev(block)->second)
+    ++pinnedCopies;
   std::memcpy(reinterpret_cast<void *>(dst), src, n);
   return Success;
 }
@@ -643,7 +676,8 @@ CUresult cuLaunchKernel(Function *f, unsigned gx, unsigned gy, unsigned gz,
 }
 
 /// Live objects: "allocations", "bytes", "contexts" (retains), "streams",
-/// "events", "modules"; calls so far: "launches", "stream_syncs",
+/// "events", "pinned" (host blocks), "modules"; calls so far: "launches",
+/// "pinned_copies" (to a device from a pinned block), "stream_syncs",
 /// "event_waits" (cuStreamWaitEvent), "event_syncs" (cuEventSynchronize).
 long fake_cuda_count(const char *what) {
   LOCK;
@@ -666,6 +700,10 @@ long fake_cuda_count(const char *what) {
     return long(streams.size());
   if (w == "events")
     return long(events.size());
+  if (w == "pinned")
+    return long(pinned.size());
+  if (w == "pinned_copies")
+    return pinnedCopies;
   if (w == "stream_syncs")
     return streamSyncs;
   if (w == "event_waits")
@@ -901,6 +939,15 @@ static bool convOutput(const DnnDescriptor *x, const DnnDescriptor *w,
   return true;
 }
 
+/// The workspace `algo` needs for a conv into `y`: 0 and 2 need
+/// kFakeAlgo0Bytes, or 4 bytes per output when that is less (workspaces
+/// scale with the problem: a tiny conv must not need more than kiln's
+/// im2col-sized slot).
+static size_t fakeWorkspace(int algo, const DnnDescriptor *y) {
+  size_t scaled = std::min(kFakeAlgo0Bytes, 4 * elements(y));
+  return algo == 1 ? kFakeAlgo1Bytes : algo == 0 || algo == 2 ? scaled : 0;
+}
+
 int cudnnGetConvolutionForwardAlgorithm_v7(DnnHandle *h, DnnDescriptor *x,
                                            DnnDescriptor *w, DnnDescriptor *c,
                                            DnnDescriptor *y, int requested,
@@ -918,17 +965,11 @@ int cudnnGetConvolutionForwardAlgorithm_v7(DnnHandle *h, DnnDescriptor *x,
       {5, DnnSuccess, 0.2f, 0, 1, 0, {}},
       {7, DnnNotSupported, -1.0f, 0, 1, c->math, {}},
       {1, DnnSuccess, 0.5f, kFakeAlgo1Bytes, 1, c->math, {}},
-      {0, DnnSuccess, 1.0f, kFakeAlgo0Bytes, 1, c->math, {}},
-      {2, DnnSuccess, 2.0f, kFakeAlgo0Bytes, 1, c->math, {}}};
+      {0, DnnSuccess, 1.0f, fakeWorkspace(0, y), 1, c->math, {}},
+      {2, DnnSuccess, 2.0f, fakeWorkspace(2, y), 1, c->math, {}}};
   *returned = requested < 6 ? requested : 6;
   std::memcpy(perf, offered, sizeof(DnnAlgoPerf) * size_t(*returned));
   return DnnSuccess;
-}
-
-static size_t fakeWorkspace(int algo) {
-  return algo == 1                ? kFakeAlgo1Bytes
-         : algo == 0 || algo == 2 ? kFakeAlgo0Bytes
-                                  : 0;
 }
 
 int cudnnGetConvolutionForwardWorkspaceSize(DnnHandle *h, DnnDescriptor *x,
@@ -943,7 +984,7 @@ int cudnnGetConvolutionForwardWorkspaceSize(DnnHandle *h, DnnDescriptor *x,
     return DnnBadParam;
   if (algo == 7)
     return DnnNotSupported;
-  *bytes = fakeWorkspace(algo);
+  *bytes = fakeWorkspace(algo, y);
   return DnnSuccess;
 }
 
@@ -964,7 +1005,7 @@ static int convolve(DnnHandle *h, DnnDescriptor *xd, const float *x,
     return DnnBadParam;
   if (algo == 7)
     return DnnNotSupported;
-  size_t need = fakeWorkspace(algo);
+  size_t need = fakeWorkspace(algo, yd);
   int device = h->ctx->device;
   if (workspaceBytes < need || deviceOf(uintptr_t(workspace), need) != device ||
       deviceOf(uintptr_t(x), elements(xd) * 4) != device ||
