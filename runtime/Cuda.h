@@ -247,11 +247,18 @@ public:
   /// a released block of the same size is reused. nullptr when the driver
   /// has no more to give (the caller then copies from pageable memory).
   void *pinned(size_t bytes);
-  /// Gives a pinned block back; the copy that read it has completed.
+  /// Gives a pinned block back; the copy that read it has completed. Kept
+  /// for reuse while the pool holds at most kPinnedPoolMax bytes, else
+  /// freed.
   void releasePinned(void *block, size_t bytes);
   /// Copies to the device of at least this many bytes go through pinned
   /// staging blocks (smaller ones are not worth the extra host copy).
   static constexpr size_t kStageMin = 64 * 1024;
+  /// The most pinned memory one set of streams stages at once (the rest
+  /// of its copies go from pageable memory), and the most the pool keeps:
+  /// page-locked memory is taken from the whole machine.
+  static constexpr size_t kStageMax = size_t(64) << 20;
+  static constexpr size_t kPinnedPoolMax = size_t(256) << 20;
 
   /// A stream from the pool (created when the pool is empty).
   CUstream acquireStream();
@@ -332,7 +339,8 @@ private:
   size_t cached_ = 0;
   std::vector<CUstream> streams_, idle_;
   std::multimap<size_t, void *> pinned_; // released pinned blocks, by size
-  std::vector<void *> pinnedAll_;        // every pinned block
+  size_t pinnedPooled_ = 0;              // their bytes
+  std::vector<void *> pinnedAll_;        // every live pinned block
 
   std::mutex blasMutex_; // the handle follows one stream at a time
   const Blas *blasLibrary_ = nullptr;

@@ -12,6 +12,7 @@
 
 #include "kiln/runtime.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -164,6 +165,7 @@ void *Context::pinned(size_t bytes) {
     if (it != pinned_.end()) {
       void *block = it->second;
       pinned_.erase(it);
+      pinnedPooled_ -= size;
       return block;
     }
   }
@@ -177,8 +179,18 @@ void *Context::pinned(size_t bytes) {
 }
 
 void Context::releasePinned(void *block, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  pinned_.emplace(pinnedSize(bytes), block);
+  size_t size = pinnedSize(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pinnedPooled_ + size <= kPinnedPoolMax) {
+      pinned_.emplace(size, block);
+      pinnedPooled_ += size;
+      return;
+    }
+    pinnedAll_.erase(std::find(pinnedAll_.begin(), pinnedAll_.end(), block));
+  }
+  makeCurrent();
+  driver_.cuMemFreeHost(block);
 }
 
 CUstream Context::acquireStream() {

@@ -31,6 +31,7 @@ void Streams::releaseStaged() {
   for (const Staged &s : staged_)
     s.context->releasePinned(s.block, s.bytes);
   staged_.clear();
+  stagedBytes_ = 0;
 }
 
 cuda::CUstream Streams::of(Device &device) {
@@ -66,8 +67,9 @@ void copy(void *dst, Device *to, const void *src, Device *from, size_t bytes,
   if (!on) {
     std::memcpy(dst, src, bytes);
   } else if (!source) {
-    void *block =
-        bytes >= cuda::Context::kStageMin ? target->pinned(bytes) : nullptr;
+    bool stage = bytes >= cuda::Context::kStageMin &&
+                 streams.stagedBytes() + bytes <= cuda::Context::kStageMax;
+    void *block = stage ? target->pinned(bytes) : nullptr;
     if (block) {
       std::memcpy(block, src, bytes);
       streams.stage(target, block, bytes);

@@ -45,7 +45,10 @@ public:
   /// Keeps the pinned `block` of `context` until the streams are done.
   void stage(cuda::Context *context, void *block, size_t bytes) {
     staged_.push_back({context, block, bytes});
+    stagedBytes_ += bytes;
   }
+  /// The bytes of the pinned blocks held now.
+  size_t stagedBytes() const { return stagedBytes_; }
 
 private:
   struct Staged {
@@ -56,6 +59,7 @@ private:
   void releaseStaged();
   std::vector<std::pair<cuda::Context *, cuda::CUstream>> held_;
   std::vector<Staged> staged_;
+  size_t stagedBytes_ = 0;
 };
 
 /// The cuda device on whose stream copy() enqueues a copy from `from` to
