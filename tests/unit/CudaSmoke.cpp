@@ -160,12 +160,13 @@ void moduleLevel(const std::string &dir, int ordinal) {
     std::printf("one run (4 launches, 3 copies, 1 sync): %.1f us\n",
                 elapsed.count() / 200);
   }
-  // The vendor libraries: a GEMM through cuBLAS and a conv through cuDNN,
-  // each against its CPU twin.
+  // The vendor libraries: a GEMM through cuBLAS, a conv and a fused conv
+  // (bias, residual, ReLU) through cuDNN, each against its CPU twin.
   for (auto [name, plan, count] :
        {std::tuple<const char *, PlanBuilder, size_t>{
             "gemm (cuBLAS)", gemmPlan("cuda:0"), kGemmOutputs},
-        {"conv (cuDNN)", convPlan("cuda:0"), kConvOutputs}}) {
+        {"conv (cuDNN)", convPlan("cuda:0"), kConvOutputs},
+        {"fused conv (cuDNN)", fusedConvPlan("cuda:0"), kConvOutputs}}) {
     std::string path = write(plan, "library.kiln");
     std::string error = differsFromTwin(path, kiln::Module::load(path, options),
                                         input(0.25f), count, 1);

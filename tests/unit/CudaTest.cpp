@@ -824,15 +824,17 @@ TEST_F(CudaGpuTest, HandWrittenPtxRunsOnOneDevice) {
 }
 
 TEST_F(CudaGpuTest, VendorLibrariesMatchTheCpuTwins) {
-  // The toolkit's cuBLAS and cuDNN (not the fake): a GEMM and a conv with
-  // groups, pads, strides and dilations, twice each (the second reuses the
-  // handle and the conv's descriptors).
+  // The toolkit's cuBLAS and cuDNN (not the fake): a GEMM, a conv with
+  // groups, pads, strides and dilations, and the same conv fused with a
+  // bias, a residual and a ReLU, twice each (the second reuses the handle
+  // and the conv's descriptors).
   struct Case {
     const char *name;
     PlanBuilder plan;
     size_t count;
   } cases[] = {{"gemm", gemmPlan("cuda:0"), kGemmOutputs},
-               {"conv", convPlan("cuda:0"), kConvOutputs}};
+               {"conv", convPlan("cuda:0"), kConvOutputs},
+               {"fused conv", fusedConvPlan("cuda:0"), kConvOutputs}};
   for (const Case &c : cases) {
     std::string path = write(c.plan, std::string(c.name) + ".kiln");
     kiln::Module m = kiln::Module::load(path);
