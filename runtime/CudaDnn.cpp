@@ -144,14 +144,15 @@ void Context::conv(const plan::CudaKernel::Conv &c,
     ConvSetup s;
     try {
       auto dim = [](int64_t v) { return int(v); };
-      check(dnn.createTensor(&s.x), "cudnnCreateTensorDescriptor");
-      check(dnn.setTensor4d(s.x, kTensorNchw, kDataFloat, dim(c.x[0]),
-                            dim(c.x[1]), dim(c.x[2]), dim(c.x[3])),
-            "cudnnSetTensor4dDescriptor");
-      check(dnn.createTensor(&s.y), "cudnnCreateTensorDescriptor");
-      check(dnn.setTensor4d(s.y, kTensorNchw, kDataFloat, dim(c.y[0]),
-                            dim(c.y[1]), dim(c.y[2]), dim(c.y[3])),
-            "cudnnSetTensor4dDescriptor");
+      // An NCHW f32 tensor descriptor of `shape` into `t`.
+      auto tensor = [&](Dnn::Tensor &t, const int64_t *shape) {
+        check(dnn.createTensor(&t), "cudnnCreateTensorDescriptor");
+        check(dnn.setTensor4d(t, kTensorNchw, kDataFloat, dim(shape[0]),
+                              dim(shape[1]), dim(shape[2]), dim(shape[3])),
+              "cudnnSetTensor4dDescriptor");
+      };
+      tensor(s.x, c.x);
+      tensor(s.y, c.y);
       check(dnn.createFilter(&s.w), "cudnnCreateFilterDescriptor");
       check(dnn.setFilter4d(s.w, kDataFloat, kTensorNchw, dim(c.w[0]),
                             dim(c.w[1]), dim(c.w[2]), dim(c.w[3])),
@@ -166,10 +167,8 @@ void Context::conv(const plan::CudaKernel::Conv &c,
             "cudnnSetConvolutionGroupCount");
       check(dnn.setMathType(s.conv, kFmaMath), "cudnnSetConvolutionMathType");
       if (c.biasSlot) {
-        check(dnn.createTensor(&s.bias), "cudnnCreateTensorDescriptor");
-        check(dnn.setTensor4d(s.bias, kTensorNchw, kDataFloat, 1, dim(c.y[1]),
-                              1, 1),
-              "cudnnSetTensor4dDescriptor");
+        const int64_t channels[4] = {1, c.y[1], 1, 1};
+        tensor(s.bias, channels);
         check(dnn.createActivation(&s.relu), "cudnnCreateActivationDescriptor");
         check(dnn.setActivation(s.relu, kActivationRelu, kPropagateNan, 0.0),
               "cudnnSetActivationDescriptor");

@@ -355,7 +355,6 @@ CudaKernel::Conv decodeConv(const json &j, const std::vector<size_t> &slotBytes,
     c.biasSlot = slot("bias", channels);
     if (j.contains("z"))
       c.zSlot = slot("z", c.y);
-    c.relu = true;
     for (size_t s : {*c.biasSlot, c.zSlot.value_or(*c.biasSlot)})
       if (s == c.ySlot || s == c.workspace)
         fail(what + "'s conv bias or z shares slot " + std::to_string(s) +

@@ -87,10 +87,10 @@ struct CudaKernel {
     double beta = 0;
     size_t xSlot = 0, wSlot = 0, ySlot = 0, workspace = 0;
     size_t workspaceBytes = 0;
-    /// Fused (cudnnConvolutionBiasActivationForward): y = max(conv + bias
-    /// [+ z], 0) with a per-channel bias and an optional z shaped like y.
+    /// Fused (cudnnConvolutionBiasActivationForward) when there is a bias:
+    /// y = max(conv + bias [+ z], 0) with a per-channel bias and an optional
+    /// z shaped like y (ReLU is the only activation).
     std::optional<size_t> biasSlot, zSlot;
-    bool relu = false;
   };
   /// An entry point of the ptx section over `threads` threads, a GEMM or a
   /// conv.

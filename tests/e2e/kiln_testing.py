@@ -361,7 +361,9 @@ class KilnTestCase(unittest.TestCase):
         and its CUDA kernels for the host (tests/emu); returns the artifact
         and the environment in which kiln-run runs it on the fake driver,
         every generated kernel executed on the CPU."""
-        sys.path.insert(0, os.path.join(KILN_SOURCE, "tests", "emu"))
+        emu = os.path.join(KILN_SOURCE, "tests", "emu")
+        if emu not in sys.path:
+            sys.path.insert(0, emu)
         import cuda_emu
         source = self.path(name + ".cu")
         artifact, proc = self.compile(model_path, name + ".kiln", "--device",

@@ -31,12 +31,11 @@ def trampolines(source):
         end = found[n + 1].start() if n + 1 < len(found) else len(source)
         sync = "true" if any(s in source[m.end():end] for s in _SYNCS) else "false"
         out.append(
-            'extern "C" const char *%(n)s_emu(void **params, unsigned blocks, '
+            'extern "C" void %(n)s_emu(void **params, unsigned blocks, '
             'unsigned threads) {\n'
             '  %(s)s s = *static_cast<%(s)s *>(params[0]);\n'
             '  kiln_emu::launch(blocks, threads, %(y)s, '
-            '[](void *p) { %(n)s(*static_cast<%(s)s *>(p)); }, &s);\n'
-            '  return nullptr;\n}\n'
+            '[](void *p) { %(n)s(*static_cast<%(s)s *>(p)); }, &s);\n}\n'
             'extern "C" unsigned %(n)s_emu_slots(void **params, void *const **p) {\n'
             '  *p = static_cast<%(s)s *>(params[0])->p;\n'
             '  return sizeof(%(s)s) / sizeof(void *);\n}\n'

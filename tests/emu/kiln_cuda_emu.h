@@ -75,7 +75,6 @@ struct Grid {
   ucontext_t scheduler;
   void (*body)(void *) = nullptr;
   void *arg = nullptr;
-  std::string error;
 };
 
 static Grid grid;

@@ -408,17 +408,16 @@ LogicalResult compileModel(const CompileOptions &options) {
     errs << prefix
          << "warning: no kernel runs on a cuda device (place "
             "some with --device cuda:0, --devices or --pin)\n";
+  cudaSource = cudaPrelude(half) + cudaSource; // the whole translation unit
   if (options.emit == EmitKind::Cuda)
-    return writeOutput(options.output, cudaPrelude(half) + cudaSource);
+    return writeOutput(options.output, cudaSource);
   if (!options.cuda.saveSource.empty() &&
-      failed(
-          writeOutput(options.cuda.saveSource, cudaPrelude(half) + cudaSource)))
+      failed(writeOutput(options.cuda.saveSource, cudaSource)))
     return failure();
   if (!cudaSteps.empty() || emitsGpuCode) {
     progress.stage("compiling " + std::to_string(cudaSteps.size()) +
                    " CUDA kernels");
-    auto compiled =
-        compilePtx(cudaPrelude(half) + cudaSource, options.cuda, half);
+    auto compiled = compilePtx(cudaSource, options.cuda, half);
     if (!compiled) {
       progress.done();
       errs << prefix << "error: " << llvm::toString(compiled.takeError())
