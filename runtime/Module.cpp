@@ -250,16 +250,12 @@ Module Module::load(Tensor file, const std::string &path,
       impl->devices = std::move(binding.devices);
       impl->roleDevice = std::move(binding.roleDevice);
       impl->prepare(parsed);
+      impl->stepByStep = impl->plan.lateShapes;
       for (const plan::Step &step : impl->plan.steps)
         for (size_t i : step.dimsData)
           if (!impl->deviceOf(step.args[i]).usesHostMemory())
-            throw Error("the shapes of " + step.kernel +
-                        " depend on data that lives on a device; they need "
-                        "it in host memory");
-      if (impl->plan.lateShapes && !impl->runsInline)
-        throw Error("the plan's shapes depend on data it computes, which "
-                    "needs a single-device plan (no copies) for now");
-    } catch (const Error &e) { // from the plan, the binding or an upload
+            impl->stepByStep = true; // read back from the device
+    } catch (const Error &e) {       // from the plan, the binding or an upload
       throw impl->fail(e.what());
     }
   } catch (const nlohmann::json::exception &e) {

@@ -79,6 +79,9 @@ struct Module::Impl {
   std::vector<std::vector<cuda::CUfunction>> functions;
   /// Roles all on one device and no copies: run on the calling thread.
   bool runsInline = true;
+  /// Shapes depend on data steps compute, or on data a dims function must
+  /// read back from a device: resolve them step by step (runStepByStep).
+  bool stepByStep = false;
   /// Inline runs in host memory: per step, the temps (roots) no later step
   /// reads, released right after it so later steps reuse their memory.
   /// Empty otherwise: every temp is allocated before the run.
@@ -124,7 +127,8 @@ struct Module::Impl {
   std::vector<void *> hostBuffers(const std::vector<Tensor> &inputs) const;
   /// Points each view (alias value) without a buffer at its base's.
   void resolveViews(std::vector<void *> &buffers) const;
-  /// A run whose shapes depend on data its steps compute (single device).
+  /// A run whose shapes are resolved as its steps run, one after another on
+  /// the calling thread (stepByStep).
   std::vector<Tensor>
   runStepByStep(const std::vector<Tensor> &inputs,
                 const std::vector<std::vector<int64_t>> &inputShapes,

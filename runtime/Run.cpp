@@ -20,6 +20,13 @@
 
 namespace kiln {
 
+namespace {
+// What a run's final wait for the GPU says it waited for.
+const char *const kRunningThePlan =
+    "running the plan (kernels run asynchronously: with "
+    "CUDA_LAUNCH_BLOCKING=1 the failing one reports itself)";
+} // namespace
+
 void Module::Impl::execute(size_t index, const std::vector<void *> &buffers,
                            const plan::Shapes &shapes,
                            std::vector<void *> &args,
@@ -187,9 +194,7 @@ void Module::Impl::runOnStreams(const std::vector<void *> &buffers,
   // the events, scratch and streams go.
   for (const auto &streams : events.streams) {
     try {
-      streams->synchronize(
-          "running the plan (kernels run asynchronously: with "
-          "CUDA_LAUNCH_BLOCKING=1 the failing one reports itself)");
+      streams->synchronize(kRunningThePlan);
     } catch (...) {
       if (!events.error)
         events.error = std::current_exception();
@@ -227,34 +232,88 @@ std::vector<Tensor> Module::Impl::runStepByStep(
     const std::vector<Tensor> &inputs,
     const std::vector<std::vector<int64_t>> &inputShapes,
     Profiler *profiler) const {
-  // One device in host memory, no copies (checked at load): each step's
-  // shapes are resolved once the data its dims function reads exists, then
-  // its outputs are allocated and it runs.
+  // The steps run one after another on the calling thread, in plan order.
+  // Each step's shapes are resolved once the data its dims function reads
+  // exists (in host memory, checked at load), then its outputs are
+  // allocated on their devices and it runs. GPU work stays queued while
+  // the next step enqueues on the same stream; anything else (a host step,
+  // another device's stream, a dims function reading data) waits for it.
   const plan::Plan &p = plan;
   plan::Shapes shapes = plan::startShapes(p, inputShapes);
-  std::vector<void *> buffers = hostBuffers(inputs);
-  std::vector<Tensor> storage; // temps of this call
-  auto views = [&]() { resolveViews(buffers); };
+  std::vector<void *> buffers(p.values.size(), nullptr);
+  std::vector<device::Buffer> storage, scratch; // device memory of this call
+  storage.reserve(p.values.size());
+  // Declared after the memory it uses: if anything throws, it waits for the
+  // GPU before the memory goes back.
   transfer::Streams streams;
-  std::vector<device::Buffer> scratch;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    size_t id = p.inputValues[i];
+    Device &device = deviceOf(id);
+    if (device.usesHostMemory()) {
+      buffers[id] = const_cast<void *>(inputs[i].raw());
+      continue;
+    }
+    storage.emplace_back(device, shapes.nbytes[id]);
+    transfer::copy(storage.back().data(), &device, inputs[i].raw(), nullptr,
+                   shapes.nbytes[id], streams);
+    buffers[id] = storage.back().data();
+  }
+  for (size_t id = 0; id < p.values.size(); ++id)
+    if (p.values[id].kind == ValueKind::Constant)
+      buffers[id] = const_cast<void *>(constants[id]);
+  resolveViews(buffers);
+  Device *queuedOn = nullptr; // whose stream holds work not waited for
   std::vector<void *> args;
   for (size_t index = 0; index < p.steps.size(); ++index) {
     const plan::Step &step = p.steps[index];
-    plan::resolveStep(p, shapes, index, buffers);
+    Device *gpu = step.isCopy ? transfer::streamDevice(&deviceOf(step.args[1]),
+                                                       &deviceOf(step.args[0]))
+                              : roleDevice[step.role];
+    if (gpu && !gpu->cuda())
+      gpu = nullptr;
+    if (queuedOn && (gpu != queuedOn || !step.dimsData.empty())) {
+      streams.synchronize(step.describe(index) + ": waiting for its inputs");
+      queuedOn = nullptr;
+    }
+    // The data its dims function reads, brought to the host for it.
+    std::vector<std::pair<size_t, Tensor>> readBack;
+    for (size_t i : step.dimsData) {
+      size_t id = step.args[i];
+      if (deviceOf(id).usesHostMemory() || !buffers[id])
+        continue;
+      readBack.emplace_back(id,
+                            Tensor::empty(p.values[id].dtype, shapes.of[id]));
+      transfer::copy(readBack.back().second.raw(), nullptr, buffers[id],
+                     &deviceOf(id), shapes.nbytes[id], streams);
+    }
+    if (!readBack.empty()) {
+      streams.synchronize(step.describe(index) +
+                          ": reading the data its shapes depend on");
+      std::vector<void *> onHost = buffers;
+      for (auto &[id, tensor] : readBack)
+        onHost[id] = tensor.raw();
+      plan::resolveStep(p, shapes, index, onHost);
+    } else {
+      plan::resolveStep(p, shapes, index, buffers);
+    }
     for (size_t i = step.numInputs; i < step.args.size(); ++i) {
       size_t id = step.args[i];
-      storage.push_back(Tensor::empty(p.values[id].dtype, shapes.of[id]));
-      buffers[id] = storage.back().raw();
+      storage.emplace_back(deviceOf(id), shapes.nbytes[id]);
+      buffers[id] = storage.back().data();
     }
-    views();
+    resolveViews(buffers);
     execute(index, buffers, shapes, args, streams, scratch, profiler);
+    queuedOn = gpu;
   }
+  if (queuedOn) // host outputs may come from copies still queued
+    streams.synchronize(kRunningThePlan);
   std::vector<Tensor> outputs;
   for (size_t id : p.outputValues) {
     outputs.push_back(Tensor::empty(p.values[id].dtype, shapes.of[id]));
-    if (outputs.back().nbytes())
-      std::memcpy(outputs.back().raw(), buffers[id], outputs.back().nbytes());
+    transfer::copy(outputs.back().raw(), nullptr, buffers[id], &deviceOf(id),
+                   outputs.back().nbytes(), streams);
   }
+  streams.synchronize(kRunningThePlan);
   return outputs;
 }
 
@@ -310,7 +369,7 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
                   "' has no storage");
     inputShapes.push_back(have);
   }
-  if (p.lateShapes)
+  if (m.stepByStep)
     return m.runStepByStep(inputs, inputShapes, profiler);
   plan::Shapes resolved;
   if (p.dynamic) {
@@ -394,8 +453,7 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
       transfer::copy(outputs[i].raw(), nullptr, buffers[p.outputValues[i]],
                      &m.deviceOf(p.outputValues[i]), outputs[i].nbytes(),
                      streams);
-  streams.synchronize("running the plan (kernels run asynchronously: with "
-                      "CUDA_LAUNCH_BLOCKING=1 the failing one reports itself)");
+  streams.synchronize(kRunningThePlan);
   return outputs;
 }
 

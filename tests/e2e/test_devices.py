@@ -887,5 +887,89 @@ class ParallelPlacementTest(kt.KilnTestCase):
                 kt.assert_clean_failure(self, proc, *expected)
 
 
+def make_nonzero_model():
+    """x f32[2,8] -> Relu -> (> 0.5) -> NonZero -> idx int64[2,K]; y = 2 *
+    GatherND(relu(x), idx^T), f32[K]: K, and so every shape after NonZero,
+    depends on the data the plan computes."""
+    from onnx import TensorProto, helper as h, numpy_helper as nh
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"),
+             h.make_node("Greater", ["r", "half"], ["m"], name="greater"),
+             h.make_node("NonZero", ["m"], ["idx"], name="nonzero"),
+             h.make_node("Transpose", ["idx"], ["t"], perm=[1, 0], name="transpose"),
+             h.make_node("GatherND", ["r", "t"], ["g"], name="gather"),
+             h.make_node("Mul", ["g", "two"], ["y"], name="mul")]
+    inits = [nh.from_array(np.array(0.5, np.float32), "half"),
+             nh.from_array(np.array(2.0, np.float32), "two")]
+    graph = h.make_graph(nodes, "nonzero", [h.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, 8])], [
+            h.make_tensor_value_info("idx", TensorProto.INT64, None),
+            h.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+def numpy_nonzero_model(x):
+    r = np.maximum(x, 0)
+    return np.array(np.nonzero(r > 0.5), dtype=np.int64), r[r > 0.5] * 2
+
+
+class DataDependentShapesTest(kt.KilnTestCase):
+    """Shapes that depend on data the plan computes (NonZero), in plans that
+    span devices or live off the host: the runtime sizes each step as it
+    comes, copies between devices included, and reads the data a shape
+    depends on back from the device that holds it. Each placement must give
+    numpy's result, for inputs whose NonZero counts differ (8 and 0)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        kt.import_or_skip("onnx")
+        cls.model = cls.save_model(make_nonzero_model(), "nonzero.onnx")
+        rng = np.random.default_rng(SEED)
+        cls.inputs = [rng.standard_normal((2, 8)).astype(np.float32),
+                      -np.ones((2, 8), np.float32)]
+
+    def check(self, tag, *options, env=None, artifact=None):
+        if artifact is None:
+            artifact, proc = self.compile(self.model, tag + ".kiln", *options)
+            kt.assert_success(self, proc)
+        procs = []
+        for i, x in enumerate(self.inputs):
+            (idx, y), proc = self.run_artifact(artifact, [x], "%s_%d" % (tag, i), env=env)
+            procs.append(proc)
+            want_idx, want_y = numpy_nonzero_model(x)
+            np.testing.assert_array_equal(idx, want_idx)
+            self.assertEqual(y.shape, want_y.shape)
+            np.testing.assert_array_equal(y, want_y)
+        return procs
+
+    def test_cpu_only(self):
+        self.check("cpu")
+
+    def test_all_on_a_device(self):
+        # The data NonZero's shape depends on lives on sim:0: read back.
+        self.check("sim", "--device", "sim:0")
+
+    def test_across_devices_with_copies(self):
+        pins = self.path("pins.json")
+        with open(pins, "w") as f:
+            json.dump({"rules": [{"op": "Relu", "device": "sim:0"},
+                                 {"op": "NonZero", "device": "cpu"},
+                                 {"op": "Mul", "device": "sim:1"}]}, f)
+        self.check("pinned", "--devices", "cpu,sim:0,sim:1", "--pin", pins)
+
+    def test_on_emulated_cuda(self):
+        # NonZero and what follows stay on the cpu (dynamic shapes); Relu and
+        # Greater run as CUDA kernels, emulated on the host.
+        if not kt.nvrtc_available():
+            self.skipTest("no CUDA toolkit (NVRTC) at %s" % kt.cuda_home())
+        artifact, env = self.cuda_emulated(self.model, "cuda", "--devices",
+                                           "cuda:0,cpu")
+        env["FAKE_CUDA_REPORT"] = "1"
+        for proc in self.check("cuda", env=env, artifact=artifact):
+            launches = re.search(r"fake cuda: (\d+) emulated", proc.stderr)
+            self.assertIsNotNone(launches, proc.stderr)
+            self.assertGreater(int(launches.group(1)), 0, proc.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
