@@ -17,6 +17,7 @@
 #include "codegen/CudaEmitter.h"
 #include "codegen/CEmitter.h"
 #include "codegen/CppKernel.h"
+#include "codegen/CudaFallback.h"
 #include "codegen/Gemm.h"
 
 #include "mlir/IR/Matchers.h"
@@ -168,6 +169,7 @@ public:
   bool gemmLibrary = true;
   bool convLibrary = true;
   bool convFusion = true;
+  bool libraryFallbacks = true;
 
 private:
   size_t numArgs = 0;
@@ -609,21 +611,34 @@ FailureOr<CudaKernel> CudaEmitter::emit(StringRef symbol) {
   os << "// kiln kernel " << symbol << ", from " << kernel.getLoc() << "\n";
   os << llvm::formatv("struct {0}_slots {{ void *p[{1}]; };\n", symbol,
                       std::max<size_t>(result.slots, 1));
-  for (auto [p, phase] : llvm::enumerate(phases)) {
-    if (!phase.library.is_null()) {
-      result.launches.push_back(phase.library);
-      continue;
-    }
+  // A __global__ function over `threads` threads; `declare`: with the
+  // kernel's typed buffer pointers.
+  auto entryPoint = [&](size_t p, int64_t threads, const std::string &body,
+                        bool declare) {
     std::string entry = (symbol + "_p" + Twine(p)).str();
     os << llvm::formatv("extern \"C\" __global__ void __launch_bounds__({0}) "
                         "{1}({2}_slots s) {{\n",
                         kCudaBlockSize, entry, symbol);
-    os << declText;
+    if (declare)
+      os << declText;
     os << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; "
           "i < "
-       << phase.threads << "; i += (int64_t)gridDim.x * blockDim.x) {\n";
-    os << phase.text << "  }\n}\n";
-    result.launches.push_back({{"entry", entry}, {"threads", phase.threads}});
+       << threads << "; i += (int64_t)gridDim.x * blockDim.x) {\n";
+    os << body << "  }\n}\n";
+    return nlohmann::json{{"entry", entry}, {"threads", threads}};
+  };
+  for (auto [p, phase] : llvm::enumerate(phases)) {
+    if (phase.library.is_null()) {
+      result.launches.push_back(entryPoint(p, phase.threads, phase.text, true));
+      continue;
+    }
+    nlohmann::json launch = phase.library;
+    if (libraryFallbacks) {
+      CudaFallback f = launch.contains("gemm") ? gemmFallback(launch["gemm"])
+                                               : convFallback(launch["conv"]);
+      launch.update(entryPoint(p, f.threads, f.text, false));
+    }
+    result.launches.push_back(launch);
   }
   result.usesHalf = text.find("__half") != std::string::npos;
   return result;
@@ -653,5 +668,6 @@ FailureOr<CudaKernel> kiln::emitKernelCuda(KernelOp kernel, StringRef symbol,
   emitter.gemmLibrary = options.gemmLibrary;
   emitter.convLibrary = options.convLibrary;
   emitter.convFusion = options.convFusion;
+  emitter.libraryFallbacks = options.libraryFallbacks;
   return emitter.emit(symbol);
 }

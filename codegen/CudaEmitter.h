@@ -35,7 +35,8 @@ struct CudaKernel {
   std::vector<int64_t> scratch;
   /// In launch order: {"entry", "threads"} (an entry point over that many
   /// threads), {"gemm": {...}} (cuBLAS) or {"conv": {...}} (cuDNN;
-  /// docs/devices.md).
+  /// docs/devices.md), the last two with the "entry" and "threads" of their
+  /// generated stand-in, if any.
   std::vector<nlohmann::json> launches;
   /// Whether the source needs cuda_fp16.h.
   bool usesHalf = false;
@@ -52,7 +53,8 @@ std::string cudaPrelude(bool half);
 /// `gemmLibrary`, contractions cuBLAS can do become GEMM launches; with
 /// `convLibrary`, direct 2-D convs cuDNN can do become conv launches, which
 /// with `convFusion` also do a bias + ReLU (+ residual) after them
-/// (matchConvEpilogue).
+/// (matchConvEpilogue). With `libraryFallbacks`, each such launch also
+/// names a generated entry computing the same (codegen/CudaFallback.h).
 mlir::FailureOr<CudaKernel> emitKernelCuda(KernelOp kernel,
                                            llvm::StringRef symbol,
                                            const CudaOptions &options = {});

@@ -30,6 +30,9 @@ struct CudaOptions {
   /// Let such a conv's cuDNN call add its bias (and a residual) and apply
   /// a ReLU after it (cudnnConvolutionBiasActivationForward).
   bool convFusion = true;
+  /// Give each GEMM and conv launch a generated stand-in, which the runtime
+  /// runs where cuBLAS or cuDNN does not load (codegen/CudaFallback.h).
+  bool libraryFallbacks = true;
   /// Where to write the CUDA C++ NVRTC compiles, besides the artifact
   /// (none when empty).
   std::string saveSource;

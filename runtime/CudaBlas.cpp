@@ -15,8 +15,11 @@
 
 #include "kiln/runtime.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <map>
+#include <mutex>
 
 namespace kiln::cuda {
 
@@ -47,6 +50,32 @@ void *openToolkitLibrary(const std::string &override,
     path += (path.empty() ? "" : ", ") + candidate;
   }
   return nullptr;
+}
+
+bool libraryLoads(Library library) {
+  static std::mutex mutex;
+  static std::map<std::pair<Library, std::string>, bool> known;
+  bool blas = library == Library::Blas;
+  const char *env = std::getenv(blas ? "KILN_CUBLAS" : "KILN_CUDNN");
+  std::string value = env ? env : "";
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, added] = known.try_emplace({library, value}, true);
+  if (!added)
+    return it->second;
+  try {
+    if (blas)
+      loadBlas();
+    else
+      loadDnn();
+  } catch (const Error &e) {
+    it->second = false;
+    if (value != "none")
+      std::fprintf(stderr,
+                   "kiln: %s; its %s run as generated CUDA kernels instead "
+                   "(slower)\n",
+                   e.what(), blas ? "GEMMs" : "convolutions");
+  }
+  return it->second;
 }
 
 std::string Blas::describe(int status) const {

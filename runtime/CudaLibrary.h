@@ -58,6 +58,10 @@ const L &loadLibraryOnce(const char *env, const std::vector<std::string> &names,
   if (auto it = errors.find(key); it != errors.end())
     throw Error(it->second);
   std::string &error = errors[key];
+  if (key == "none") {
+    error = kind + " is turned off (" + env + "=none)";
+    throw Error(error);
+  }
   std::string tried;
   void *library = openToolkitLibrary(key, names, tried);
   if (!library) {

@@ -124,8 +124,9 @@ void Module::Impl::loadKernels(const artifact::Parsed &parsed) {
         loaded = true;
       }
       for (const plan::CudaKernel::Launch &launch : step.cuda->launches)
-        functions[i].push_back(
-            launch.library() ? nullptr : context->function(launch.entry, what));
+        functions[i].push_back(launch.entry.empty()
+                                   ? nullptr
+                                   : context->function(launch.entry, what));
     }
   }
 }

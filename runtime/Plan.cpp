@@ -372,7 +372,8 @@ CudaKernel::Conv decodeConv(const json &j, const std::vector<size_t> &slotBytes,
 }
 
 /// Decodes a kernel step's "cuda" object: {"slots": K, "scratch": [bytes...],
-/// "launches": [{"entry": NAME, "threads": N}...]}.
+/// "launches": [{"entry": NAME, "threads": N}, or {"gemm"|"conv": {...}}
+/// with or without the "entry" and "threads" of its stand-in...]}.
 CudaKernel decodeCuda(const json &j, const Step &step,
                       const std::vector<Value> &values,
                       const std::string &what) {
@@ -407,15 +408,15 @@ CudaKernel decodeCuda(const json &j, const Step &step,
         what + "'s cuda launch " + std::to_string(cuda.launches.size());
     if (!l.is_object())
       fail(launch + " must be an object, got " + show(l));
-    if (l.contains("gemm")) {
-      cuda.launches.push_back(
-          {"", 0, decodeGemm(l.at("gemm"), slotBytes, launch), std::nullopt});
-      continue;
-    }
-    if (l.contains("conv")) {
-      cuda.launches.push_back(
-          {"", 0, std::nullopt,
-           decodeConv(l.at("conv"), slotBytes, step.args.size(), launch)});
+    CudaKernel::Launch decoded;
+    if (l.contains("gemm"))
+      decoded.gemm = decodeGemm(l.at("gemm"), slotBytes, launch);
+    else if (l.contains("conv"))
+      decoded.conv =
+          decodeConv(l.at("conv"), slotBytes, step.args.size(), launch);
+    // A library launch may name its generated stand-in.
+    if (decoded.library() && !l.contains("entry")) {
+      cuda.launches.push_back(decoded);
       continue;
     }
     const json &entry = l.at("entry");
@@ -429,8 +430,9 @@ CudaKernel decodeCuda(const json &j, const Step &step,
     if (!threads.is_number_unsigned())
       fail(launch + "'s threads must be a non-negative integer, got " +
            show(threads));
-    cuda.launches.push_back({entry.get<std::string>(), threads.get<uint64_t>(),
-                             std::nullopt, std::nullopt});
+    decoded.entry = entry.get<std::string>();
+    decoded.threads = threads.get<uint64_t>();
+    cuda.launches.push_back(decoded);
   }
   return cuda;
 }

@@ -93,7 +93,8 @@ struct CudaKernel {
     std::optional<size_t> biasSlot, zSlot;
   };
   /// An entry point of the ptx section over `threads` threads, a GEMM or a
-  /// conv.
+  /// conv. A GEMM or conv with an entry runs it where its library does not
+  /// load (its generated stand-in).
   struct Launch {
     std::string entry;
     uint64_t threads = 0;

@@ -59,13 +59,18 @@ int main(int argc, char **argv) {
           for (auto [i, bytes] : llvm::enumerate(cuda->scratch))
             os << (i ? ", " : "") << bytes;
           os << "], launches:";
-          for (const nlohmann::json &l : cuda->launches)
-            os << " "
-               << (l.contains("gemm") ? "gemm" + l["gemm"].dump()
-                   : l.contains("conv")
-                       ? "conv" + l["conv"].dump()
-                       : l["entry"].get<std::string>() + "(" +
-                             std::to_string(l["threads"].get<int64_t>()) + ")");
+          // A library launch, then "/" and its stand-in if it has one.
+          for (const nlohmann::json &l : cuda->launches) {
+            std::string library = l.contains("gemm") ? "gemm" + l["gemm"].dump()
+                                  : l.contains("conv")
+                                      ? "conv" + l["conv"].dump()
+                                      : "";
+            os << " " << library
+               << (library.empty() || !l.contains("entry") ? "" : "/");
+            if (l.contains("entry"))
+              os << l["entry"].get<std::string>() << "("
+                 << l["threads"].get<int64_t>() << ")";
+          }
           os << "\n";
           return success();
         });

@@ -157,6 +157,11 @@ static cl::opt<bool> cudaConvFusion(
              "apply the ReLU after it in the same call (default true; "
              "false: a generated kernel does those)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool> cudaLibraryFallbacks(
+    "cuda-library-fallbacks",
+    cl::desc("give each cuBLAS and cuDNN launch a generated kernel that "
+             "runs where the library does not load (default true)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<std::string> saveCuda(
     "save-cuda",
     cl::desc("also write the CUDA C++ of the kernels on cuda devices (what "
@@ -235,6 +240,7 @@ int main(int argc, char **argv) {
   options.cuda.gemmLibrary = cudaGemmLibrary;
   options.cuda.convLibrary = cudaConvLibrary;
   options.cuda.convFusion = cudaConvFusion;
+  options.cuda.libraryFallbacks = cudaLibraryFallbacks;
   options.cuda.saveSource = saveCuda;
   options.cxx.targetCpu = targetCpu;
   options.cxx.keepDir = keepTemps;

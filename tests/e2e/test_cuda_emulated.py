@@ -161,6 +161,84 @@ class CudaEmulatedTest(kt.KilnTestCase):
                 kt.note("conv residual block, cuDNN fusion %s: %d fused convs, "
                         "rel L2 %.2e against onnxruntime" % (fusion, fused, err))
 
+    def test_library_stand_ins(self):
+        """Every cuBLAS and cuDNN launch carries a generated stand-in, which
+        runs where the library does not load: fused convs (bias, residual,
+        ReLU), a grouped, strided and dilated conv, a Gemm with transB, a
+        batched MatMul with a transposed operand and an f64 MatMul, run
+        through the (fake) libraries, with both turned off
+        (KILN_CUBLAS=none KILN_CUDNN=none) and with a cuBLAS that is not
+        there; each against onnxruntime."""
+        from onnx import TensorProto, helper, numpy_helper
+        rng = np.random.default_rng(12)
+        consts = {"w1": rng.standard_normal((8, 4, 3, 3)) / 4,
+                  "b1": rng.standard_normal(8),
+                  "w2": rng.standard_normal((8, 8, 3, 3)) / 6,
+                  "b2": rng.standard_normal(8),
+                  "w3": rng.standard_normal((6, 4, 3, 3)) / 4,
+                  "w4": rng.standard_normal((5, 6 * 5 * 5)) / 8,
+                  "b4": rng.standard_normal(5)}
+        consts = {n: a.astype(np.float32) for n, a in consts.items()}
+        x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
+        p = rng.standard_normal((3, 17, 20)).astype(np.float32)
+        q = rng.standard_normal((3, 9, 20)).astype(np.float32)
+        d = rng.standard_normal((5, 33))
+        e = rng.standard_normal((33, 70))
+        nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Relu", ["c1"], ["r1"]),
+                 helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Add", ["c2", "r1"], ["s"]),
+                 helper.make_node("Relu", ["s"], ["r2"]),
+                 helper.make_node("Conv", ["r2", "w3"], ["c3"], group=2, strides=[2, 2],
+                                  dilations=[2, 2], pads=[2, 2, 2, 2]),
+                 helper.make_node("Flatten", ["c3"], ["f"]),
+                 helper.make_node("Gemm", ["f", "w4", "b4"], ["y"], transB=1),
+                 helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 1]),
+                 helper.make_node("MatMul", ["p", "qt"], ["z"]),
+                 helper.make_node("MatMul", ["d", "e"], ["de"])]
+        value = helper.make_tensor_value_info
+        graph = helper.make_graph(
+            nodes, "stand_ins",
+            [value("x", TensorProto.FLOAT, x.shape), value("p", TensorProto.FLOAT, p.shape),
+             value("q", TensorProto.FLOAT, q.shape), value("d", TensorProto.DOUBLE, d.shape),
+             value("e", TensorProto.DOUBLE, e.shape)],
+            [value(n, t, None) for n, t in (("y", TensorProto.FLOAT), ("z", TensorProto.FLOAT),
+                                            ("de", TensorProto.DOUBLE))],
+            [numpy_helper.from_array(a, n) for n, a in consts.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        feeds = [x, p, q, d, e]
+        want = kt.onnxruntime_outputs(model, feeds)
+        artifact, env = self.cuda_emulated(self.save_model(model, "stand_ins.onnx"),
+                                           "stand_ins")
+        env["FAKE_CUDA_REPORT"] = "1"
+        report = re.compile(r"fake cuda: (\d+) emulated kernel launches, (\d+) GEMMs, "
+                            r"(\d+) convs")
+        notice = "run as generated CUDA kernels instead"
+        for mode, blas, dnn, gemms, convs in (("libraries", None, None, 3, 3),
+                                              ("none", "none", "none", 0, 0),
+                                              ("missing", "/nonexistent/libcublas.so.13",
+                                               None, 0, 3)):
+            with self.subTest(mode=mode):
+                run_env = dict(env)
+                for name, library in (("KILN_CUBLAS", blas), ("KILN_CUDNN", dnn)):
+                    if library:
+                        run_env[name] = library
+                got, proc = self.run_artifact(artifact, feeds, "stand_ins_" + mode,
+                                              env=run_env)
+                counts = report.search(proc.stderr)
+                self.assertIsNotNone(counts, proc.stderr)
+                self.assertEqual((int(counts.group(2)), int(counts.group(3))),
+                                 (gemms, convs), proc.stderr)
+                self.assertEqual(proc.stderr.count(notice), int(mode == "missing"),
+                                 proc.stderr)
+                errs = []
+                for g, w in zip(got, want):
+                    self.assertEqual(g.dtype, w.dtype)
+                    errs.append(self.check(g, w, 1e-12 if w.dtype == np.float64 else 1e-5))
+                kt.note("library stand-ins, %s: rel L2 %s against onnxruntime" %
+                        (mode, ", ".join("%.2e" % e for e in errs)))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -206,6 +206,20 @@ class ModelTest(kt.KilnTestCase):
         self.assertEqual(convs, self.cudnn_convs)
         self.assertEqual(fused, self.fused_convs)
         self.assertLessEqual(err, TOLERANCE)
+        # The same artifact where neither cuBLAS nor cuDNN loads: every GEMM
+        # and conv runs its generated stand-in (codegen/CudaFallback.cpp).
+        start = time.time()
+        (y,), proc = self.run_artifact(artifact, [self.x[:3].numpy()], "emu_stand_ins",
+                                       env=dict(env, KILN_CUBLAS="none", KILN_CUDNN="none"))
+        err = kt.rel_l2(y, self.reference[:3])
+        report = re.search(r"fake cuda: (\d+) emulated kernel launches, (\d+) GEMMs, "
+                           r"(\d+) convs", proc.stderr)
+        self.assertIsNotNone(report, proc.stderr[-2000:])
+        kt.note("%s on emulated cuda:0 without cuBLAS and cuDNN: rel L2 %.2e; %s kernels "
+                "(%.1f s)" % (self.model, err, report.group(1), time.time() - start))
+        self.assertEqual((int(report.group(2)), int(report.group(3))), (0, 0))
+        self.assertEqual(int(report.group(1)), kernels + gemms + convs)
+        self.assertLessEqual(err, TOLERANCE)
         # The class's multi-device split with its sim devices made GPUs: two
         # emulated devices, steps ordered by CUDA events across them.
         devices = [a.replace("sim:", "cuda:") for a in self.multi_device]

@@ -171,13 +171,23 @@ func.func @row_max(%x: tensor<4x64xf32, #kiln.device<cuda:0>>) -> tensor<4xf32, 
   return %0 : tensor<4xf32, #kiln.device<cuda:0>>
 }
 
-// A contraction cuBLAS can do: no entry point, a GEMM launch on the slots.
+// A contraction cuBLAS can do: a GEMM launch on the slots, whose entry
+// point is only its generated stand-in (64x64 tiles of C through shared
+// memory), for where cuBLAS does not load.
 // Here B is shared by both batches and used transposed (stored n x k), so
 // the batch folds into M: one 6x4 by 4x10 GEMM. Its init is a zero fill,
 // which the GEMM does instead (beta 0): no phase at all.
 // CHECK-LABEL: // kiln kernel kiln_k5
-// CHECK-NOT: kiln_k5_p0
-// CHECK: // slots 3, scratch [], launches: gemm{"a":0,"b":1,"batch":1,"beta":0,"c":2,"dtype":"f32","k":4,"m":6,"n":10,"stride_a":0,"stride_b":0,"stride_c":60,"trans_a":false,"trans_b":true}
+// CHECK: kiln_k5_p0(kiln_k5_slots s)
+// CHECK: i < 256;
+// CHECK: // generated stand-in for the GEMM launch: C[6x10] = A * B (K 4)
+// CHECK: __shared__ float kiln_as[16][64];
+// CHECK: kiln_as[kk][mm] = gm < 6 && gk < 4 ? A[gm * 4 + gk] : (float)0;
+// CHECK: kiln_bs[kk][nn] = gn < 10 && gk < 4 ? B[gn * 4 + gk] : (float)0;
+// CHECK: __syncthreads();
+// CHECK: C[gm * 10 + gn] = acc[r][c];
+// CHECK-NOT: kiln_k5_p1
+// CHECK: // slots 3, scratch [], launches: gemm{"a":0,"b":1,"batch":1,"beta":0,"c":2,"dtype":"f32","k":4,"m":6,"n":10,"stride_a":0,"stride_b":0,"stride_c":60,"trans_a":false,"trans_b":true}/kiln_k5_p0(256)
 func.func @batched_matmul(%a: tensor<2x3x4xf32, #kiln.device<cuda:0>>, %b: tensor<10x4xf32, #kiln.device<cuda:0>>) -> tensor<2x3x10xf32, #kiln.device<cuda:0>> {
   %0 = kiln.kernel(%a, %b : tensor<2x3x4xf32, #kiln.device<cuda:0>>, tensor<10x4xf32, #kiln.device<cuda:0>>) -> (tensor<2x3x10xf32, #kiln.device<cuda:0>>) {
   ^bb0(%a0: tensor<2x3x4xf32>, %a1: tensor<10x4xf32>):
@@ -222,7 +232,7 @@ func.func @row_umax(%x: tensor<2x64xi32, #kiln.device<cuda:0>>) -> tensor<2xi32,
 // im2col size, 1x4x3x3x4x3 floats). Its zero init is left to it (beta 0).
 // CHECK-LABEL: // kiln kernel kiln_k7
 // CHECK-NOT: kiln_k7_p1
-// CHECK: // slots 4, scratch [1728], launches: conv{"beta":0,"dilations":[1,2],"dtype":"f32","groups":2,"pads":[0,0],"strides":[2,1],"w":1,"w_shape":[6,2,3,3],"workspace":3,"workspace_bytes":1728,"x":0,"x_shape":[1,4,9,7],"y":2,"y_shape":[1,6,4,3]}
+// CHECK: // slots 4, scratch [1728], launches: conv{"beta":0,"dilations":[1,2],"dtype":"f32","groups":2,"pads":[0,0],"strides":[2,1],"w":1,"w_shape":[6,2,3,3],"workspace":3,"workspace_bytes":1728,"x":0,"x_shape":[1,4,9,7],"y":2,"y_shape":[1,6,4,3]}/kiln_k7_p0(72)
 #cin = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 3) * 2 + d2, d5 * 2 + d3, d6 + d4 * 2)>
 #cw = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>
 #cout = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>
@@ -271,8 +281,14 @@ func.func @conv_misfit(%x: tensor<1x4x9x7xf32, #kiln.device<cuda:0>>, %w: tensor
 #pid = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #pin = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d2, d5 + d3, d6 + d4)>
 // CHECK-LABEL: // kiln kernel kiln_k9
-// CHECK-NOT: kiln_k9_p0
-// CHECK: // slots 4, scratch [1800], launches: conv{"beta":0,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[1,1],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":3,"workspace_bytes":1800,"x":0,"x_shape":[1,2,5,5],"y":2,"y_shape":[1,3,5,5]}
+// CHECK: kiln_k9_p0(kiln_k9_slots s)
+// CHECK: // generated stand-in for the conv launch: a thread per output
+// CHECK: const int64_t ih = oh * 1 - 1 + kh * 1;
+// CHECK: if (ih < 0 || ih >= 5)
+// CHECK: acc += xp[ih * 5 + iw] * wp[kh * 3 + kw];
+// CHECK: y[i] = acc;
+// CHECK-NOT: kiln_k9_p1
+// CHECK: // slots 4, scratch [1800], launches: conv{"beta":0,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[1,1],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":3,"workspace_bytes":1800,"x":0,"x_shape":[1,2,5,5],"y":2,"y_shape":[1,3,5,5]}/kiln_k9_p0(75)
 func.func @conv_padded(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor<3x2x3x3xf32, #kiln.device<cuda:0>>) -> tensor<1x3x5x5xf32, #kiln.device<cuda:0>> {
   %0 = kiln.kernel(%x, %w : tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, tensor<3x2x3x3xf32, #kiln.device<cuda:0>>) -> (tensor<1x3x5x5xf32, #kiln.device<cuda:0>>) {
   ^bb0(%a0: tensor<1x2x5x5xf32>, %a1: tensor<3x2x3x3xf32>):
@@ -316,7 +332,7 @@ func.func @conv_padded(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor
 
 // CHECK-LABEL: // kiln kernel kiln_k10
 // CHECK: kiln_k10_p0(kiln_k10_slots s) {
-// CHECK: // slots 5, scratch [336, 1440], launches: kiln_k10_p0(84) conv{"beta":0,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[0,0],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":4,"workspace_bytes":1440,"x":3,"x_shape":[1,2,6,7],"y":2,"y_shape":[1,3,4,5]}
+// CHECK: // slots 5, scratch [336, 1440], launches: kiln_k10_p0(84) conv{"beta":0,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[0,0],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":4,"workspace_bytes":1440,"x":3,"x_shape":[1,2,6,7],"y":2,"y_shape":[1,3,4,5]}/kiln_k10_p1(60)
 func.func @conv_padded_above(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor<3x2x3x3xf32, #kiln.device<cuda:0>>) -> tensor<1x3x4x5xf32, #kiln.device<cuda:0>> {
   %0 = kiln.kernel(%x, %w : tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, tensor<3x2x3x3xf32, #kiln.device<cuda:0>>) -> (tensor<1x3x4x5xf32, #kiln.device<cuda:0>>) {
   ^bb0(%a0: tensor<1x2x5x5xf32>, %a1: tensor<3x2x3x3xf32>):
@@ -409,11 +425,17 @@ func.func @long_row_sum(%x: tensor<2x2048xf32, #kiln.device<cuda:0>>) -> tensor<
 // A conv whose only user adds a per-channel bias and a residual and applies
 // a ReLU (maximumf with 0) is one fused cuDNN call: bias (slot 2) and z
 // (slot 3, the residual input) ride on the launch, which writes the kernel's
-// output (slot 4); no phase is left.
+// output (slot 4); no phase is left, and the stand-in does the same.
 #chan = affine_map<(d0, d1, d2, d3) -> (d1)>
 // CHECK-LABEL: // kiln kernel kiln_k12
-// CHECK-NOT: kiln_k12_p0
-// CHECK: // slots 6, scratch [648], launches: conv{"activation":"relu","beta":0,"bias":2,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[0,0],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":5,"workspace_bytes":648,"x":0,"x_shape":[1,2,5,5],"y":4,"y_shape":[1,3,3,3],"z":3}
+// CHECK: kiln_k12_p0(kiln_k12_slots s)
+// CHECK: // generated stand-in for the conv launch: a thread per output
+// CHECK: acc += ((const float *)s.p[2])[m];
+// CHECK-NEXT: acc += ((const float *)s.p[3])[i];
+// CHECK-NEXT: acc = acc > 0.f ? acc : 0.f;
+// CHECK-NEXT: y[i] = acc;
+// CHECK-NOT: kiln_k12_p1
+// CHECK: // slots 6, scratch [648], launches: conv{"activation":"relu","beta":0,"bias":2,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[0,0],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":5,"workspace_bytes":648,"x":0,"x_shape":[1,2,5,5],"y":4,"y_shape":[1,3,3,3],"z":3}/kiln_k12_p0(27)
 func.func @conv_bias_residual_relu(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor<3x2x3x3xf32, #kiln.device<cuda:0>>, %b: tensor<3xf32, #kiln.device<cuda:0>>, %z: tensor<1x3x3x3xf32, #kiln.device<cuda:0>>) -> tensor<1x3x3x3xf32, #kiln.device<cuda:0>> {
   %0 = kiln.kernel(%x, %w, %b, %z : tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, tensor<3x2x3x3xf32, #kiln.device<cuda:0>>, tensor<3xf32, #kiln.device<cuda:0>>, tensor<1x3x3x3xf32, #kiln.device<cuda:0>>) -> (tensor<1x3x3x3xf32, #kiln.device<cuda:0>>) {
   ^bb0(%a0: tensor<1x2x5x5xf32>, %a1: tensor<3x2x3x3xf32>, %a2: tensor<3xf32>, %a3: tensor<1x3x3x3xf32>):
@@ -442,7 +464,7 @@ func.func @conv_bias_residual_relu(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>
 // Without the ReLU, cuDNN's fused call would be limited to one algorithm:
 // the bias stays a generated phase after a plain conv launch.
 // CHECK-LABEL: // kiln kernel kiln_k13
-// CHECK: // slots 5, scratch [648], launches: conv{"beta":0,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[0,0],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":4,"workspace_bytes":648,"x":0,"x_shape":[1,2,5,5],"y":3,"y_shape":[1,3,3,3]} kiln_k13_p1(27)
+// CHECK: // slots 5, scratch [648], launches: conv{"beta":0,"dilations":[1,1],"dtype":"f32","groups":1,"pads":[0,0],"strides":[1,1],"w":1,"w_shape":[3,2,3,3],"workspace":4,"workspace_bytes":648,"x":0,"x_shape":[1,2,5,5],"y":3,"y_shape":[1,3,3,3]}/kiln_k13_p0(27) kiln_k13_p1(27)
 func.func @conv_bias(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor<3x2x3x3xf32, #kiln.device<cuda:0>>, %b: tensor<3xf32, #kiln.device<cuda:0>>) -> tensor<1x3x3x3xf32, #kiln.device<cuda:0>> {
   %0 = kiln.kernel(%x, %w, %b : tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, tensor<3x2x3x3xf32, #kiln.device<cuda:0>>, tensor<3xf32, #kiln.device<cuda:0>>) -> (tensor<1x3x3x3xf32, #kiln.device<cuda:0>>) {
   ^bb0(%a0: tensor<1x2x5x5xf32>, %a1: tensor<3x2x3x3xf32>, %a2: tensor<3xf32>):
