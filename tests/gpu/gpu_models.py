@@ -18,7 +18,10 @@ each batch (all compiles in parallel, --jobs at a time). Per model and batch:
     (default inductor, dynamic=False): CUDA events around copy-in, forward,
     copy-out on a GPU, a wall clock on the CPU; TF32 off for both;
   - peak device memory: kiln's allocator peak as kiln-run prints it, torch's
-    max_memory_allocated.
+    max_memory_allocated;
+  - on a GPU, kiln once more with KILN_CUBLAS=none KILN_CUDNN=none: the
+    generated stand-ins of the GEMM and conv launches, held to the same bar
+    and timed ("stand-ins ms").
 The table comes last. Exit status 1 when a model fails or misses the bar.
 """
 import argparse
@@ -43,10 +46,11 @@ TOLERANCE = 1e-4
 WARMUP = 10
 
 
-def tool(argv, timeout):
+def tool(argv, timeout, env=None):
     """CompletedProcess, or a failure string (missing tool, timeout)."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=env)
     except (OSError, subprocess.TimeoutExpired) as e:
         return "%s: %s" % (os.path.basename(argv[0]), e)
 
@@ -62,11 +66,11 @@ def compile_one(kilnc, onnx_path, artifact, device, shape):
     return time.time() - start
 
 
-def run_kiln(kiln_run, artifact, x_path, out_dir, runs, device):
+def run_kiln(kiln_run, artifact, x_path, out_dir, runs, device, env=None):
     """(output, median ms, peak bytes on `device` or None), or a failure
     string."""
     proc = tool([kiln_run, artifact, x_path, "--output-dir", out_dir,
-                 "--bench", str(runs)], 600)
+                 "--bench", str(runs)], 600, env)
     if isinstance(proc, str):
         return proc
     if proc.returncode != 0:
@@ -109,6 +113,28 @@ def time_torch(fn, x, device, runs):
                 step()
                 times.append((time.perf_counter() - start) * 1e3)
     return float(np.median(times)), (torch.cuda.max_memory_allocated(device) if cuda else None)
+
+
+def run_stand_ins(args, row, stem, ref):
+    """kiln with the GEMM and conv launches' generated stand-ins instead of
+    cuBLAS and cuDNN; whether it met the bar."""
+    env = dict(os.environ, KILN_CUBLAS="none", KILN_CUDNN="none")
+    result = run_kiln(os.path.join(args.bin, "kiln-run"), stem + ".kiln", stem + ".x.npy",
+                      stem + ".standin", args.runs, args.device, env)
+    what = "%s b%d with the stand-ins" % (row["model"], row["batch"])
+    if isinstance(result, str):
+        print("FAIL %s: %s" % (what, result), flush=True)
+        return False
+    out, row["standin"], _ = result
+    try:
+        err = kt.rel_l2(out, ref)
+    except AssertionError as e:  # shapes differ
+        print("  %s: %s" % (what, e), flush=True)
+        err = float("inf")
+    ok = err <= TOLERANCE
+    print("%s %s: rel L2 %.2e vs eager (cpu), %s ms" % ("PASS" if ok else "FAIL", what, err,
+                                                       ms(row["standin"])), flush=True)
+    return ok
 
 
 def mib(n):
@@ -173,7 +199,8 @@ def main():
         model, _ = export_models.build(name)
         for batch in batches:
             stem = os.path.join(args.work, "%s.b%d" % (name, batch))
-            row = dict(model=name, batch=batch, err=None, kiln=None, kiln_peak=None)
+            row = dict(model=name, batch=batch, err=None, kiln=None, kiln_peak=None,
+                       standin=None)
             rows.append(row)
             x = export_models.example(name, batch)
             with torch.no_grad():
@@ -202,6 +229,8 @@ def main():
                           "kiln %s ms" % ("PASS" if ok else "FAIL", name, batch,
                                            compiled[(name, batch)], row["err"], ms(row["kiln"])),
                           flush=True)
+                if args.device.startswith("cuda"):
+                    failed += not run_stand_ins(args, row, stem, ref)
             try:
                 on_device = model.to(args.device)
             except Exception as e:  # no such device, out of memory, ...
@@ -229,15 +258,16 @@ def main():
                     row[system], row[system + "_peak"] = None, None
             model = on_device.to("cpu")
 
-    head = "%-15s %5s  %8s  %10s" % ("model", "batch", "rel L2", "kiln ms")
+    head = "%-15s %5s  %8s  %10s  %14s" % ("model", "batch", "rel L2", "kiln ms",
+                                            "stand-ins ms")
     head += "".join("  %12s" % (s + " ms") for s in systems)
     head += "".join("  %12s" % ("kiln/" + s) for s in systems)
     print("\n" + head + "  peak MiB (kiln" + "".join(", " + s for s in systems) + ")")
     ratios = {s: [] for s in systems}
     for row in rows:
-        line = "%-15s %5d  %8s  %10s" % (row["model"], row["batch"],
-                                         "-" if row["err"] is None else "%.1e" % row["err"],
-                                         ms(row["kiln"]))
+        line = "%-15s %5d  %8s  %10s  %14s" % (
+            row["model"], row["batch"], "-" if row["err"] is None else "%.1e" % row["err"],
+            ms(row["kiln"]), ms(row["standin"]) if args.device.startswith("cuda") else "-")
         line += "".join("  %12s" % ms(row.get(s)) for s in systems)
         for s in systems:
             k, o = row["kiln"], row.get(s)
@@ -250,7 +280,7 @@ def main():
         line += "  " + " / ".join([mib(row["kiln_peak"])] + [mib(row.get(s + "_peak"))
                                                            for s in systems])
         print(line)
-    print("%-15s %5s  %8s  %10s" % ("geomean", "", "", "") + "".join(
+    print("%-15s %5s  %8s  %10s  %14s" % ("geomean", "", "", "", "") + "".join(
         "  %12s" % "" for _ in systems) + "".join(
         "  %12s" % ("%.2f" % math.exp(sum(map(math.log, r)) / len(r)) if r else "-")
         for r in ratios.values()))
