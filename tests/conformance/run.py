@@ -529,6 +529,8 @@ def _run_case(task, kilnc, kiln_run, timeout, result):
     env = None
     if _CONFIG.get("cuda_emulate"):
         env = cuda_emu.environment(_CONFIG["bin"], os.path.join(case_dir, "model.emu.so"))
+        if _CONFIG.get("cuda_stand_ins"):
+            env.update(KILN_CUBLAS="none", KILN_CUDNN="none")
     for n, (in_paths, _, out_paths) in enumerate(task["data_sets"]):
         out_dir = os.path.join(case_dir, "out_%d" % n)
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -661,6 +663,10 @@ def parse_args(argv):
                    help="compile every test not on the expected-failure list for "
                         "--device (default cuda:0) and run it on the fake CUDA driver, "
                         "which runs the generated CUDA kernels on the host (tests/emu)")
+    p.add_argument("--cuda-stand-ins", action="store_true",
+                   help="with --cuda-emulate: run the GEMM and conv launches as their "
+                        "generated stand-ins instead of through the (fake) cuBLAS and "
+                        "cuDNN (KILN_CUBLAS=none KILN_CUDNN=none)")
     p.add_argument("--ptxas-arch", default="sm_90",
                    help="GPU for ptxas in --cuda-compile (default %(default)s)")
     p.add_argument("--quiet", "-q", action="store_true",
@@ -703,6 +709,9 @@ def main(argv=None):
                 any(n.startswith("libnvrtc.so") for n in os.listdir(lib))):
             say("skipped: no CUDA toolkit with NVRTC and ptxas at %s (set KILN_CUDA_HOME)" % home)
             return 77
+    if args.cuda_stand_ins and not args.cuda_emulate:
+        say("error: --cuda-stand-ins needs --cuda-emulate")
+        return 2
     if args.cuda_emulate:
         args.device = args.device or "cuda:0"
         home = os.environ.get("KILN_CUDA_HOME") or "/usr/local/cuda"
@@ -763,7 +772,7 @@ def main(argv=None):
                   device=args.device, kilnc_args=args.kilnc_arg,
                   kiln_run_args=args.kiln_run_arg,
                   compile_only=args.compile_only, cuda_compile=args.cuda_compile,
-                  cuda_emulate=args.cuda_emulate,
+                  cuda_emulate=args.cuda_emulate, cuda_stand_ins=args.cuda_stand_ins,
                   ptxas=ptxas, ptxas_arch=args.ptxas_arch,
                   save_artifacts=args.save_artifacts and os.path.abspath(args.save_artifacts),
                   prebuilt=args.prebuilt and os.path.abspath(args.prebuilt))
