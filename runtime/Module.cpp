@@ -12,14 +12,16 @@
 // or copy stream. Per-run events order steps across streams; a run is queued
 // on all streams under one lock, so each stream sees runs in one order and
 // concurrent runs cannot deadlock. Every call has its own buffers, so
-// concurrent runs are safe.
+// concurrent runs are safe. A plan whose shapes depend on data it computes,
+// or on data off the host, runs step by step on the calling thread instead:
+// each step's shapes are resolved, its outputs allocated, then it runs.
 //
 // On a cuda device, a run on the calling thread enqueues everything (inputs,
 // launches, outputs) on one CUDA stream of its own, taken from the device's
 // pool, and synchronises once at the end; concurrent runs use different
-// streams. On the worker threads of a multi-device plan, each cuda step
-// enqueues its work and synchronises before it signals its outputs ready
-// (overlapping steps with CUDA events is later work).
+// streams. On the worker threads of a multi-device plan, a cuda step waits
+// for the CUDA events of the GPU work writing its inputs, enqueues its work,
+// records an event and signals its outputs at once (Run.cpp).
 //
 //===----------------------------------------------------------------------===//
 

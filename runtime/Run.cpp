@@ -243,8 +243,8 @@ std::vector<Tensor> Module::Impl::runStepByStep(
     Profiler *profiler) const {
   // The steps run one after another on the calling thread, in plan order.
   // Each step's shapes are resolved once the data its dims function reads
-  // exists (in host memory, checked at load), then its outputs are
-  // allocated on their devices and it runs. GPU work stays queued while
+  // exists (copied to the host first when it lives on a device), then its
+  // outputs are allocated on their devices and it runs. GPU work stays queued while
   // the next step enqueues on the same stream; anything else (a host step,
   // another device's stream, a dims function reading data) waits for it.
   const plan::Plan &p = plan;
