@@ -123,6 +123,12 @@ struct Module::Impl {
                    std::vector<device::Buffer> &scratch) const;
   std::vector<Tensor> run(const std::vector<Tensor> &inputs,
                           Profiler *profiler) const;
+  /// Points the graph inputs' buffers at `inputs`' memory or, on devices
+  /// without host memory, at copies in `storage` enqueued on `streams`.
+  void stageInputs(const std::vector<Tensor> &inputs,
+                   const plan::Shapes &shapes, std::vector<void *> &buffers,
+                   std::vector<device::Buffer> &storage,
+                   transfer::Streams &streams) const;
   /// Per value: the graph inputs' and the constants' memory, else null.
   std::vector<void *> hostBuffers(const std::vector<Tensor> &inputs) const;
   /// Points each view (alias value) without a buffer at its base's.

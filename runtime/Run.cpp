@@ -217,6 +217,25 @@ void Module::Impl::runOnStreams(const std::vector<void *> &buffers,
     std::rethrow_exception(events.error);
 }
 
+void Module::Impl::stageInputs(const std::vector<Tensor> &inputs,
+                               const plan::Shapes &shapes,
+                               std::vector<void *> &buffers,
+                               std::vector<device::Buffer> &storage,
+                               transfer::Streams &streams) const {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    size_t id = plan.inputValues[i];
+    Device &device = deviceOf(id);
+    if (device.usesHostMemory()) {
+      buffers[id] = const_cast<void *>(inputs[i].raw());
+      continue;
+    }
+    storage.emplace_back(device, shapes.nbytes[id]);
+    transfer::copy(storage.back().data(), &device, inputs[i].raw(), nullptr,
+                   shapes.nbytes[id], streams);
+    buffers[id] = storage.back().data();
+  }
+}
+
 std::vector<void *>
 Module::Impl::hostBuffers(const std::vector<Tensor> &inputs) const {
   std::vector<void *> buffers(plan.values.size(), nullptr);
@@ -244,9 +263,9 @@ std::vector<Tensor> Module::Impl::runStepByStep(
   // The steps run one after another on the calling thread, in plan order.
   // Each step's shapes are resolved once the data its dims function reads
   // exists (copied to the host first when it lives on a device), then its
-  // outputs are allocated on their devices and it runs. GPU work stays queued while
-  // the next step enqueues on the same stream; anything else (a host step,
-  // another device's stream, a dims function reading data) waits for it.
+  // outputs are allocated on their devices and it runs. GPU work stays queued
+  // while the next step enqueues on the same stream; anything else (a host
+  // step, another device's stream, a dims function reading data) waits for it.
   const plan::Plan &p = plan;
   plan::Shapes shapes = plan::startShapes(p, inputShapes);
   std::vector<void *> buffers(p.values.size(), nullptr);
@@ -255,18 +274,7 @@ std::vector<Tensor> Module::Impl::runStepByStep(
   // Declared after the memory it uses: if anything throws, it waits for the
   // GPU before the memory goes back.
   transfer::Streams streams;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    size_t id = p.inputValues[i];
-    Device &device = deviceOf(id);
-    if (device.usesHostMemory()) {
-      buffers[id] = const_cast<void *>(inputs[i].raw());
-      continue;
-    }
-    storage.emplace_back(device, shapes.nbytes[id]);
-    transfer::copy(storage.back().data(), &device, inputs[i].raw(), nullptr,
-                   shapes.nbytes[id], streams);
-    buffers[id] = storage.back().data();
-  }
+  stageInputs(inputs, shapes, buffers, storage, streams);
   for (size_t id = 0; id < p.values.size(); ++id)
     if (p.values[id].kind == ValueKind::Constant)
       buffers[id] = const_cast<void *>(constants[id]);
@@ -407,18 +415,7 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
   // Declared after the memory it uses (device buffers, output tensors): if
   // anything throws, it waits for the GPU before the memory goes back.
   transfer::Streams streams;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    size_t id = p.inputValues[i];
-    Device &device = m.deviceOf(id);
-    if (device.usesHostMemory()) {
-      buffers[id] = const_cast<void *>(inputs[i].raw());
-      continue;
-    }
-    storage.emplace_back(device, shapes.nbytes[id]);
-    transfer::copy(storage.back().data(), &device, inputs[i].raw(), nullptr,
-                   shapes.nbytes[id], streams);
-    buffers[id] = storage.back().data();
-  }
+  m.stageInputs(inputs, shapes, buffers, storage, streams);
   for (size_t id = 0; id < p.values.size(); ++id) {
     const plan::Value &v = p.values[id];
     if (v.kind == ValueKind::Alias) {
