@@ -28,6 +28,8 @@ std::string keep(const nlohmann::json &beta, const std::string &type,
   double b = beta.get<double>();
   if (b == 0)
     return "";
+  if (b == 1)
+    return " + " + old;
   return llvm::formatv(" + ({0}){1:e17} * {2}", type, b, old).str();
 }
 } // namespace
@@ -51,7 +53,7 @@ CudaFallback kiln::gemmFallback(const nlohmann::json &g) {
   std::string readB = transB ? llvm::formatv("B[gn * {0} + gk]", k).str()
                              : llvm::formatv("B[gk * {0} + gn]", n).str();
   f.text = llvm::formatv(
-      R"(    // generated stand-in for the GEMM launch: C[{4}x{5}] = A * B (K {6}){16}
+      R"(    // generated stand-in for the GEMM launch: C[{4}x{5}] = A * B (K {6}){17}
     const int t = (int)(i & 255), tm = t >> 4, tn = t & 15;
     int64_t tile = i >> 8;
     const int64_t n0 = tile % {8} * 64;
@@ -105,7 +107,8 @@ CudaFallback kiln::gemmFallback(const nlohmann::json &g) {
       g.at("c").get<int64_t>(), m, n, k, tilesM, tilesN,
       g.at("stride_a").get<int64_t>(), g.at("stride_b").get<int64_t>(),
       g.at("stride_c").get<int64_t>(), sliceA, readA, sliceB, readB,
-      keep(g.at("beta"), type, "C[gm * " + std::to_string(n) + " + gn]"));
+      keep(g.at("beta"), type, "C[gm * " + std::to_string(n) + " + gn]"),
+      keep(g.at("beta"), type, "C"));
   return f;
 }
 
