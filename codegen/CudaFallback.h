@@ -1,5 +1,4 @@
-//===- CudaFallback.h - generated stand-ins for library launches -*- C++
-//-*-===//
+//===- CudaFallback.h - stand-ins for library launches ----------*- C++ -*-===//
 //
 // A cuda kernel's GEMMs and convs run through cuBLAS and cuDNN. Each such
 // launch also carries a generated kernel computing the same thing, which

@@ -214,10 +214,9 @@ const Dnn &loadDnn();
 
 enum class Library { Blas, Dnn };
 
-/// Whether cuBLAS (cuDNN) loads (loadBlas, loadDnn), remembered per value
-/// of $KILN_CUBLAS ($KILN_CUDNN). The first time it does not, and the
-/// variable is not "none", says on stderr that the generated stand-ins run
-/// instead: ask only when there are some.
+/// Whether cuBLAS (cuDNN) loads (loadBlas, loadDnn). When it does not, and
+/// $KILN_CUBLAS ($KILN_CUDNN) is not "none", says on stderr that the
+/// generated stand-ins run instead: ask once, and only when there are some.
 bool libraryLoads(Library library);
 
 /// One bound cuda device.

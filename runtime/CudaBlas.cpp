@@ -18,8 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
-#include <map>
-#include <mutex>
 
 namespace kiln::cuda {
 
@@ -53,29 +51,22 @@ void *openToolkitLibrary(const std::string &override,
 }
 
 bool libraryLoads(Library library) {
-  static std::mutex mutex;
-  static std::map<std::pair<Library, std::string>, bool> known;
   bool blas = library == Library::Blas;
-  const char *env = std::getenv(blas ? "KILN_CUBLAS" : "KILN_CUDNN");
-  std::string value = env ? env : "";
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, added] = known.try_emplace({library, value}, true);
-  if (!added)
-    return it->second;
   try {
     if (blas)
       loadBlas();
     else
       loadDnn();
+    return true;
   } catch (const Error &e) {
-    it->second = false;
-    if (value != "none")
+    const char *env = std::getenv(blas ? "KILN_CUBLAS" : "KILN_CUDNN");
+    if (!env || std::string(env) != "none")
       std::fprintf(stderr,
                    "kiln: %s; its %s run as generated CUDA kernels instead "
                    "(slower)\n",
                    e.what(), blas ? "GEMMs" : "convolutions");
+    return false;
   }
-  return it->second;
 }
 
 std::string Blas::describe(int status) const {

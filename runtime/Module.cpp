@@ -33,6 +33,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -101,6 +102,9 @@ void Module::Impl::loadKernels(const artifact::Parsed &parsed) {
   const nlohmann::json &target = parsed.manifest.at("target");
   if (target.contains("cuda_arch") && target.at("cuda_arch").is_string())
     arch = target.at("cuda_arch").get<std::string>();
+  // Whether cuBLAS (cuDNN) loads, asked once, at the first launch that has a
+  // stand-in to run instead.
+  std::optional<bool> blas, dnn;
   for (auto &device : devices) {
     cuda::Context *context = device->cuda();
     if (!context)
@@ -125,10 +129,18 @@ void Module::Impl::loadKernels(const artifact::Parsed &parsed) {
                             ptx->size, arch);
         loaded = true;
       }
-      for (const plan::CudaKernel::Launch &launch : step.cuda->launches)
-        functions[i].push_back(launch.entry.empty()
-                                   ? nullptr
-                                   : context->function(launch.entry, what));
+      for (const plan::CudaKernel::Launch &launch : step.cuda->launches) {
+        bool entry = !launch.entry.empty();
+        if (entry && launch.library()) {
+          std::optional<bool> &loads = launch.gemm ? blas : dnn;
+          if (!loads)
+            loads = cuda::libraryLoads(launch.gemm ? cuda::Library::Blas
+                                                   : cuda::Library::Dnn);
+          entry = !*loads; // its stand-in
+        }
+        functions[i].push_back(entry ? context->function(launch.entry, what)
+                                     : nullptr);
+      }
     }
   }
 }

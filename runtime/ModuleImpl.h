@@ -75,7 +75,8 @@ struct Module::Impl {
   std::vector<Device *> roleDevice;             // per role
   std::vector<device::Buffer> uploads;          // constants on devices
   std::vector<const void *> constants;          // per value
-  /// Per step on a cuda device: the entry point of each launch.
+  /// Per step on a cuda device: the entry point of each launch; for a GEMM
+  /// or conv, its stand-in's when its library does not load, else null.
   std::vector<std::vector<cuda::CUfunction>> functions;
   /// Roles all on one device and no copies: run on the calling thread.
   bool runsInline = true;

@@ -82,11 +82,8 @@ void Module::Impl::executeStep(size_t index, const std::vector<void *> &buffers,
   const std::vector<cuda::CUfunction> &fns = functions[index];
   for (size_t l = 0; l < fns.size(); ++l) {
     const plan::CudaKernel::Launch &launch = step.cuda->launches[l];
-    // A library launch with a generated stand-in runs the stand-in where
-    // the library does not load.
-    if (launch.library() && fns[l] &&
-        !cuda::libraryLoads(launch.gemm ? cuda::Library::Blas
-                                        : cuda::Library::Dnn))
+    // A GEMM or conv with an entry point runs its stand-in (loadKernels).
+    if (launch.library() && fns[l])
       context->launch(fns[l], launch.threads, slots, stream,
                       step.describe(index) + ": launching '" + launch.entry +
                           "' (the stand-in for " +
