@@ -64,7 +64,14 @@ void kiln::buildKernelPipeline(OpPassManager &pm) {
   fn.addPass(createKilnFuseElementwise());
   fn.addPass(createKilnLowerKernels());
   fn.addPass(createKilnChainImages());
-  fn.addPass(createCanonicalizerPass());
+  // Without linalg's InferStaticShapeOfOperands: in linalg every operand a
+  // loop dim indexes has that dim's size, so it casts a `?` operand to the
+  // static size of another one. In a kernel a `?` dim that is 1 at run time
+  // broadcasts instead (CEmitter::index), and the cast would make the loops
+  // read past its end.
+  fn.addPass(createCanonicalizerPass(
+      GreedyRewriteConfig(),
+      {"(anonymous namespace)::InferStaticShapeOfOperands"}));
   // After the canonicalizer: the packed input is named by an attribute, not
   // read by any op of the kernel body.
   fn.addPass(createKilnPackWeights());
