@@ -423,6 +423,20 @@ mlir::FailureOr<Values> convertMomentum(NodeContext &c);
 mlir::FailureOr<Values> convertNegativeLogLikelihoodLoss(NodeContext &c);
 mlir::FailureOr<Values> convertSoftmaxCrossEntropyLoss(NodeContext &c);
 
+// ops/HalfPrecision.cpp
+/// Runs `convert` on a node whose first input is float16, bfloat16 or a
+/// float8 with every input of that type cast to f32, and casts its first
+/// `narrowResults` f32 results (all when negative) back: the node computes
+/// in f32 and rounds once, as torch and onnxruntime compute softmax and the
+/// norms of half-precision tensors. Other nodes go to `convert` as they are.
+mlir::FailureOr<Values> computeInFloat32(NodeContext &c, Converter convert,
+                                         int narrowResults);
+/// computeInFloat32 as a converter of the table.
+template <Converter Convert, int NarrowResults = -1>
+mlir::FailureOr<Values> inFloat32(NodeContext &c) {
+  return computeInFloat32(c, Convert, NarrowResults);
+}
+
 } // namespace kiln::onnx_import
 
 #endif // KILN_FRONTEND_ONNXOPS_H

@@ -7,7 +7,9 @@
 // dims (lowering/Dims.cpp), where the op's lowering supports it. Lowerings
 // build on the graph's element types, so a scalar body
 // sees `ui8` and picks the unsigned arith op (divui, cmpi ult, extui, ...);
-// then arithmetic on bfloat16 and float8 is widened to f32 around the
+// then sums and products of half-precision types are made to accumulate in
+// f32 (lowering/Accumulate.cpp), arithmetic on bfloat16 and float8 is
+// widened to f32 around the
 // conversions, and every unsigned type and constant in the kernel is made
 // signless, as arith requires (sub-byte integers widen to i8). Then fuse the
 // elementwise linalg.generic ops of each kernel into their consumers (upstream
@@ -169,6 +171,7 @@ LogicalResult lowerKernel(KernelOp kernel) {
     operand.set(mapping.lookupOrDefault(operand.get()));
   for (Operation *op : llvm::reverse(graphOps))
     op->erase();
+  lowering::accumulateInF32(body);
   widenNarrowFloats(body);
   makeSignless(body);
   return success();

@@ -55,6 +55,11 @@ mlir::Value broadcastDim(mlir::OpBuilder &b, mlir::Location loc,
 /// index yet.
 mlir::LogicalResult checkDynamicSupport(mlir::Operation *op);
 
+/// Rebuilds each reduction generic in `body` that accumulates float16,
+/// bfloat16 or float8 sums or products to accumulate in f32, its results
+/// rounded once after it (Accumulate.cpp).
+void accumulateInF32(mlir::Block &body);
+
 /// A scalar constant of element type `type`.
 mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type,
                    double value);

@@ -79,7 +79,18 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
   if (!floating && kind == "mean")
     return op->emitOpError()
            << "mean needs a floating-point element type, got " << element;
-  Value init = fillIdentity(b, loc, emptyResult(b, op, operands), kind);
+  // A mean of half-precision values sums and divides in f32 and rounds once
+  // (a sum rounded first can overflow: 4,096 squares of 16 exceed float16's
+  // 65,504); other half-precision sums are widened by accumulateInF32.
+  Type accType = element;
+  if (kind == "mean" && (element.isF16() || isNarrowFloat(element)))
+    accType = b.getF32Type();
+  auto accTensor = RankedTensorType::get(outType.getShape(), accType);
+  Value init = fillIdentity(
+      b, loc,
+      emptyTensor(b, loc, accTensor,
+                  [&](int64_t i) { return resultDim(b, op, operands, i); }),
+      kind);
   int64_t rank = inType.getRank();
   ArrayRef<int64_t> axes = reduce.getAxes();
   SmallVector<AffineExpr> outExprs;
@@ -109,24 +120,30 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
       b.getMultiDimIdentityMap(rank),
       AffineMap::get(rank, 0, outExprs, b.getContext())};
   Value result =
-      b.create<linalg::GenericOp>(loc, TypeRange{outType}, operands[0],
-                                  ValueRange{init}, maps, iterators,
-                                  [&](OpBuilder &nb, Location l, ValueRange a) {
-                                    Value v = combine(nb, l, kind, a[1], a[0]);
-                                    nb.create<linalg::YieldOp>(l, v);
-                                  })
+      b.create<linalg::GenericOp>(
+           loc, TypeRange{accTensor}, operands[0], ValueRange{init}, maps,
+           iterators,
+           [&](OpBuilder &nb, Location l, ValueRange a) {
+             Value x = a[0];
+             if (x.getType() != accType)
+               x = nb.create<arith::ExtFOp>(l, accType, x);
+             nb.create<linalg::YieldOp>(l, combine(nb, l, kind, a[1], x));
+           })
           .getResult(0);
   if (kind != "mean")
     return result;
-  Value divisor = scalar(b, loc, element, count);
+  Value divisor = scalar(b, loc, accType, count);
   if (dynamicCount) {
     Value n = b.create<arith::IndexCastOp>(loc, b.getI64Type(), dynamicCount);
     divisor = b.create<arith::MulFOp>(
-        loc, divisor, b.create<arith::SIToFPOp>(loc, element, n));
+        loc, divisor, b.create<arith::SIToFPOp>(loc, accType, n));
   }
   return buildElementwise(
       b, loc, outType, result,
       [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-        return nb.create<arith::DivFOp>(l, a[0], divisor);
+        Value mean = nb.create<arith::DivFOp>(l, a[0], divisor);
+        if (accType == element)
+          return mean;
+        return nb.create<arith::TruncFOp>(l, element, mean);
       });
 }
