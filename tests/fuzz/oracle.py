@@ -1,0 +1,451 @@
+"""The oracle: a reference (onnxruntime, else onnx's ReferenceEvaluator)
+against kilnc + kiln-run, and the comparison of their outputs.
+
+Classes of outcome, from worst:
+    crash          kilnc or kiln-run died of a signal, or printed a crash
+                   marker (a stack dump, an assertion, a sanitizer report)
+    wrong          kiln's outputs differ from the reference's (dtype, shape,
+                   values beyond the tolerance, NaN positions)
+    timeout        kilnc or kiln-run ran past the time limit
+    run-error      kiln-run exited non-zero with a message
+    compile-error  kilnc exited non-zero with a message
+    pass
+Crash and wrong are failures; the others are reported and counted.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+CRASH_MARKERS = ("Segmentation", "Stack dump", "Aborted", "terminate called",
+                 "Assertion", "AddressSanitizer", "UndefinedBehaviorSanitizer",
+                 "core dumped", "PLEASE submit a bug report")
+ORDER = ("crash", "wrong", "timeout", "run-error", "compile-error", "pass")
+FAILURES = ("crash", "wrong")
+EPS = {np.dtype(np.float32): 2.0 ** -23, np.dtype(np.float16): 2.0 ** -10,
+       np.dtype(np.float64): 2.0 ** -52}
+
+
+class Skip(Exception):
+    """No reference can run this model (the reason is counted)."""
+
+
+def worst(classes):
+    return min(classes, key=ORDER.index) if classes else "pass"
+
+
+# -- the reference -----------------------------------------------------------
+
+
+def _with_all_outputs(model):
+    """A copy of `model` whose every node output is also a graph output, so
+    that one run yields every intermediate value (for tolerances and for
+    the shrinker, which turns values into inputs)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    try:
+        inferred = shape_inference.infer_shapes(m).graph
+        types = {v.name: v.type.tensor_type.elem_type
+                 for v in list(inferred.value_info) + list(inferred.output)}
+    except Exception:
+        types = {}
+    have = {o.name for o in m.graph.output}
+    for node in m.graph.node:
+        for name in node.output:
+            if name and name not in have and types.get(name):
+                m.graph.output.append(helper.make_tensor_value_info(name, types[name], None))
+                have.add(name)
+    return m
+
+
+def reference(model, feeds):
+    """Runs `model` on `feeds`; returns (outputs, values, engine): the graph
+    outputs in order, every value by name (inputs, initializers,
+    intermediates) and which engine ran. Raises Skip when no engine can run
+    the model, and ValueError when the inputs do not fit it (onnxruntime
+    rejects them at run time)."""
+    full = _with_all_outputs(model)
+    names = [o.name for o in full.graph.output]
+    n = len(model.graph.output)
+    try:
+        import onnxruntime as ort
+        # Candidate sizes the graph rejects are expected: no error logs.
+        ort.set_default_logger_severity(4)
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(full.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+        engine = "onnxruntime"
+    except Exception as e:  # not implemented there: the ONNX reference
+        sess, why = None, str(e).splitlines()[0] if str(e) else type(e).__name__
+    if sess is not None:
+        try:
+            got = sess.run(None, feeds)
+        except Exception as e:
+            raise ValueError("onnxruntime: " + str(e).splitlines()[0][:300])
+    else:
+        from onnx.reference import ReferenceEvaluator
+        try:
+            with np.errstate(all="ignore"):
+                ev = ReferenceEvaluator(full)
+                got = ev.run(None, feeds)
+            engine = "onnx-reference"
+        except Exception as e:
+            raise Skip("no reference: onnxruntime: %s; onnx reference: %s"
+                       % (why[:120], str(e).splitlines()[0][:120] if str(e) else type(e).__name__))
+    values = {k: np.asarray(v) for k, v in feeds.items()}
+    for init in model.graph.initializer:
+        values[init.name] = numpy_helper.to_array(init)
+    for name, v in zip(names, got):
+        values[name] = np.asarray(v)
+    return [np.asarray(v) for v in got[:n]], values, engine
+
+
+def upcast(model, feeds):
+    """`model` and `feeds` with every float32/float16 value in float64
+    (casts to them too): the same maths with little rounding, to tell
+    results that are ill-conditioned (where the reference itself is far from
+    exact) from wrong ones."""
+    from onnx import TensorProto
+    narrow = (TensorProto.FLOAT, TensorProto.FLOAT16)
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if vi.type.tensor_type.elem_type in narrow:
+            vi.type.tensor_type.elem_type = TensorProto.DOUBLE
+    for i, init in enumerate(g.initializer):
+        if init.data_type in narrow:
+            arr = numpy_helper.to_array(init).astype(np.float64)
+            g.initializer[i].CopyFrom(numpy_helper.from_array(arr, init.name))
+    for node in g.node:
+        for a in node.attribute:
+            if node.op_type == "Cast" and a.name == "to" and a.i in narrow:
+                a.i = TensorProto.DOUBLE
+    wide = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
+    return m, wide
+
+
+def reference64(model, feeds):
+    """The outputs of `model` computed in float64, or None if no engine
+    runs that."""
+    try:
+        m, wide = upcast(model, feeds)
+        with np.errstate(all="ignore"):
+            return reference(m, wide)[0]
+    except Exception:
+        return None
+
+
+# -- kiln ----------------------------------------------------------------------
+
+
+def tools():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    bindir = os.environ.get("KILN_BIN") or os.path.join(root, "build", "bin")
+    return os.path.join(bindir, "kilnc"), os.path.join(bindir, "kiln-run")
+
+
+def _run(argv, timeout):
+    """(returncode or 'timeout', combined output)."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                           timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"") + (e.stderr or b"")
+        return "timeout", out.decode(errors="replace") if isinstance(out, bytes) else out
+    return p.returncode, (p.stdout or "") + (p.stderr or "")
+
+
+def first_line(text):
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def _tool_failure(rc, text, stage):
+    """The (class, message) of a tool run that did not succeed, or None."""
+    markers = [m for m in CRASH_MARKERS if m in text]
+    if rc == "timeout":
+        return "timeout", "%s timed out" % stage
+    if (isinstance(rc, int) and rc < 0) or markers:
+        what = ("signal %d" % -rc) if isinstance(rc, int) and rc < 0 else "exit %s" % rc
+        line = next((l for l in text.splitlines() if any(m in l for m in markers)), "")
+        return "crash", "%s %s%s" % (stage, what, (": " + line.strip()[:200]) if line else "")
+    if rc != 0:
+        # Without the temporary folder's name, so that messages group.
+        line = re.sub(r"\S*/(model\.onnx|model\.kiln)", r"\1", first_line(text))
+        return ("compile-error" if stage == "kilnc" else "run-error"), line
+    return None
+
+
+class Kiln:
+    """Compiles a model once (kilnc -O1) and runs it on input sets."""
+
+    def __init__(self, workdir, timeout=120, kilnc_args=("-O1",)):
+        self.workdir = workdir
+        self.timeout = timeout
+        self.kilnc_args = list(kilnc_args)
+        self.kilnc, self.kiln_run = tools()
+        self.seconds = 0.0
+
+    def compile(self, model):
+        """Returns None, or (class, message) when kilnc fails."""
+        path = os.path.join(self.workdir, "model.onnx")
+        onnx.save(model, path)
+        self.artifact = os.path.join(self.workdir, "model.kiln")
+        t = time.time()
+        rc, text = _run([self.kilnc, *self.kilnc_args, path, "-o", self.artifact], self.timeout)
+        self.seconds += time.time() - t
+        self.compile_output = text
+        return _tool_failure(rc, text, "kilnc")
+
+    def run(self, model, feeds, tag="run"):
+        """Returns (outputs, None) or (None, (class, message))."""
+        d = tempfile.mkdtemp(prefix=tag, dir=self.workdir)
+        paths = []
+        for i, inp in enumerate(model.graph.input):
+            p = os.path.join(d, "input_%d.npy" % i)
+            np.save(p, feeds[inp.name])
+            paths.append(p)
+        out = os.path.join(d, "out")
+        t = time.time()
+        rc, text = _run([self.kiln_run, self.artifact, *paths, "--output-dir", out],
+                        self.timeout)
+        self.seconds += time.time() - t
+        bad = _tool_failure(rc, text, "kiln-run")
+        if bad:
+            return None, bad
+        outs = []
+        for i in range(len(model.graph.output)):
+            p = os.path.join(out, "output_%d.npy" % i)
+            if not os.path.exists(p):
+                return None, ("wrong", "output %d was not written" % i)
+            outs.append(np.load(p))
+        return outs, None
+
+
+# -- comparison ----------------------------------------------------------------
+
+
+def ancestry(model):
+    """For each graph output: (names of every value it depends on, number
+    of nodes it depends on)."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    result = {}
+    for out in model.graph.output:
+        seen, nodes, stack = set(), set(), [out.name]
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            node = producer.get(name)
+            if node is not None and id(node) not in nodes:
+                nodes.add(id(node))
+                stack.extend(i for i in node.input if i)
+        result[out.name] = (seen, len(nodes))
+    return result
+
+
+def tolerance(dtype, depth, scale):
+    """(atol, rtol) for a float output `depth` nodes deep whose inputs and
+    intermediates reach magnitude `scale`: a few units of the dtype's
+    rounding per op (rtol ~1e-4 for float32), and an absolute part relative
+    to the largest value on the way (cancellation, long sums)."""
+    eps = EPS.get(np.dtype(dtype), 2.0 ** -23)
+    if np.dtype(dtype) == np.float16:
+        rtol = eps * (2 + depth)
+    else:
+        rtol = min(1e-3, 1e-4 * (1 + depth / 16) * (eps / 2.0 ** -23))
+    return rtol * max(scale, 1e-6), rtol
+
+
+def _scale(names, values):
+    best = 0.0
+    for name in names:
+        v = values.get(name)
+        if v is None or v.dtype.kind != "f" or v.size == 0:
+            continue
+        finite = np.abs(v[np.isfinite(v)].astype(np.float64))
+        if finite.size:
+            best = max(best, float(finite.max()))
+    return best
+
+
+def compare(model, got, expected, values, exact=None):
+    """Mismatch descriptions, one per differing output (empty: match).
+    `exact`: the outputs computed in float64 (reference64); where given,
+    an element also passes when kiln is within a few times the reference's
+    own distance from it, and integer or boolean elements the float64 run
+    disagrees on (a comparison or cast on the edge) are not checked."""
+    problems = []
+    anc = ancestry(model)
+    for i, (out, a, e) in enumerate(zip(model.graph.output, got, expected)):
+        where = "output %d '%s'" % (i, out.name)
+        if a.dtype != e.dtype:
+            problems.append("%s: dtype %s, expected %s" % (where, a.dtype, e.dtype))
+            continue
+        if a.shape != e.shape:
+            problems.append("%s: shape %s, expected %s" % (where, a.shape, e.shape))
+            continue
+        x = exact[i] if exact is not None and exact[i].shape == e.shape else None
+        if e.dtype.kind != "f":
+            bad = a != e
+            if x is not None and e.dtype.kind in "iub":
+                bad &= x.astype(e.dtype) == e
+            if bad.any():
+                problems.append("%s: %s" % (where, _describe(a, e, bad)))
+            continue
+        names, depth = anc[out.name]
+        coarsest = max((values[n].dtype for n in names if n in values and
+                        values[n].dtype.kind == "f"), key=lambda d: EPS.get(d, 0), default=e.dtype)
+        atol, rtol = tolerance(coarsest, depth, _scale(names, values))
+        a64, e64 = a.astype(np.float64), e.astype(np.float64)
+        nan_a, nan_e = np.isnan(a64), np.isnan(e64)
+        edge = np.zeros(e.shape, bool)
+        slack = 0.0
+        if x is not None:
+            x = x.astype(np.float64)
+            edge = np.isnan(x) != nan_e
+            with np.errstate(all="ignore"):
+                slack = np.where(np.isfinite(x), 4 * np.abs(e64 - x), 0.0)
+        if ((nan_a != nan_e) & ~edge).any():
+            problems.append("%s: NaN positions differ: %s" % (where, _describe(a, e, (nan_a != nan_e) & ~edge)))
+            continue
+        with np.errstate(all="ignore"):
+            diff = np.abs(a64 - e64)
+            bad = ~nan_e & ~edge & ~((a64 == e64) | (diff <= atol + rtol * np.abs(e64) + slack))
+        if bad.any():
+            problems.append("%s: %s (atol %.3g, rtol %.3g%s)" % (
+                where, _describe(a, e, bad), atol, rtol, ", float64-checked" if x is not None else ""))
+    return problems
+
+
+def _describe(a, e, bad):
+    """How many values differ, and the worst one (the first for NaNs)."""
+    idx = np.argwhere(bad)[0] if a.ndim else ()
+    if a.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+        diff[~bad | np.isnan(diff)] = -1
+        if diff.max() >= 0 and a.ndim:
+            idx = np.unravel_index(int(np.argmax(diff)), a.shape)
+    idx = tuple(int(i) for i in idx)
+    return "%d of %d values differ, e.g. at %s: got %s, expected %s" % (
+        int(bad.sum()), bad.size, list(idx), a[idx], e[idx])
+
+
+def signature(cls, message):
+    """What must stay the same while shrinking: the class and, for tool
+    failures, their message with names and numbers taken out."""
+    if cls in ("wrong", "timeout", "pass"):
+        return cls
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'_'", message)
+    text = re.sub(r"\b\d+\b", "N", text)
+    text = re.sub(r"\S*\.onnx", "M", text)
+    return cls + ": " + text[:160]
+
+
+# -- checking cases ------------------------------------------------------------
+
+
+class Outcome:
+    """The class of one case and why."""
+
+    def __init__(self, cls, message="", details=(), run=None):
+        self.cls, self.message, self.details, self.run = cls, message, list(details), run
+
+    def __repr__(self):
+        return "%s: %s" % (self.cls, self.message)
+
+
+def _worst(outcomes):
+    return min(outcomes, key=lambda o: ORDER.index(o.cls)) if outcomes else Outcome("pass")
+
+
+def _compare_run(case, k, outs):
+    run = case.runs[k]
+    problems = compare(case.model, outs, run.expected, run.values)
+    if problems:
+        # Before calling it wrong: is the reference itself far from exact
+        # there (ill-conditioned maths, a comparison on the edge)?
+        exact = reference64(case.model, run.feeds)
+        if exact is not None:
+            problems = compare(case.model, outs, run.expected, run.values, exact)
+    if problems:
+        return Outcome("wrong", problems[0] + (" [%s]" % run.label if len(case.runs) > 1 else ""),
+                       problems, k)
+    return Outcome("pass", run=k)
+
+
+def check_case(case, workdir, timeout):
+    """Compiles `case` and runs it on each of its input sets."""
+    tmp = tempfile.mkdtemp(prefix="case", dir=workdir)
+    try:
+        return _check_case(case, Kiln(tmp, timeout))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_case(case, kiln):
+    bad = kiln.compile(case.model)
+    if bad:
+        return Outcome(*bad)
+    outcomes = []
+    for k, run in enumerate(case.runs):
+        outs, bad = kiln.run(case.model, run.feeds, "run%d_" % k)
+        if bad:
+            label = " [%s]" % run.label if len(case.runs) > 1 else ""
+            outcomes.append(Outcome(bad[0], bad[1] + label, run=k))
+        else:
+            outcomes.append(_compare_run(case, k, outs))
+    return _worst(outcomes)
+
+
+def check_batch(cases, workdir, timeout):
+    """Outcomes of several cases compiled as one model; when kilnc or
+    kiln-run fails on the whole, each case is checked alone to find whose
+    failure it is."""
+    from cases import merge
+    if len(cases) == 1:
+        return [check_case(cases[0], workdir, timeout)]
+    model, feed_sets = merge(cases)
+    tmp = tempfile.mkdtemp(prefix="batch", dir=workdir)
+    try:
+        results = _check_merged(cases, model, feed_sets, Kiln(tmp, timeout))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if results is not None:
+        return results
+    return [check_case(c, workdir, timeout) for c in cases]
+
+
+def _check_merged(cases, model, feed_sets, kiln):
+    """Per-case outcomes, or None when the merged model as a whole fails."""
+    results = [[] for _ in cases]
+    if kiln.compile(model) is None:
+        for k, feeds in enumerate(feed_sets):
+            outs, bad = kiln.run(model, feeds, "run%d_" % k)
+            if bad:
+                break
+            pos = 0
+            for i, c in enumerate(cases):
+                n = len(c.model.graph.output)
+                if k < len(c.runs):
+                    results[i].append(_compare_run(c, k, outs[pos:pos + n]))
+                pos += n
+        else:
+            return [_worst(r) for r in results]
+    return None
