@@ -6,11 +6,11 @@ and kiln-run, against onnxruntime (or onnx's reference evaluator).
     scripts/fuzz --seed 7 --count 100 --symbolic mixed --ops Conv,MaxPool,Relu,Add
     scripts/fuzz --replay fuzz-failures/wrong-s1-g42-static
 
-Graphs are numbered 0..count-1 and graph i of seed S is always the same
-graph (with the same opset: graphs are drawn in batches of --batch that
-share one, and one kilnc run). Each graph is checked static and, with
---symbolic, once more with input dims made symbolic, compiled once and run
-at several sizes (cases.py). Failures (crash, wrong) are shrunk (shrink.py)
+Graphs are numbered from --start and graph i of seed S is always the same
+graph whatever the other options (but --ops and the size limits); up to
+--batch graphs of the same opset share one kilnc run. Each graph is checked
+static and, with --symbolic, once more with input dims made symbolic,
+compiled once and run at several sizes (cases.py). Failures (crash, wrong) are shrunk (shrink.py)
 and saved as reproducer folders under --out. Prints `N passed, M failed`,
 the classes, and op coverage; exits 1 when a crash or wrong result
 occurred, else 0.
@@ -20,6 +20,7 @@ import argparse
 import collections
 import concurrent.futures as cf
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -31,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
+from onnx import helper  # noqa: E402
 
 import cases as C  # noqa: E402
 import generate as G  # noqa: E402
@@ -89,6 +91,25 @@ def parse_args(argv):
     return args
 
 
+def failure_key(case, outcome):
+    """What makes two failures look alike before shrinking: the class, the
+    variant and, for a wrong result, the op type and dtype of the first
+    differing output; for tool failures, the message."""
+    variant = case.variant.split("-")[0]
+    if outcome.cls != "wrong":
+        return (outcome.cls, variant, O.signature(outcome.cls, outcome.message))
+    m = re.match(r"output (\d+) ", outcome.message)
+    g = case.model.graph
+    if not m or int(m.group(1)) >= len(g.output):
+        return (outcome.cls, variant, "")
+    out = g.output[int(m.group(1))]
+    op = next((n.op_type for n in g.node if out.name in n.output), "")
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(out.type.tensor_type.elem_type)).name
+    what = next((w for w in ("shape", "dtype", "NaN", "not written")
+                 if w in outcome.message), "values")
+    return (outcome.cls, variant, "%s %s %s" % (what, op, dtype))
+
+
 # -- work done in the worker processes -----------------------------------------
 
 
@@ -112,8 +133,19 @@ def make_cases(args, idx, opset, ir):
 
 def check_batch_task(args, batch, workdir):
     """Generates and checks graphs `batch`; returns one record per graph:
-    (idx, outcome per case, cases of failures, coverage, skip reason)."""
-    opset, ir = G.pick_opset(args.seed, batch[0] // args.batch)
+    (idx, outcome per case, cases of failures, coverage, skip reason). A
+    bug of the fuzzer itself skips the batch with the traceback as reason,
+    rather than ending the run."""
+    try:
+        return _check_batch(args, batch, workdir)
+    except Exception:
+        why = "fuzzer error: " + traceback.format_exc().strip().splitlines()[-1]
+        sys.stderr.write("fuzzer error in graphs %s:\n%s" % (batch, traceback.format_exc()))
+        return [[idx, [], [], [], why] for idx in batch]
+
+
+def _check_batch(args, batch, workdir):
+    opset, ir = G.pick_opset(args.seed, batch[0])
     records, all_cases, owners = [], [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -133,7 +165,7 @@ def check_batch_task(args, batch, workdir):
                 owners.append(len(records) - 1)
         outcomes = O.check_batch(all_cases, workdir, args.timeout) if all_cases else []
     for c, o, r in zip(all_cases, outcomes, owners):
-        records[r][1].append((c.variant, o))
+        records[r][1].append((c.variant, o, failure_key(c, o) if o.cls != "pass" else None))
         if o.cls in O.FAILURES or (o.cls == "compile-error" and args.keep_compile_errors):
             records[r][2].append((c, o))
     return records
@@ -156,28 +188,12 @@ def shrink_task(args, case, outcome, folder, workdir, do_shrink):
         elif not note:
             note = "not shrunk (--no-shrink, or --shrink-limit reached for failures like it)\n"
         S.write_case(case, outcome, folder, note, original=original)
-    return "%s: %d -> %d nodes (%d shrink runs)" % (
-        folder, len(original.model.graph.node), len(case.model.graph.node), tests)
+    return "%s: %d -> %d nodes (%s)" % (
+        folder, len(original.model.graph.node), len(case.model.graph.node),
+        "%d shrink runs" % tests if do_shrink else "not shrunk")
 
 
 # -- the driver ------------------------------------------------------------------
-
-
-def failure_key(case, outcome):
-    """What makes two failures look alike before shrinking: the class, the
-    variant and, for a wrong result, the op type and dtype of the first
-    differing output; for tool failures, the message."""
-    variant = case.variant.split("-")[0]
-    if outcome.cls != "wrong":
-        return (outcome.cls, variant, O.signature(outcome.cls, outcome.message))
-    import re
-    m = re.match(r"output (\d+) ", outcome.message)
-    g = case.model.graph
-    if not m or int(m.group(1)) >= len(g.output):
-        return (outcome.cls, variant, "")
-    out = g.output[int(m.group(1))]
-    op = next((n.op_type for n in g.node if out.name in n.output), "")
-    return (outcome.cls, variant, op, out.type.tensor_type.elem_type)
 
 
 def main(argv=None):
@@ -191,19 +207,18 @@ def main(argv=None):
     workdir = tempfile.mkdtemp(prefix="kiln-fuzz-")
     t0 = time.time()
     idxs = list(range(args.start, args.start + args.count))
-    # Batches never straddle a multiple of --batch, so graph i's opset
-    # depends only on the seed and i.
-    batches, cur = [], []
+    # A batch shares one model, so one opset: graphs are grouped by theirs
+    # (which depends only on the seed and the graph number).
+    batches, open_ = [], {}
     for i in idxs:
-        if cur and i // args.batch != cur[0] // args.batch:
-            batches.append(cur)
-            cur = []
+        cur = open_.setdefault(G.pick_opset(args.seed, i), [])
         cur.append(i)
-    if cur:
-        batches.append(cur)
+        if len(cur) == args.batch:
+            batches.append(open_.pop(G.pick_opset(args.seed, i)))
+    batches += list(open_.values())
     counts = collections.Counter()
     skips = collections.Counter()
-    messages = collections.defaultdict(collections.Counter)
+    messages = collections.defaultdict(list)  # failure key -> examples
     coverage = set()
     failures, shrink_futures, shrunk_keys = [], [], collections.Counter()
     done, next_report = 0, max(1, args.count // 10)
@@ -228,13 +243,14 @@ def main(argv=None):
                         skips[skip.split(":")[0] + ": " + skip.split(":", 1)[-1].strip()[:90]] += 1
                         continue
                     coverage.update(cov)
-                    cls = O.worst([o.cls for _, o in outs])
+                    cls = O.worst([o.cls for _, o, _ in outs])
                     counts[cls] += 1
-                    for variant, o in outs:
+                    for variant, o, key in outs:
                         if o.cls != "pass":
-                            messages[o.cls][o.message[:160]] += 1
+                            messages[key].append("g%d %s: %s" % (idx, variant, o.message))
                     if cls != "pass" or args.verbose:
-                        bad = [(v, o) for v, o in outs if o.cls != "pass"] or outs
+                        bad = [(v, o) for v, o, _ in outs if o.cls != "pass"] or \
+                            [(v, o) for v, o, _ in outs]
                         print("  g%d %s: %s" % (idx, cls.upper() if cls in O.FAILURES else cls,
                                                "; ".join("%s %s" % (v, o.message[:200])
                                                          for v, o in bad)), flush=True)
@@ -273,9 +289,11 @@ def summary(args, t0, done, counts, skips, messages, coverage, failures):
     print("%d passed, %d failed" % (counts["pass"], checked - counts["pass"]))
     print("  " + ", ".join("%s %d" % (c, counts[c]) for c in CLASSES) +
           ", skipped %d" % counts["skipped"])
-    for cls in CLASSES:
-        for msg, n in messages[cls].most_common(8):
-            print("    %s x%d: %s" % (cls, n, msg))
+    # Failures that look alike (failure_key) on one line, with an example.
+    for key, examples in sorted(messages.items(), key=lambda kv: (CLASSES.index(kv[0][0]),
+                                                                  -len(kv[1]))):
+        print("    %s x%d [%s]: %s" % (key[0], len(examples), key[1] if key[0] != "wrong" else
+                                      "%s, %s" % (key[1], key[2]), examples[0][:220]))
     for why, n in skips.most_common(5):
         print("    skipped x%d: %s" % (n, why))
     ops = {op for op, _ in coverage}

@@ -311,9 +311,9 @@ def assemble(graphs, opset, ir_version, name="fuzz"):
     return model, feeds
 
 
-def pick_opset(seed, batch):
-    """The opset and IR version of batch `batch` of run `seed`."""
-    rng = np.random.default_rng([seed, batch, 0x6f707365])
+def pick_opset(seed, index):
+    """The opset and IR version of graph `index` of run `seed`."""
+    rng = np.random.default_rng([seed, index, 0x6f707365])
     opset = int(rng.choice(OPSETS))
     ir = int(rng.integers(MIN_IR[opset], 11))
     return opset, ir

@@ -338,7 +338,7 @@ def _describe(a, e, bad):
     idx = np.argwhere(bad)[0] if a.ndim else ()
     if a.dtype.kind == "f":
         with np.errstate(all="ignore"):
-            diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+            diff = np.array(np.abs(a.astype(np.float64) - e.astype(np.float64)))
         diff[~bad | np.isnan(diff)] = -1
         if diff.max() >= 0 and a.ndim:
             idx = np.unravel_index(int(np.argmax(diff)), a.shape)
