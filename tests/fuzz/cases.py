@@ -65,11 +65,19 @@ def symbolic_case(static, mode, rng, prefix):
     feeds = static.runs[0].feeds
     shared = rng.random() < 0.5
     sym = []  # (input name, axis, size, dim_param)
-    for inp in model.graph.input:
-        if mode == "some" and rng.random() < 0.4:
-            continue
-        for axis, dim in enumerate(inp.type.tensor_type.shape.dim):
-            if mode == "some" and rng.random() < 0.3:
+    inputs = list(model.graph.input)
+    ranked = [i for i in inputs if i.type.tensor_type.shape.dim]
+    # "some" draws inputs and dims, but never none at all.
+    chosen = [i for i in inputs if mode == "all" or rng.random() < 0.6]
+    if ranked and not any(i in ranked for i in chosen):
+        chosen.append(ranked[int(rng.integers(len(ranked)))])
+    for inp in chosen:
+        dims = inp.type.tensor_type.shape.dim
+        keep = [mode == "all" or rng.random() < 0.7 for _ in dims]
+        if dims and not any(keep):
+            keep[int(rng.integers(len(dims)))] = True
+        for axis, dim in enumerate(dims):
+            if not keep[axis]:
                 continue
             size = dim.dim_value
             label = "%sn%d" % (prefix, size) if shared else "%s_d%d" % (inp.name, axis)

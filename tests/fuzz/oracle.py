@@ -65,6 +65,23 @@ def _with_all_outputs(model):
     return m
 
 
+def _session(model):
+    import onnxruntime as ort
+    # Candidate sizes the graph rejects are expected: no error logs.
+    ort.set_default_logger_severity(4)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 4
+    return ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def _first(e):
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]
+
+
 def reference(model, feeds):
     """Runs `model` on `feeds`; returns (outputs, values, engine): the graph
     outputs in order, every value by name (inputs, initializers,
@@ -73,42 +90,68 @@ def reference(model, feeds):
     rejects them at run time)."""
     full = _with_all_outputs(model)
     names = [o.name for o in full.graph.output]
-    n = len(model.graph.output)
-    try:
-        import onnxruntime as ort
-        # Candidate sizes the graph rejects are expected: no error logs.
-        ort.set_default_logger_severity(4)
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.intra_op_num_threads = 1
-        opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
-        sess = ort.InferenceSession(full.SerializeToString(), opts,
-                                    providers=["CPUExecutionProvider"])
-        engine = "onnxruntime"
-    except Exception as e:  # not implemented there: the ONNX reference
-        sess, why = None, str(e).splitlines()[0] if str(e) else type(e).__name__
-    if sess is not None:
-        try:
-            got = sess.run(None, feeds)
-        except Exception as e:
-            raise ValueError("onnxruntime: " + str(e).splitlines()[0][:300])
-    else:
-        from onnx.reference import ReferenceEvaluator
-        try:
-            with np.errstate(all="ignore"):
-                ev = ReferenceEvaluator(full)
-                got = ev.run(None, feeds)
-            engine = "onnx-reference"
-        except Exception as e:
-            raise Skip("no reference: onnxruntime: %s; onnx reference: %s"
-                       % (why[:120], str(e).splitlines()[0][:120] if str(e) else type(e).__name__))
     values = {k: np.asarray(v) for k, v in feeds.items()}
     for init in model.graph.initializer:
         values[init.name] = numpy_helper.to_array(init)
-    for name, v in zip(names, got):
-        values[name] = np.asarray(v)
-    return [np.asarray(v) for v in got[:n]], values, engine
+    try:
+        sess = _session(full)
+    except Exception:
+        # onnxruntime lacks a kernel: node by node, each on onnxruntime
+        # where it can, else on onnx's reference (which has bugs of its
+        # own, so it runs as little as possible).
+        engine = _node_by_node(model, values)
+    else:
+        try:
+            got = sess.run(None, feeds)
+        except Exception as e:
+            raise ValueError("onnxruntime: " + _first(e))
+        values.update((name, np.asarray(v)) for name, v in zip(names, got))
+        engine = "onnxruntime"
+    return [values[o.name] for o in model.graph.output], values, engine
+
+
+def _node_by_node(model, values):
+    """Runs each node of `model` alone, adding its outputs to `values`;
+    returns a description of the engines used."""
+    from onnx.reference import ReferenceEvaluator
+    try:
+        inferred = shape_inference.infer_shapes(model).graph
+        types = {v.name: v.type.tensor_type.elem_type
+                 for v in list(inferred.value_info) + list(inferred.output)}
+    except Exception:
+        types = {}
+    fallback = set()
+    for node in model.graph.node:
+        ins = [i for i in node.input if i]
+        inputs = [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(
+            values[i].dtype), values[i].shape) for i in dict.fromkeys(ins)]
+        outputs = [helper.make_tensor_value_info(o, types.get(o, 0), None)
+                   for o in node.output if o]
+        single = helper.make_model(helper.make_graph([node], "node", inputs, outputs),
+                                   opset_imports=list(model.opset_import))
+        single.ir_version = model.ir_version
+        feeds = {i: values[i] for i in dict.fromkeys(ins)}
+        try:
+            sess = _session(single)
+        except Exception as e:
+            if "NOT_IMPLEMENTED" not in str(e):  # e.g. shapes that do not fit
+                raise ValueError("onnxruntime: " + _first(e))
+            try:
+                with np.errstate(all="ignore"):
+                    got = ReferenceEvaluator(single).run(None, feeds)
+            except Exception as e2:
+                raise Skip("no reference for %s: onnxruntime: %s; onnx reference: %s"
+                           % (node.op_type, _first(e)[:100], _first(e2)[:100]))
+            fallback.add(node.op_type)
+        else:
+            try:
+                got = sess.run(None, feeds)
+            except Exception as e:
+                raise ValueError("onnxruntime: " + _first(e))
+        for o, v in zip([o for o in node.output if o], got):
+            values[o] = np.asarray(v)
+    return "onnxruntime node by node" + (
+        ", onnx reference for " + " ".join(sorted(fallback)) if fallback else "")
 
 
 def upcast(model, feeds):
