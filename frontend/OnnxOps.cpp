@@ -655,9 +655,9 @@ FailureOr<Values> flatten(NodeContext &c) {
   return single(reshapeTo(c, c.inputs[0], {left, right}));
 }
 
-// Clip: min then max, each a constant (a kiln.clip attribute) or a scalar
-// computed at run time (kiln.max / kiln.min, so min > max gives max, as
-// numpy's clip does).
+// Clip: min then max, each a constant (a kiln.clip attribute; on integers
+// a constant tensor) or a scalar computed at run time (kiln.max / kiln.min,
+// so min > max gives max, as numpy's clip does).
 FailureOr<Values> clip(NodeContext &c) {
   if (failed(arity(c, 1, 3)))
     return failure();
@@ -672,7 +672,10 @@ FailureOr<Values> clip(NodeContext &c) {
         value = c.getFloat(name, 0);
     } else if (c.inputs.size() > index && c.inputs[index]) {
       auto values = constantValues<double>(c.inputs[index]);
-      if (values && values->size() == 1)
+      // An integer bound stays a tensor: a double holds int64 bounds
+      // past 2^53 inexactly.
+      if (values && values->size() == 1 &&
+          isa<FloatType>(typeOf(v).getElementType()))
         value = values->front();
       else if (typeOf(c.inputs[index]).getNumElements() == 1)
         bound = c.inputs[index];

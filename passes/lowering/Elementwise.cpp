@@ -481,6 +481,20 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
             return [lo, hi](OpBuilder &nb, Location l, ValueRange a) -> Value {
               Value v = a[0];
               Type t = v.getType();
+              if (!isa<FloatType>(t)) {
+                bool u = t.isUnsignedInteger();
+                if (lo)
+                  v = u ? nb.create<arith::MaxUIOp>(l, v, scalar(nb, l, t, *lo))
+                              .getResult()
+                        : nb.create<arith::MaxSIOp>(l, v, scalar(nb, l, t, *lo))
+                              .getResult();
+                if (hi)
+                  v = u ? nb.create<arith::MinUIOp>(l, v, scalar(nb, l, t, *hi))
+                              .getResult()
+                        : nb.create<arith::MinSIOp>(l, v, scalar(nb, l, t, *hi))
+                              .getResult();
+                return v;
+              }
               if (lo)
                 v = nb.create<arith::MaximumFOp>(l, v, scalar(nb, l, t, *lo));
               if (hi)
@@ -501,7 +515,7 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
       isa<AddOp, SubOp, MulOp, DivOp, ReluOp, NegOp, CastOp, BitcastOp, AbsOp,
           NotOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp,
           GreaterOp, GreaterEqualOp, WhereOp, ExpandOp, SignOp, ModOp,
-          ShiftLeftOp, ShiftRightOp>(op);
+          ShiftLeftOp, ShiftRightOp, ClipOp>(op);
   if (!integerOk && failed(needFloat()))
     return failure();
   return buildElementwise(b, loc, plain, operands, body, [&](int64_t i) {

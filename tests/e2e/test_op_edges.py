@@ -2,7 +2,8 @@
 
 Expand with a shape input of symbolic length shorter than the result rank,
 Pow on integers (exact up to 2^53), TopK before opset 10
-(k as an attribute), AffineGrid with align_corners over a one-point axis
+(k as an attribute), Clip on every integer type (constant and run-time
+bounds, int64 bounds past 2^53), AffineGrid with align_corners over a one-point axis
 (torch's affine_grid), Det of 0x0 matrices, and ScatterElements with
 indices and updates of different shapes (a compile error).
 """
@@ -45,6 +46,44 @@ class OpEdges(kt.KilnTestCase):
                              else [19, 30, 3, 0, 40], dtype=dtype)
                 (got,) = self.run_onnx(m, "pow" + name, [a, b])
                 want = np.power(a, b)
+                np.testing.assert_array_equal(got, want)
+
+    def test_integer_clip(self):
+        # ONNX allows every numeric type in Clip since opset 12; kiln took
+        # floats only ("'kiln.clip' op needs a floating-point element type").
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        big = 2**62 + 1  # not a double
+        cases = [(np.int8, T.INT8, -3, 5), (np.uint8, T.UINT8, 3, 200),
+                 (np.int16, T.INT16, -300, 300), (np.uint16, T.UINT16, 7, 60000),
+                 (np.int32, T.INT32, -5, 8), (np.uint32, T.UINT32, 2, 3000000000),
+                 (np.int64, T.INT64, -big, big), (np.uint64, T.UINT64, 1, 2**63 + 3)]
+        for dtype, elem, lo, hi in cases:
+            info = np.iinfo(dtype)
+            x = np.array([info.min, lo - 1, lo, 0 if info.min < 0 else lo + 1,
+                          hi, hi + 1 if hi < info.max else hi, info.max], dtype)
+            lo_a, hi_a = np.array(lo, dtype), np.array(hi, dtype)
+            want = np.minimum(np.maximum(x, lo_a), hi_a)
+            vi = lambda n, s: h.make_tensor_value_info(n, elem, s)
+            with self.subTest(dtype=np.dtype(dtype).name, bounds="constant"):
+                m = kt.onnx_model([h.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+                                  [vi("x", [7])], [vi("y", [7])], 13)
+                m.graph.initializer.extend([nh.from_array(lo_a, "lo"),
+                                            nh.from_array(hi_a, "hi")])
+                (got,) = self.run_onnx(m, "clip_c_%s" % np.dtype(dtype).name, [x])
+                self.assertEqual(got.dtype, want.dtype)
+                np.testing.assert_array_equal(got, want)
+            with self.subTest(dtype=np.dtype(dtype).name, bounds="max only"):
+                m = kt.onnx_model([h.make_node("Clip", ["x", "", "hi"], ["y"])],
+                                  [vi("x", [7])], [vi("y", [7])], 13)
+                m.graph.initializer.extend([nh.from_array(hi_a, "hi")])
+                (got,) = self.run_onnx(m, "clip_h_%s" % np.dtype(dtype).name, [x])
+                np.testing.assert_array_equal(got, np.minimum(x, hi_a))
+            with self.subTest(dtype=np.dtype(dtype).name, bounds="run time"):
+                m = kt.onnx_model([h.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+                                  [vi("x", [7]), vi("lo", []), vi("hi", [])],
+                                  [vi("y", [7])], 13)
+                (got,) = self.run_onnx(m, "clip_r_%s" % np.dtype(dtype).name,
+                                       [x, lo_a, hi_a])
                 np.testing.assert_array_equal(got, want)
 
     def test_topk_opset9(self):
