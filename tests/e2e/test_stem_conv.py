@@ -10,7 +10,8 @@ of kiln_testing.CPU_TARGETS and, on x86, for x86-64-v2: each of the three
 tiles of kiln_conv_rows runs (channels in vectors of 16 with AVX-512, in
 vectors of 8 with AVX2 and FMA, outputs in vectors of 8 otherwise).
 
-Reference: torch.nn.functional.conv2d in float64.
+Reference: torch.nn.functional.conv2d in float64; onnxruntime for an
+unpadded stem into a max pool, batch symbolic (issue 42's crash report).
 """
 
 import unittest
@@ -69,6 +70,38 @@ class StemConv(kt.KilnTestCase):
                                     rng, (c, hh, ww), w,
                                     b if bias else None, strides, pads,
                                     act=act, rtol=1e-4, atol=1e-4)
+    def test_unpadded_stem_into_max_pool(self):
+        # Issue 42's crash report: Conv(x: [N, 3, 224, 224], w: [64, 3, 3,
+        # 3], strides 2, no pads) -> Relu -> MaxPool(3, strides 2), the
+        # batch symbolic, died with SIGSEGV in kiln-run at batch 1 (with
+        # --input-shape it ran). One symbolic compile per ceil_mode, run
+        # at batches 1 and 5 against onnxruntime, for each CPU target.
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        rng = np.random.default_rng(224)
+        w = rng.standard_normal((64, 3, 3, 3)).astype(np.float32)
+        for ceil in (0, 1):
+            model = kt.ort_model(
+                [h.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2]),
+                 h.make_node("Relu", ["c"], ["r"]),
+                 h.make_node("MaxPool", ["r"], ["y"], kernel_shape=[3, 3],
+                             strides=[2, 2], ceil_mode=ceil)],
+                [h.make_tensor_value_info("x", T.FLOAT, ["N", 3, 224, 224])],
+                [h.make_tensor_value_info("y", T.FLOAT, ["N", 64, 55, 55])], 17)
+            model.graph.initializer.append(nh.from_array(w, "w"))
+            name = "stem_pool_%d" % ceil
+            path = self.save_model(model, name + ".onnx")
+            for target, artifact in self.cpu_artifacts(path, name):
+                for n in (1, 5):
+                    with self.subTest(ceil_mode=ceil, target=target, batch=n):
+                        x = rng.standard_normal((n, 3, 224, 224)).astype(
+                            np.float32)
+                        (want,) = kt.onnxruntime_outputs(model, [x])
+                        (got,), _ = self.run_artifact(
+                            artifact, [x], out_name="%s_%s_%d" % (name, target, n))
+                        self.assertEqual(got.shape, (n, 64, 55, 55))
+                        np.testing.assert_allclose(got, want, rtol=1e-4,
+                                                   atol=1e-4)
+
 
 if __name__ == "__main__":
     unittest.main()
