@@ -75,9 +75,9 @@ def parse_args(argv):
     p.add_argument("--no-shrink", action="store_true", help="save failures unshrunk")
     p.add_argument("--shrink-budget", type=float, default=150,
                    help="seconds of shrinking per failure (default 150)")
-    p.add_argument("--shrink-limit", type=int, default=3,
+    p.add_argument("--shrink-limit", type=int, default=2,
                    help="shrink at most this many failures that look alike (same class, "
-                        "variant and first differing op); save the rest unshrunk (default 3)")
+                        "variant and first differing op); save the rest unshrunk (default 2)")
     p.add_argument("--replay", nargs="+", metavar="DIR",
                    help="check saved reproducer folders again and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per graph")
@@ -171,26 +171,26 @@ def _check_batch(args, batch, workdir):
     return records
 
 
-def shrink_task(args, case, outcome, folder, workdir, do_shrink):
-    """Shrinks (or not) and saves one failure; returns a summary line."""
+def shrink_task(args, case, outcome, folder, workdir, why_not=None):
+    """Shrinks (unless `why_not` says why not) and saves one failure;
+    returns a summary line."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        original, note = case, ""
-        alone = O.check_case(case, workdir, args.timeout)
-        if O.signature(alone.cls, alone.message) != O.signature(outcome.cls, outcome.message):
-            note = "note: alone this graph gives %s (%s); it failed as part of a batch\n" % (
-                alone.cls, alone.message)
-            do_shrink = False
-        tests = 0
-        if do_shrink:
-            case, outcome, tests = S.shrink(case, outcome, workdir, args.timeout,
-                                            budget_s=args.shrink_budget)
-        elif not note:
-            note = "not shrunk (--no-shrink, or --shrink-limit reached for failures like it)\n"
+        original, note, tests = case, "", 0
+        if why_not is None:
+            alone = O.check_case(case, workdir, args.timeout)
+            if O.signature(alone.cls, alone.message) != O.signature(outcome.cls, outcome.message):
+                why_not = "alone this graph gives %s (%s); it failed in a batch" % (
+                    alone.cls, alone.message)
+            else:
+                case, outcome, tests = S.shrink(case, outcome, workdir, args.timeout,
+                                                budget_s=args.shrink_budget)
+        if why_not:
+            note = "not shrunk: %s\n" % why_not
         S.write_case(case, outcome, folder, note, original=original)
     return "%s: %d -> %d nodes (%s)" % (
         folder, len(original.model.graph.node), len(case.model.graph.node),
-        "%d shrink runs" % tests if do_shrink else "not shrunk")
+        "%d shrink runs" % tests if not why_not else "not shrunk: " + why_not[:60])
 
 
 # -- the driver ------------------------------------------------------------------
@@ -220,7 +220,7 @@ def main(argv=None):
     skips = collections.Counter()
     messages = collections.defaultdict(list)  # failure key -> examples
     coverage = set()
-    failures, shrink_futures, shrunk_keys = [], [], collections.Counter()
+    failures, to_save, shrunk_keys = [], [], collections.Counter()
     done, next_report = 0, max(1, args.count // 10)
     print("kiln fuzz: seed %d, graphs %d..%d, symbolic %s, %d jobs, tools %s"
           % (args.seed, idxs[0], idxs[-1], args.symbolic, args.jobs, os.path.dirname(kilnc)),
@@ -254,38 +254,54 @@ def main(argv=None):
                         print("  g%d %s: %s" % (idx, cls.upper() if cls in O.FAILURES else cls,
                                                "; ".join("%s %s" % (v, o.message[:200])
                                                          for v, o in bad)), flush=True)
+                    static_sigs = {O.signature(o.cls, o.message) for c, o in fails
+                                   if c.variant == "static"}
                     for case, o in fails:
                         key = failure_key(case, o)
-                        shrunk_keys[key] += 1
+                        # The symbolic twin failing like the static graph
+                        # says nothing new: saved, not shrunk.
+                        twin = case.variant != "static" and \
+                            O.signature(o.cls, o.message) in static_sigs
+                        shrunk_keys[key] += not twin
                         folder = os.path.join(args.out, "%s-s%d-g%d-%s" % (
                             o.cls, args.seed, idx, case.variant))
                         failures.append(folder)
-                        shrink_futures.append(pool.submit(
-                            shrink_task, args, case, o, folder, workdir,
-                            not args.no_shrink and shrunk_keys[key] <= args.shrink_limit))
+                        why_not = ("--no-shrink" if args.no_shrink else
+                                   "the static graph fails the same way" if twin else
+                                   "--shrink-limit reached for failures like it"
+                                   if shrunk_keys[key] > args.shrink_limit else None)
+                        to_save.append((case, o, folder, why_not))
                 if done >= next_report:
                     next_report += max(1, args.count // 10)
                     el = time.time() - t0
                     print("progress: %d/%d graphs, %d passed, %.2f s/graph"
                           % (done, args.count, counts["pass"], el / done), flush=True)
-        for fut in shrink_futures:
+        # Shrinking comes last, so that it never holds up checking graphs.
+        t_check = time.time() - t0
+        if to_save:
+            print("shrinking and saving %d failures" % len(to_save), flush=True)
+        futs = [pool.submit(shrink_task, args, case, o, folder, workdir,
+                            why_not or ("--time-budget spent" if _over(args, t0) else None))
+                for case, o, folder, why_not in to_save]
+        for fut in futs:
             try:
                 print("  saved " + fut.result(), flush=True)
             except Exception as e:
                 print("  saving a failure failed: %s" % e, flush=True)
     shutil.rmtree(workdir, ignore_errors=True)
-    return summary(args, t0, done, counts, skips, messages, coverage, failures)
+    return summary(args, t0, t_check, done, counts, skips, messages, coverage, failures)
 
 
 def _over(args, t0):
     return args.time_budget and time.time() - t0 > args.time_budget
 
 
-def summary(args, t0, done, counts, skips, messages, coverage, failures):
+def summary(args, t0, t_check, done, counts, skips, messages, coverage, failures):
     el = time.time() - t0
     checked = sum(counts[c] for c in ("pass",) + CLASSES)
-    print("\n== kiln fuzz: seed %d, %d graphs in %.0f s (%.2f s/graph, %d jobs), symbolic %s"
-          % (args.seed, done, el, el / max(1, done), args.jobs, args.symbolic))
+    print("\n== kiln fuzz: seed %d, %d graphs checked in %.0f s (%.2f s/graph, %d jobs), "
+          "symbolic %s; shrinking %.0f s" % (args.seed, done, t_check, t_check / max(1, done),
+                                            args.jobs, args.symbolic, el - t_check))
     print("%d passed, %d failed" % (counts["pass"], checked - counts["pass"]))
     print("  " + ", ".join("%s %d" % (c, counts[c]) for c in CLASSES) +
           ", skipped %d" % counts["skipped"])

@@ -218,18 +218,20 @@ def first_line(text):
 
 
 def _tool_failure(rc, text, stage):
-    """The (class, message) of a tool run that did not succeed, or None."""
+    """The (class, message, last lines of output) of a tool run that did
+    not succeed, or None."""
     markers = [m for m in CRASH_MARKERS if m in text]
+    tail = text.strip().splitlines()[-25:]
     if rc == "timeout":
-        return "timeout", "%s timed out" % stage
+        return "timeout", "%s timed out" % stage, tail
     if (isinstance(rc, int) and rc < 0) or markers:
         what = ("signal %d" % -rc) if isinstance(rc, int) and rc < 0 else "exit %s" % rc
         line = next((l for l in text.splitlines() if any(m in l for m in markers)), "")
-        return "crash", "%s %s%s" % (stage, what, (": " + line.strip()[:200]) if line else "")
+        return "crash", "%s %s%s" % (stage, what, (": " + line.strip()[:200]) if line else ""), tail
     if rc != 0:
         # Without the temporary folder's name, so that messages group.
         line = re.sub(r"\S*/(model\.onnx|model\.kiln)", r"\1", first_line(text))
-        return ("compile-error" if stage == "kilnc" else "run-error"), line
+        return ("compile-error" if stage == "kilnc" else "run-error"), line, tail
     return None
 
 
@@ -274,7 +276,7 @@ class Kiln:
         for i in range(len(model.graph.output)):
             p = os.path.join(out, "output_%d.npy" % i)
             if not os.path.exists(p):
-                return None, ("wrong", "output %d was not written" % i)
+                return None, ("wrong", "output %d was not written" % i, [])
             outs.append(np.load(p))
         return outs, None
 
@@ -451,7 +453,7 @@ def _check_case(case, kiln):
         outs, bad = kiln.run(case.model, run.feeds, "run%d_" % k)
         if bad:
             label = " [%s]" % run.label if len(case.runs) > 1 else ""
-            outcomes.append(Outcome(bad[0], bad[1] + label, run=k))
+            outcomes.append(Outcome(bad[0], bad[1] + label, bad[2], run=k))
         else:
             outcomes.append(_compare_run(case, k, outs))
     return _worst(outcomes)
