@@ -86,14 +86,17 @@ struct BodyWidener {
   Value wideOf(Value old) {
     if (Value w = wide.lookup(old))
       return w;
-    Value w = b.create<arith::ExtFOp>(loc, f32(), narrow.lookup(old));
+    Value w = b.create<arith::ExtFOp>(loc, f32(), narrowOf(old));
     wide[old] = w;
     return w;
   }
 
+  // A value defined above the body (captured by it) is itself.
   Value narrowOf(Value old) {
     if (Value n = narrow.lookupOrNull(old))
       return n;
+    if (!wide.count(old))
+      return old;
     Value n = b.create<arith::TruncFOp>(loc, old.getType(), wide.lookup(old));
     narrow.map(old, n);
     return n;
@@ -107,7 +110,7 @@ struct BodyWidener {
     }
     if (auto trunc = dyn_cast<arith::TruncFOp>(op);
         trunc && isHalfLike(trunc.getType()) && trunc.getIn().getType().isF32()) {
-      wide[trunc.getResult()] = narrow.lookup(trunc.getIn());
+      wide[trunc.getResult()] = narrowOf(trunc.getIn());
       return;
     }
     if (auto constant = dyn_cast<arith::ConstantOp>(op);
