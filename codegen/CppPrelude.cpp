@@ -22,6 +22,9 @@ constexpr const char *kPrelude = R"(#include <cmath>
 #include <new>
 #include <omp.h>
 #include <sys/mman.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -125,6 +128,16 @@ inline kiln_scratch_cache &kiln_scratch_blocks() {
   thread_local kiln_scratch_cache cache;
   return cache;
 }
+// Under kilnc --sanitize=address the bytes of a block past the request
+// are poisoned, and a released block entirely, so that a kernel reading
+// past a scratch tensor is reported even in a reused, larger block.
+#if defined(__SANITIZE_ADDRESS__)
+inline void kiln_poison(void *p, size_t n) { ASAN_POISON_MEMORY_REGION(p, n); }
+inline void kiln_unpoison(void *p, size_t n) { ASAN_UNPOISON_MEMORY_REGION(p, n); }
+#else
+inline void kiln_poison(void *, size_t) {}
+inline void kiln_unpoison(void *, size_t) {}
+#endif
 struct kiln_scratch {
   explicit kiln_scratch(size_t bytes) : size((bytes + 63) / 64 * 64) {
     std::vector<std::pair<size_t, void *>> &free = kiln_scratch_blocks().free;
@@ -140,12 +153,16 @@ struct kiln_scratch {
     } else if (!(data = kiln_allocate(size))) {
       throw std::bad_alloc();
     }
+    kiln_unpoison(data, bytes);
+    kiln_poison(static_cast<char *>(data) + bytes, size - bytes);
   }
   ~kiln_scratch() { release(); }
   // Hands the memory back before the end of its scope.
   void release() {
-    if (data)
+    if (data) {
+      kiln_poison(data, size);
       kiln_scratch_blocks().free.emplace_back(size, data);
+    }
     data = nullptr;
   }
   kiln_scratch(const kiln_scratch &) = delete;

@@ -295,6 +295,14 @@ compileSharedObject(const std::string &prelude,
     common.push_back("-march=" + (options.targetCpu == "generic"
                                       ? std::string("x86-64")
                                       : options.targetCpu));
+  // Out-of-bounds reads and undefined behaviour in generated kernels are
+  // reported where they happen, and stop the run (no recovery): a test
+  // must fail on them.
+  if (!options.sanitize.empty()) {
+    common.push_back("-fsanitize=" + options.sanitize);
+    common.push_back("-fno-sanitize-recover=all");
+    common.push_back("-fno-omit-frame-pointer");
+  }
 #if defined(__x86_64__)
   // float16 arithmetic through float, as on CPUs without AVX512-FP16 (and as
   // numpy computes it): native half-precision arithmetic, which -march

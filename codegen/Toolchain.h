@@ -20,6 +20,9 @@ struct CxxOptions {
   int optLevel = 3;
   /// Passed as -march=<cpu>; "native" records the host's features.
   std::string targetCpu = "native";
+  /// Sanitizers to compile the kernels with (-fsanitize=<list>, e.g.
+  /// "address,undefined"); empty: none.
+  std::string sanitize;
   /// Keep the generated sources and objects in this folder (empty: temp).
   std::string keepDir;
   /// kiln's cache folder (compiled code goes in its code/ folder, keyed by

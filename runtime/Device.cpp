@@ -14,6 +14,13 @@
 #include <map>
 #include <system_error>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#else
+#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#endif
+
 namespace kiln::device {
 
 namespace {
@@ -182,6 +189,14 @@ void *Device::allocate(size_t bytes) {
     } else if ((data = host::allocate(rounded))) {
       blockSizes_[data] = rounded;
     }
+    // In a build with AddressSanitizer a kernel reading past its tensor
+    // is reported, even in a reused block larger than the tensor.
+    if (data) {
+      size_t block = blockSizes_.at(data);
+      ASAN_UNPOISON_MEMORY_REGION(data, bytes);
+      ASAN_POISON_MEMORY_REGION(static_cast<char *>(data) + bytes,
+                                block - bytes);
+    }
   }
   if (!data) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -196,8 +211,11 @@ void Device::release(void *data, size_t bytes) {
   if (cuda_)
     cuda_->release(reinterpret_cast<uintptr_t>(data), bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!cuda_)
-    freeBlocks_.emplace(blockSizes_.at(data), data);
+  if (!cuda_) {
+    size_t block = blockSizes_.at(data);
+    ASAN_POISON_MEMORY_REGION(data, block);
+    freeBlocks_.emplace(block, data);
+  }
   inUse_ -= bytes;
 }
 

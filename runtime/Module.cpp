@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -240,6 +241,18 @@ Module Module::load(Tensor file, const std::string &path,
                          ", which this CPU lacks; recompile it here or for "
                          "a lower level (kilnc --cpu=x86-64-v3 or "
                          "--cpu=generic)");
+    // Sanitized kernels need the sanitizers' runtime in the process (built
+    // into it, or preloaded); without it ASan's dlopen aborts the process.
+    if (auto it = m.at("target").find("sanitize");
+        it != m.at("target").end() &&
+        it->get<std::string>().find("address") != std::string::npos &&
+        !dlsym(RTLD_DEFAULT, "__asan_init"))
+      throw impl->fail("its kernels were compiled with --sanitize=" +
+                       it->get<std::string>() +
+                       ", which needs a process with AddressSanitizer: use "
+                       "a kiln-run built by scripts/build --sanitize=" +
+                       it->get<std::string>() +
+                       " or preload libasan (LD_PRELOAD)");
     const artifact::Parsed::Span *code = parsed.find("code");
     if (!code)
       throw impl->fail("artifact has no code section");

@@ -13,6 +13,7 @@
 
 #include "tools/driver/Driver.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -128,6 +129,13 @@ static cl::opt<std::string> targetCpu(
              "x86-64-v4, generic, or any -march name; the features native "
              "and the x86-64 levels need are recorded and checked at load"),
     cl::init("native"), cl::value_desc("cpu"), cl::cat(category));
+static cl::opt<std::string> sanitize(
+    "sanitize",
+    cl::desc("compile the kernels with these sanitizers (address, "
+             "undefined, or both: address,undefined); the artifact then "
+             "runs only in a process built with them (scripts/build "
+             "--sanitize=...)"),
+    cl::value_desc("list"), cl::cat(category));
 static cl::alias targetCpuAlias("cpu", cl::desc("alias for --target-cpu"),
                                 cl::aliasopt(targetCpu), cl::cat(category));
 static cl::opt<std::string>
@@ -196,6 +204,12 @@ int main(int argc, char **argv) {
     errs() << "kilnc: error: -O" << optLevel << " is not one of -O0..-O3\n";
     return 1;
   }
+  for (StringRef name : llvm::split(StringRef(sanitize), ','))
+    if (!sanitize.empty() && name != "address" && name != "undefined") {
+      errs() << "kilnc: error: --sanitize=" << sanitize << ": '" << name
+             << "' is not one of address, undefined\n";
+      return 1;
+    }
   kiln::CompileOptions options;
   options.input = input;
   if ((!stripPrefix.empty() || !renames.empty()) && weights.empty()) {
@@ -243,6 +257,7 @@ int main(int argc, char **argv) {
   options.cuda.libraryFallbacks = cudaLibraryFallbacks;
   options.cuda.saveSource = saveCuda;
   options.cxx.targetCpu = targetCpu;
+  options.cxx.sanitize = sanitize;
   options.cxx.keepDir = keepTemps;
   return mlir::succeeded(kiln::compileModel(options)) ? 0 : 1;
 }

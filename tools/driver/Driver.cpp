@@ -451,6 +451,8 @@ LogicalResult compileModel(const CompileOptions &options) {
       {"arch", "x86_64"},
       {"cpu", options.cxx.targetCpu},
       {"cpu_features", targetCpuFeatures(options.cxx.targetCpu)}};
+  if (!options.cxx.sanitize.empty())
+    manifest["target"]["sanitize"] = options.cxx.sanitize;
   std::vector<artifact::Section> sections = {
       {"code", std::move(*code)}, {"weights", std::move(plan->weights)}};
   if (!cudaSteps.empty()) {
