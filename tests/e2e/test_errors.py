@@ -71,12 +71,15 @@ class UnsupportedModelTest(kt.KilnTestCase):
 
     def test_two_unsupported_ops_are_both_named(self):
         from onnx import helper as h, numpy_helper as nh
+        tfidf = h.make_node("TfIdfVectorizer", ["x"], ["c"], name="tfidf_1",
+                            max_gram_length=1, max_skip_count=0, min_gram_length=1,
+                            mode="TF", ngram_counts=[0], ngram_indexes=[0],
+                            pool_int64s=[1])
         model = onnx_model(
-            [h.make_node("TfIdfVectorizer", ["x"], ["c"], name="tfidf_1"),
-             h.make_node("ImageDecoder", ["c"], ["p"], name="decoder_1"),
+            [tfidf, h.make_node("ImageDecoder", ["c"], ["p"], name="decoder_1"),
              h.make_node("Relu", ["p"], ["y"], name="relu_1")],
             [tensor("x", [1, 1, 6, 6])], [tensor("y", [1, 1, 2, 2])],
-            [nh.from_array(np.ones((1, 1, 3, 3), np.float32), "w")])
+            [nh.from_array(np.ones((1, 1, 3, 3), np.float32), "w")], opset=20)
         proc = self.compile_fails(model, "two_unsupported",
                                   "tfidf_1", "decoder_1", "TfIdfVectorizer",
                                   "ImageDecoder")
@@ -90,7 +93,7 @@ class UnsupportedModelTest(kt.KilnTestCase):
         from onnx import helper as h
         model = onnx_model([h.make_node("Relu", ["x"], ["r"]),
                             h.make_node("ImageDecoder", ["r"], ["y"])],
-                           [tensor("x", [2, 3])], [tensor("y", [2, 3])])
+                           [tensor("x", [2, 3])], [tensor("y", [2, 3])], opset=20)
         self.compile_fails(model, "unnamed_unsupported", "ImageDecoder")
 
     def test_custom_domain_op(self):
