@@ -1,15 +1,16 @@
 //===- OnnxImporter.cpp - ONNX graphs to func.func in the kiln dialect ----===//
 //
-// Steps: parse the ModelProto; check the default-domain opset; turn
-// initializers into constants and the remaining graph inputs into function
-// arguments; convert the nodes in (topological) order through the converter
-// table, collecting every unsupported node before failing; return the graph
-// outputs.
+// Steps: parse the ModelProto; check that it is well formed (OnnxValidate);
+// turn initializers into constants and the remaining graph inputs into
+// function arguments; convert the nodes in (topological) order through the
+// converter table, collecting every unsupported node before failing; return the
+// graph outputs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "frontend/OnnxImporter.h"
 #include "frontend/OnnxOps.h"
+#include "frontend/OnnxValidate.h"
 #include "runtime/SubByte.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,6 +77,19 @@ Type kiln::onnx_import::elementType(MLIRContext *ctx, int dataType) {
   default:
     return {};
   }
+}
+
+std::string kiln::onnx_import::nodeName(const onnx::NodeProto &node,
+                                        int index) {
+  return node.name().empty() ? node.op_type() + "_" + std::to_string(index)
+                             : node.name();
+}
+
+Location kiln::onnx_import::nodeLocation(Location file,
+                                         const onnx::NodeProto &node,
+                                         int index) {
+  return makeNodeLoc(file.getContext(), nodeName(node, index), node.op_type(),
+                     file);
 }
 
 namespace {
@@ -177,10 +191,7 @@ public:
 private:
   Location fileLoc() { return FileLineColLoc::get(&ctx, source, 0, 0); }
   Location nodeLoc(const onnx::NodeProto &node, int index) {
-    std::string name = node.name().empty()
-                           ? node.op_type() + "_" + std::to_string(index)
-                           : node.name();
-    return makeNodeLoc(&ctx, name, node.op_type(), fileLoc());
+    return nodeLocation(fileLoc(), node, index);
   }
   FailureOr<Type> inputType(const onnx::TypeProto_Tensor &tensor,
                             StringRef name,
@@ -514,9 +525,10 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model) {
     emitError(fileLoc()) << error;
     return nullptr;
   }
-  for (const auto &o : model.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx")
-      opset = o.version();
+  if (mlir::failed(validateModel(model, fileLoc())))
+    return nullptr;
+  auto opsets = importedOpsets(model);
+  opset = opsets.count("") ? opsets[""] : 0;
   const onnx::GraphProto &graph = model.graph();
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc());

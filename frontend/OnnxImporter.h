@@ -5,7 +5,8 @@
 // kiln dialect: graph inputs become arguments (named by `kiln.name`),
 // initializers become kiln.constant ops holding dense resource blobs, each
 // node becomes kiln ops located at the node's name. Every tensor is placed on
-// `device`. Unsupported ops are all reported (node name and op type), not
+// `device`. A model that breaks the ONNX rules (OnnxValidate.h) is rejected
+// first; then unsupported ops are all reported (node name and op type), not
 // only the first.
 //
 //===----------------------------------------------------------------------===//

@@ -36,6 +36,14 @@ enum OnnxNewerDataType : int {
   kOnnxInt2 = 26,
 };
 
+/// The name diagnostics give node `index` of its graph: its own, or
+/// OpType_index when it has none.
+std::string nodeName(const onnx::NodeProto &node, int index);
+/// Where diagnostics place node `index` of its graph: at nodeName, within
+/// `file`.
+mlir::Location nodeLocation(mlir::Location file, const onnx::NodeProto &node,
+                            int index);
+
 /// ONNX TensorProto.DataType -> element type (signless integers); null when
 /// kiln does not support it.
 mlir::Type elementType(mlir::MLIRContext *ctx, int dataType);

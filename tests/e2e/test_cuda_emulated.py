@@ -31,7 +31,8 @@ class CudaEmulatedTest(kt.KilnTestCase):
         graph_inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape)
                         for n, a in zip(inputs, feeds)]
         outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
-        path = self.save_model(kt.onnx_model(nodes, graph_inputs, outputs, 18),
+        # Opset 20: the first with Gelu.
+        path = self.save_model(kt.onnx_model(nodes, graph_inputs, outputs, 20),
                                tag + ".onnx")
         artifact, env = self.cuda_emulated(path, tag)
         env["FAKE_CUDA_REPORT"] = "1"

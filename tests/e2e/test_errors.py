@@ -58,8 +58,8 @@ def tensor(name, shape, elem=None):
     return h.make_tensor_value_info(name, elem or TensorProto.FLOAT, shape)
 
 
-class UnsupportedModelTest(kt.KilnTestCase):
-    """kilnc on valid ONNX models it cannot compile."""
+class CompileFailureTest(kt.KilnTestCase):
+    """compile_fails for the classes below."""
 
     def compile_fails(self, model, name, *expected, extra=(), case_sensitive=True):
         path = self.save_model(model, name + ".onnx")
@@ -69,14 +69,21 @@ class UnsupportedModelTest(kt.KilnTestCase):
         self.assertFalse(os.path.exists(out), "kilnc wrote an artifact anyway")
         return proc
 
+
+class UnsupportedModelTest(CompileFailureTest):
+    """kilnc on valid ONNX models it cannot compile."""
+
     def test_two_unsupported_ops_are_both_named(self):
         from onnx import helper as h, numpy_helper as nh
+        tfidf = h.make_node("TfIdfVectorizer", ["x"], ["c"], name="tfidf_1",
+                            max_gram_length=1, max_skip_count=0, min_gram_length=1,
+                            mode="TF", ngram_counts=[0], ngram_indexes=[0],
+                            pool_int64s=[1])
         model = onnx_model(
-            [h.make_node("TfIdfVectorizer", ["x"], ["c"], name="tfidf_1"),
-             h.make_node("ImageDecoder", ["c"], ["p"], name="decoder_1"),
+            [tfidf, h.make_node("ImageDecoder", ["c"], ["p"], name="decoder_1"),
              h.make_node("Relu", ["p"], ["y"], name="relu_1")],
             [tensor("x", [1, 1, 6, 6])], [tensor("y", [1, 1, 2, 2])],
-            [nh.from_array(np.ones((1, 1, 3, 3), np.float32), "w")])
+            [nh.from_array(np.ones((1, 1, 3, 3), np.float32), "w")], opset=20)
         proc = self.compile_fails(model, "two_unsupported",
                                   "tfidf_1", "decoder_1", "TfIdfVectorizer",
                                   "ImageDecoder")
@@ -90,7 +97,7 @@ class UnsupportedModelTest(kt.KilnTestCase):
         from onnx import helper as h
         model = onnx_model([h.make_node("Relu", ["x"], ["r"]),
                             h.make_node("ImageDecoder", ["r"], ["y"])],
-                           [tensor("x", [2, 3])], [tensor("y", [2, 3])])
+                           [tensor("x", [2, 3])], [tensor("y", [2, 3])], opset=20)
         self.compile_fails(model, "unnamed_unsupported", "ImageDecoder")
 
     def test_custom_domain_op(self):
@@ -208,6 +215,201 @@ class UnsupportedModelTest(kt.KilnTestCase):
         out = self.path("no", "such", "dir", "out.kiln")
         proc = kt.kilnc(path, "-o", out)
         kt.assert_clean_failure(self, proc, out)
+
+
+class InvalidModelTest(CompileFailureTest):
+    """kilnc on models that break the ONNX rules (those onnx.checker and
+    onnxruntime enforce): each problem is an error naming the node and the
+    attribute or opset concerned, all of them listed."""
+
+    def relu_model(self, opsets=(("", 17),), **attributes):
+        from onnx import helper as h
+        graph = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu_1",
+                                          **attributes)],
+                             "g", [tensor("x", [2])], [tensor("y", [2])])
+        model = h.make_model(graph, opset_imports=[h.make_opsetid(d, v)
+                                                   for d, v in opsets])
+        model.ir_version = 10
+        return model
+
+    def compiles(self, model, name):
+        path = self.save_model(model, name + ".onnx")
+        proc = kt.kilnc(path, "--emit=mlir", "-o", self.path(name + ".mlir"))
+        kt.assert_success(self, proc)
+
+    def test_no_opset_import(self):
+        proc = self.compile_fails(self.relu_model(opsets=()), "no_opset",
+                                  "empty opset_import", "relu_1", "'ai.onnx'")
+        self.assertIn("node 'relu_1': error:", proc.stderr)
+
+    def test_opset_newer_than_kiln_knows(self):
+        self.compile_fails(self.relu_model(opsets=(("", 99),)), "opset_99",
+                           "opset 99", "'ai.onnx'", "newer than the newest kiln knows")
+
+    def test_opset_listed_twice(self):
+        # "" and "ai.onnx" name the same domain.
+        self.compile_fails(self.relu_model(opsets=(("", 17), ("ai.onnx", 18))),
+                           "opset_twice", "'ai.onnx' twice", "17", "18")
+
+    def test_ir_version(self):
+        model = self.relu_model()
+        model.ir_version = 0
+        self.compile_fails(model, "no_ir_version", "no ir_version")
+        model.ir_version = 99
+        self.compile_fails(model, "ir_version_99", "IR version 99", "newer")
+
+    def test_two_nodes_write_one_output(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Relu", ["x"], ["y"], name="relu_1"),
+                            h.make_node("Neg", ["x"], ["y"], name="neg_1")],
+                           [tensor("x", [2])], [tensor("y", [2])])
+        proc = self.compile_fails(model, "output_twice", "node 'neg_1'", "output 'y'",
+                                  "already defined by node 'relu_1'")
+        self.assertNotIn("node 'relu_1': error", proc.stderr)
+
+    def test_output_shadows_input_and_initializer(self):
+        from onnx import helper as h, numpy_helper as nh
+        model = onnx_model([h.make_node("Relu", ["x"], ["x"], name="over_input"),
+                            h.make_node("Neg", ["w"], ["w"], name="over_weight"),
+                            h.make_node("Add", ["x", "w"], ["y"], name="add_1")],
+                           [tensor("x", [2])], [tensor("y", [2])],
+                           [nh.from_array(np.ones(2, np.float32), "w")])
+        self.compile_fails(model, "shadowing",
+                           "node 'over_input': error: output 'x' is already a graph input",
+                           "node 'over_weight': error: output 'w' is already an initializer")
+
+    def test_subgraph_output_shadows_outer_value(self):
+        from onnx import TensorProto, helper as h
+        def branch(op):
+            return h.make_graph([h.make_node(op, ["x"], ["x"], name=op.lower() + "_in_branch")],
+                                op, [], [tensor("x", [2])])
+        model = onnx_model([h.make_node("If", ["c"], ["y"], name="if_1",
+                                        then_branch=branch("Relu"),
+                                        else_branch=branch("Neg"))],
+                           [tensor("c", [], TensorProto.BOOL), tensor("x", [2])],
+                           [tensor("y", [2])])
+        self.compile_fails(model, "subgraph_shadowing", "node 'relu_in_branch'",
+                           "node 'neg_in_branch'", "output 'x' is already a graph input")
+
+    def test_attribute_the_op_does_not_define(self):
+        self.compile_fails(self.relu_model(alpha=0.5), "relu_alpha", "node 'relu_1'",
+                           "attribute 'alpha' is not defined for op 'Relu' in opset 17")
+
+    def test_attribute_of_a_newer_opset(self):
+        # Split's num_outputs appeared in opset 18.
+        from onnx import helper as h
+        def split_model(opset):
+            return onnx_model([h.make_node("Split", ["x"], ["a", "b"], name="split_1",
+                                           axis=0, num_outputs=2)],
+                              [tensor("x", [4])], [tensor("a", [2]), tensor("b", [2])],
+                              opset=opset)
+        self.compile_fails(split_model(17), "split_17", "node 'split_1'",
+                           "attribute 'num_outputs'", "opset 17", "axis")
+        self.compiles(split_model(18), "split_18")
+
+    def test_op_of_a_newer_opset(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Gelu", ["x"], ["y"], name="gelu_1")],
+                           [tensor("x", [2])], [tensor("y", [2])], opset=17)
+        self.compile_fails(model, "gelu_17", "node 'gelu_1'", "'Gelu'",
+                           "not defined in opset 17", "opset 20")
+
+    def test_deprecated_op(self):
+        from onnx import helper as h, numpy_helper as nh
+        model = onnx_model([h.make_node("Upsample", ["x", "s"], ["y"], name="up_1")],
+                           [tensor("x", [1, 1, 2, 2])], [tensor("y", [1, 1, 4, 4])],
+                           [nh.from_array(np.array([1, 1, 2, 2], np.float32), "s")],
+                           opset=10)
+        self.compile_fails(model, "upsample_10", "node 'up_1'", "'Upsample'",
+                           "deprecated in opset 10")
+
+    def test_attribute_types(self):
+        from onnx import AttributeProto, helper as h
+        node = h.make_node("LeakyRelu", ["x"], ["y"], name="leaky_1", alpha=1)
+        twice = h.make_node("Elu", ["y"], ["z"], name="elu_1", alpha=1.0)
+        twice.attribute.append(h.make_attribute("alpha", 2.0))
+        untyped = h.make_node("Selu", ["z"], ["w"], name="selu_1", gamma=1.0)
+        untyped.attribute[0].type = AttributeProto.UNDEFINED
+        mixed = h.make_node("Celu", ["w"], ["v"], name="celu_1", alpha=1.0)
+        mixed.attribute[0].i = 3
+        model = onnx_model([node, twice, untyped, mixed], [tensor("x", [2])],
+                           [tensor("v", [2])])
+        self.compile_fails(model, "attribute_types",
+                           "node 'leaky_1': error: attribute 'alpha' of op 'LeakyRelu' is INT, must be FLOAT",
+                           "node 'elu_1': error: attribute 'alpha' is given more than once",
+                           "node 'selu_1': error: attribute 'gamma' has no type",
+                           "node 'celu_1': error: attribute 'alpha' holds more than one value")
+
+    def test_required_attribute_missing(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Cast", ["x"], ["y"], name="cast_1")],
+                           [tensor("x", [2])], [tensor("y", [2])])
+        self.compile_fails(model, "cast_without_to", "node 'cast_1'",
+                           "required attribute 'to' of op 'Cast' is missing")
+
+    def test_input_counts(self):
+        from onnx import helper as h, numpy_helper as nh
+        model = onnx_model([h.make_node("Clip", ["x", "", "x", "x"], ["c"], name="clip_1"),
+                            h.make_node("Conv", ["c", ""], ["y"], name="conv_1")],
+                           [tensor("x", [1, 1, 3, 3])], [tensor("y", [1, 1, 3, 3])],
+                           [nh.from_array(np.ones((1, 1, 1, 1), np.float32), "w")])
+        self.compile_fails(model, "input_counts",
+                           "node 'clip_1': error: op 'Clip' takes 1 to 3 inputs in opset 17, the node has 4",
+                           "node 'conv_1': error: input 1 ('W') of op 'Conv' is required")
+
+    def test_domain_not_imported(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Binarizer", ["x"], ["t"], name="bin_1",
+                                        domain="ai.onnx.ml"),
+                            h.make_node("Binarizer", ["t"], ["y"], name="bin_2",
+                                        domain="ai.onnx.ml")],
+                           [tensor("x", [2])], [tensor("y", [2])])
+        self.compile_fails(model, "ml_not_imported", "node 'bin_1'", "'ai.onnx.ml'",
+                           "opset_import does not list", "1 more node")
+
+    def test_custom_domain_attributes_pass(self):
+        # No schema for com.microsoft: its ops are unsupported, not invalid.
+        from onnx import helper as h
+        model = onnx_model([h.make_node("FusedGemm", ["x", "x"], ["y"], name="fused_1",
+                                        domain="com.microsoft", activation="Relu",
+                                        anything=3)],
+                           [tensor("x", [2, 2])], [tensor("y", [2, 2])])
+        model.opset_import.append(h.make_opsetid("com.microsoft", 1))
+        proc = self.compile_fails(model, "custom_attributes", "unsupported ONNX op")
+        self.assertNotIn("attribute '", proc.stderr)
+
+    def test_names_defined_once_and_before_use(self):
+        from onnx import helper as h, numpy_helper as nh
+        w = nh.from_array(np.ones(2, np.float32), "w")
+        model = onnx_model([h.make_node("Relu", ["t"], ["y"], name="late_reader"),
+                            h.make_node("Neg", ["x"], ["t"], name="writer")],
+                           [tensor("x", [2]), tensor("x", [2])],
+                           [tensor("y", [2]), tensor("never", [2])], [w, w])
+        self.compile_fails(model, "names",
+                           "graph input 'x' is listed twice",
+                           "initializer 'w' is defined twice",
+                           "node 'late_reader': error: input 't' is not produced by any earlier node",
+                           "graph output 'never' is never produced")
+
+    def test_every_problem_is_listed(self):
+        from onnx import helper as h
+        model = onnx_model([h.make_node("Relu", ["x"], ["r"], name="relu_1", alpha=1.0),
+                            h.make_node("Cast", ["r"], ["r"], name="cast_1"),
+                            h.make_node("Gelu", ["r"], ["y"], name="gelu_1")],
+                           [tensor("x", [2])], [tensor("y", [2])])
+        proc = self.compile_fails(model, "three_problems", "relu_1", "cast_1", "gelu_1")
+        self.assertEqual(proc.stderr.count("error:"), 4, kt.describe(proc))
+
+    def test_valid_models_with_lenient_attributes_compile(self):
+        from onnx import helper as h, numpy_helper as nh
+        # Attributes named "__..." are internal to tools; LayerNormalization
+        # of opset 17 accepts any attribute (OpSchema::AllowUncheckedAttributes).
+        self.compiles(self.relu_model(__exporter_note="kept"), "internal_attribute")
+        model = onnx_model([h.make_node("LayerNormalization", ["x", "s"], ["y"],
+                                        name="ln_1", axis=-1, legacy_flag=1)],
+                           [tensor("x", [2, 4])], [tensor("y", [2, 4])],
+                           [nh.from_array(np.ones(4, np.float32), "s")])
+        self.compiles(model, "layernorm_extra_attribute")
 
 
 class BadModelFileTest(kt.KilnTestCase):

@@ -46,7 +46,7 @@ class RowKernels(kt.KilnTestCase):
                   nh.from_array(np.array(1e-5, np.float32), "eps"),
                   nh.from_array(np.array([-1], np.int64), "last")]
         nodes = [
-            h.make_node("ReduceMax", ["x", "last"], ["m"], keepdims=1),
+            h.make_node("ReduceMax", ["x"], ["m"], axes=[-1], keepdims=1),
             h.make_node("Sub", ["x", "m"], ["s"]),
             h.make_node("Exp", ["s"], ["e"]),
             h.make_node("ReduceSum", ["e", "last"], ["z"], keepdims=1),
@@ -65,7 +65,8 @@ class RowKernels(kt.KilnTestCase):
             nodes, "rows", [tensor("x", T.FLOAT, ["n", 4, 37, 37]),
                             tensor("u", T.FLOAT, ["n", 37, 64])],
             [tensor("p", T.FLOAT, None), tensor("ln", T.FLOAT, None)], consts)
-        # ReduceMean takes its axes as an attribute up to opset 17.
+        # ReduceMax and ReduceMean take their axes as an attribute up to
+        # opset 17 (ReduceSum as an input from opset 13 on).
         model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
         artifact, kernels = self.compiled(model, "rows")
         self.assertEqual(kernels.count("// rows:"), 2, kernels)
