@@ -9,6 +9,9 @@ missing every test class is skipped with the reason printed once.
 
 Optional: KILN_E2E_KEEP=1 keeps the temporary folders (their paths are
 printed), KILN_E2E_TIMEOUT overrides the per-command timeout in seconds.
+KILN_E2E_SANITIZE=address,undefined compiles every kernel with kilnc
+--sanitize=... and runs artifacts with bin/kiln-run-asan (ctest -L
+sanitize): a kernel reading past a tensor then fails the test.
 """
 
 import json
@@ -28,6 +31,7 @@ KILN_SOURCE = os.environ.get(
     "KILN_SOURCE",
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TIMEOUT = float(os.environ.get("KILN_E2E_TIMEOUT", "300"))
+SANITIZE = os.environ.get("KILN_E2E_SANITIZE", "")
 KEEP = os.environ.get("KILN_E2E_KEEP", "") not in ("", "0")
 
 # Signs that a tool crashed instead of reporting an error.
@@ -91,13 +95,23 @@ def _run(argv, cwd=None, timeout=None, env=None):
 
 
 def kilnc(*args, cwd=None, timeout=None):
-    """Runs kilnc with `args`; returns the CompletedProcess."""
-    return _run([tool("kilnc"), *args], cwd=cwd, timeout=timeout)
+    """Runs kilnc with `args` (and --sanitize under KILN_E2E_SANITIZE);
+    returns the CompletedProcess."""
+    extra = ["--sanitize=" + SANITIZE] if SANITIZE else []
+    return _run([tool("kilnc"), *args, *extra], cwd=cwd, timeout=timeout)
 
 
 def kiln_run(*args, cwd=None, timeout=None, env=None):
-    """Runs kiln-run with `args` (in `env`, else this environment); returns
-    the CompletedProcess."""
+    """Runs kiln-run with `args` (in `env`, else this environment; the
+    sanitized kiln-run-asan under KILN_E2E_SANITIZE); returns the
+    CompletedProcess."""
+    if SANITIZE:
+        env = dict(os.environ if env is None else env)
+        # Leaks at exit are not what this run looks for.
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        return _run([tool("kiln-run-asan"), *args], cwd=cwd, timeout=timeout,
+                    env=env)
     return _run([tool("kiln-run"), *args], cwd=cwd, timeout=timeout, env=env)
 
 
