@@ -39,7 +39,9 @@ class HalfAccumulation(kt.KilnTestCase):
             h.make_node("ReduceMean", ["m"], ["mean"], axes=[1], keepdims=0),
             # A sum inside a chain: each row over its sum, and the row of
             # the largest sum (ArgMax of a sum rounded to 11 bits is noise).
-            h.make_node("ReduceSum", ["r"], ["rsum"], axes=[1], keepdims=1),
+            h.make_node("Constant", [], ["axis1"],
+                        value=h.make_tensor("axis1", T.INT64, [1], [1])),
+            h.make_node("ReduceSum", ["r", "axis1"], ["rsum"], keepdims=1),
             h.make_node("Div", ["r", "rsum"], ["share"]),
             h.make_node("ArgMax", ["rsum"], ["best"], axis=0, keepdims=0),
             h.make_node("MatMul", ["a", "b"], ["mm"]),
