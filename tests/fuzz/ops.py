@@ -376,7 +376,7 @@ REDUCE = {  # op -> (dtypes, magnitude given (m, n))
     "ReduceMean": (FLOATS + ("i32",), lambda m, n: m),
     "ReduceMax": (NUMERIC, lambda m, n: m),
     "ReduceMin": (NUMERIC, lambda m, n: m),
-    "ReduceProd": (NUMERIC, lambda m, n: max(m, 1.0) ** n),
+    "ReduceProd": (NUMERIC, lambda m, n: math.exp(min(700.0, n * math.log(max(m, 1.0))))),
     "ReduceL2": (FLOATS, lambda m, n: m * math.sqrt(n)),
     "ReduceLogSumExp": (FLOATS, lambda m, n: m + math.log(n) + 1),
     "ReduceSumSquare": (FLOATS, lambda m, n: m * m * n),

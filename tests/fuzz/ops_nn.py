@@ -36,7 +36,10 @@ def window(b, d, k, s, dil, auto_pad, pads, ceil=False):
     """Output size of a window k (dilation dil, stride s) over d, or None."""
     keff = (k - 1) * dil + 1
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        return -(-d // s)
+        out = -(-d // s)
+        # A stride past the kernel would need negative padding, which
+        # onnxruntime rejects.
+        return out if (out - 1) * s + keff >= d else None
     if auto_pad == "VALID":
         return (d - keff) // s + 1 if d >= keff else None
     span = d + pads[0] + pads[1] - keff
