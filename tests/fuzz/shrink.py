@@ -239,7 +239,8 @@ def write_case(case, outcome, folder, command_hint="", original=None):
 
 graph {index} ({variant}); {nodes} nodes: {ops}; reference: {engine}
 {hint}
-Reproduce (from this folder; KILN_BIN is the build's bin/ folder):
+Reproduce (from this folder; KILN_BIN is the build's bin/ folder; the
+comments say how the generated graph's inputs were resized for each run):
   $KILN_BIN/kilnc -O1 model.onnx -o model.kiln
 {runs}
 and compare run<k>/kiln/output_<i>.npy with run<k>/expected_<i>.npy (float32
