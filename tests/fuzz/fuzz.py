@@ -200,11 +200,19 @@ def main(argv=None):
     args = parse_args(argv)
     if args.replay:
         return replay(args)
+    workdir = tempfile.mkdtemp(prefix="kiln-fuzz-")
+    try:
+        return fuzz(args, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def fuzz(args, workdir):
+    """Checks the graphs, then shrinks and saves the failures."""
     kilnc, kiln_run = O.tools()
     for tool in (kilnc, kiln_run):
         if not os.access(tool, os.X_OK):
             sys.exit("error: %s not found (set KILN_BIN to the build's bin/ folder)" % tool)
-    workdir = tempfile.mkdtemp(prefix="kiln-fuzz-")
     t0 = time.time()
     idxs = list(range(args.start, args.start + args.count))
     # A batch shares one model, so one opset: graphs are grouped by theirs
@@ -288,7 +296,6 @@ def main(argv=None):
                 print("  saved " + fut.result(), flush=True)
             except Exception as e:
                 print("  saving a failure failed: %s" % e, flush=True)
-    shutil.rmtree(workdir, ignore_errors=True)
     return summary(args, t0, t_check, done, counts, skips, messages, coverage, failures)
 
 
