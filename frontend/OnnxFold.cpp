@@ -319,9 +319,11 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
       for (int64_t i = start; i < end; i += step)
         out.data.push_back(data.data[i]);
     } else {
-      start = std::min<int64_t>(clampIndex(start, n, true), n - 1);
+      // A backward start clamps into [0, n - 1], as ONNX says.
+      start = std::max<int64_t>(
+          0, std::min<int64_t>(clampIndex(start, n, true), n - 1));
       end = clampIndex(end, n, true);
-      for (int64_t i = start; i > end; i += step)
+      for (int64_t i = start; n > 0 && i > end; i += step)
         out.data.push_back(data.data[i]);
     }
     out.shape[0] = out.data.size();

@@ -1070,11 +1070,14 @@ FailureOr<Value> sliceOf(NodeContext &c, Value input, ArrayRef<int64_t> axes,
       b = std::clamp<int64_t>(b, 0, n);
       e = std::clamp<int64_t>(e, 0, n);
     } else {
-      b = std::clamp<int64_t>(b, -1, n - 1);
+      // ONNX clamps a backward start into [0, n - 1] (a start before the
+      // first element still takes it), the end into [-1, n - 1].
+      b = std::max<int64_t>(0, std::min<int64_t>(b, n - 1));
       e = std::clamp<int64_t>(e, -1, n - 1);
     }
-    int64_t count =
-        step > 0 ? (e - b + step - 1) / step : (b - e - step - 1) / -step;
+    int64_t count = n == 0 ? 0
+                    : step > 0 ? (e - b + step - 1) / step
+                               : (b - e - step - 1) / -step;
     st[*axis] = count > 0 ? b : 0;
     sz[*axis] = std::max<int64_t>(count, 0);
     sp[*axis] = step;
@@ -1364,7 +1367,9 @@ FailureOr<Values> lpPool(NodeContext &c) {
 }
 
 // ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp:
-// an elementwise map, a sum, an elementwise finish.
+// an elementwise map, a sum, an elementwise finish. With no axes and
+// noop_with_empty_axes there is no sum: the map and the finish still apply
+// (ReduceSumSquare is then a square, as ONNX says).
 FailureOr<Values> reduceComposite(NodeContext &c) {
   if (failed(arity(c, 1, 2)))
     return failure();
@@ -1375,12 +1380,10 @@ FailureOr<Values> reduceComposite(NodeContext &c) {
   if (c.inputs.size() == 2 && c.inputs[1])
     axes = constantValues<int64_t>(c.inputs[1]).value_or(axes);
   int64_t rank = typeOf(x).getRank();
+  bool noop = false;
   if (axes.empty() && !runtime) {
-    if (c.getInt("noop_with_empty_axes", 0) && op != "ReduceLogSumExp" &&
-        op != "ReduceL1" && op != "ReduceL2" && op != "ReduceSumSquare" &&
-        op != "ReduceLogSum")
-      return Values{x};
-    for (int64_t i = 0; i < rank; ++i)
+    noop = c.getInt("noop_with_empty_axes", 0) != 0;
+    for (int64_t i = 0; i < rank && !noop; ++i)
       axes.push_back(i);
   }
   bool keep = c.getInt("keepdims", 1) != 0;
@@ -1394,8 +1397,9 @@ FailureOr<Values> reduceComposite(NodeContext &c) {
     mapped = c.create(ExpOp::getOperationName(), x);
   if (failed(mapped))
     return failure();
-  auto sum = runtime ? reduceBy(c, "sum", runtime, keep, *mapped)
-                     : reduce(c, "sum", axes, keep, *mapped);
+  auto sum = noop      ? mapped
+             : runtime ? reduceBy(c, "sum", runtime, keep, *mapped)
+                       : reduce(c, "sum", axes, keep, *mapped);
   if (failed(sum))
     return failure();
   if (op == "ReduceL2")

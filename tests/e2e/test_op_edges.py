@@ -3,7 +3,9 @@
 Expand with a shape input of symbolic length shorter than the result rank,
 Pow on integers (exact up to 2^53), TopK before opset 10
 (k as an attribute), Clip on every integer type (constant and run-time
-bounds, int64 bounds past 2^53), AffineGrid with align_corners over a one-point axis
+bounds, int64 bounds past 2^53), Slice stepping back from a start before
+the first element, the composite reductions with noop_with_empty_axes
+(found by scripts/fuzz; against onnxruntime), AffineGrid with align_corners over a one-point axis
 (torch's affine_grid), Det of 0x0 matrices, and ScatterElements with
 indices and updates of different shapes (a compile error).
 """
@@ -85,6 +87,42 @@ class OpEdges(kt.KilnTestCase):
                 (got,) = self.run_onnx(m, "clip_r_%s" % np.dtype(dtype).name,
                                        [x, lo_a, hi_a])
                 np.testing.assert_array_equal(got, want)
+
+    def test_slice_back_from_before_the_start(self):
+        # ONNX clamps a backward start into [0, n - 1]: start -11 of 9 is 0
+        # and takes element 0 (kiln took none). numpy differs here.
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        x = np.arange(9, dtype=np.float32)
+        for start, end, step in ((-11, -10, -2), (-20, -30, -1), (-11, -12, -1),
+                                 (20, -20, -3), (3, -12, -1)):
+            with self.subTest(start=start, end=end, step=step):
+                m = kt.ort_model(
+                    [h.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])],
+                    [h.make_tensor_value_info("x", T.FLOAT, [9])],
+                    [h.make_tensor_value_info("y", T.FLOAT, None)], 13)
+                for name, v in (("s", start), ("e", end), ("a", 0), ("t", step)):
+                    m.graph.initializer.append(
+                        nh.from_array(np.array([v], np.int64), name))
+                (want,) = kt.onnxruntime_outputs(m, [x])
+                (got,) = self.run_onnx(m, "slice_back", [x])
+                np.testing.assert_array_equal(got, want)
+
+    def test_composite_reductions_noop_with_empty_axes(self):
+        # No axes and noop_with_empty_axes: the map and the finish apply,
+        # no sum (ReduceL2 is |x|, ReduceLogSumExp is log(exp(x))).
+        from onnx import TensorProto as T, helper as h
+        x = np.random.default_rng(2).uniform(0.5, 2, (3, 4)).astype(np.float32)
+        for op in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                   "ReduceLogSumExp"):
+            with self.subTest(op=op):
+                m = kt.ort_model(
+                    [h.make_node(op, ["x"], ["y"], noop_with_empty_axes=1)],
+                    [h.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                    [h.make_tensor_value_info("y", T.FLOAT, None)], 18)
+                (want,) = kt.onnxruntime_outputs(m, [x])
+                (got,) = self.run_onnx(m, "noop_" + op, [x])
+                self.assertEqual(got.shape, want.shape)
+                np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
     def test_topk_opset9(self):
         from onnx import TensorProto as T, helper as h
