@@ -1075,7 +1075,7 @@ FailureOr<Value> sliceOf(NodeContext &c, Value input, ArrayRef<int64_t> axes,
       b = std::max<int64_t>(0, std::min<int64_t>(b, n - 1));
       e = std::clamp<int64_t>(e, -1, n - 1);
     }
-    int64_t count = n == 0 ? 0
+    int64_t count = n == 0     ? 0
                     : step > 0 ? (e - b + step - 1) / step
                                : (b - e - step - 1) / -step;
     st[*axis] = count > 0 ? b : 0;

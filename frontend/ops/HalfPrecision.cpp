@@ -1,4 +1,4 @@
-//===- HalfPrecision.cpp - half-precision nodes computed in f32 ------------===//
+//===- HalfPrecision.cpp - half-precision nodes computed in f32 ----------===//
 //
 // Softmax, the norms and the composite reductions are built from several
 // kiln ops. On float16 (bfloat16, float8) each of those would round its

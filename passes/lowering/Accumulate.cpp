@@ -23,9 +23,7 @@ using namespace kiln;
 namespace {
 bool isHalfLike(Type t) { return t.isF16() || isNarrowFloat(t); }
 
-bool isHalfLikeTensor(Type t) {
-  return isHalfLike(getElementTypeOrSelf(t));
-}
+bool isHalfLikeTensor(Type t) { return isHalfLike(getElementTypeOrSelf(t)); }
 
 // Whether `op`'s body rounds in a way f32 accumulation changes: it has a
 // half-like result and arithmetic other than max/min.
@@ -62,8 +60,7 @@ Value wideInit(OpBuilder &b, Location loc, Value init) {
   Type f32 = b.getF32Type();
   auto type = cast<RankedTensorType>(init.getType());
   if (auto fill = init.getDefiningOp<linalg::FillOp>())
-    if (auto constant =
-            fill.getInputs()[0].getDefiningOp<arith::ConstantOp>())
+    if (auto constant = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>())
       if (auto value = dyn_cast<FloatAttr>(constant.getValue()))
         return lowering::filled(
             b, loc, RankedTensorType::get(type.getShape(), f32),
@@ -78,7 +75,7 @@ struct BodyWidener {
   BodyWidener(OpBuilder &b, Location loc) : b(b), loc(loc) {}
   OpBuilder &b;
   Location loc;
-  IRMapping narrow; // old value -> new value of the same type
+  IRMapping narrow;            // old value -> new value of the same type
   DenseMap<Value, Value> wide; // old half-like value -> its f32 value
 
   Type f32() { return b.getF32Type(); }
@@ -109,7 +106,8 @@ struct BodyWidener {
       return;
     }
     if (auto trunc = dyn_cast<arith::TruncFOp>(op);
-        trunc && isHalfLike(trunc.getType()) && trunc.getIn().getType().isF32()) {
+        trunc && isHalfLike(trunc.getType()) &&
+        trunc.getIn().getType().isF32()) {
       wide[trunc.getResult()] = narrowOf(trunc.getIn());
       return;
     }
@@ -121,11 +119,11 @@ struct BodyWidener {
       return;
     }
     auto halfLike = [](Value v) { return isHalfLike(v.getType()); };
-    bool computes = isa<arith::ArithDialect, math::MathDialect>(
-                        op.getDialect()) &&
-                    !isa<arith::BitcastOp>(op) &&
-                    (llvm::any_of(op.getOperands(), halfLike) ||
-                     llvm::any_of(op.getResults(), halfLike));
+    bool computes =
+        isa<arith::ArithDialect, math::MathDialect>(op.getDialect()) &&
+        !isa<arith::BitcastOp>(op) &&
+        (llvm::any_of(op.getOperands(), halfLike) ||
+         llvm::any_of(op.getResults(), halfLike));
     if (!computes) {
       for (Value operand : op.getOperands())
         narrowOf(operand);
@@ -137,8 +135,8 @@ struct BodyWidener {
     // (sitofp, fptosi, cmpf) do so from f32 as well.
     IRMapping operands;
     for (Value operand : op.getOperands())
-      operands.map(operand, halfLike(operand) ? wideOf(operand)
-                                              : narrowOf(operand));
+      operands.map(operand,
+                   halfLike(operand) ? wideOf(operand) : narrowOf(operand));
     Operation *copy = b.clone(op, operands);
     for (auto [old, result] : llvm::zip(op.getResults(), copy->getResults())) {
       if (halfLike(old)) {
@@ -186,9 +184,8 @@ void widenAccumulator(linalg::GenericOp op) {
       });
   for (auto [old, result] : llvm::zip(op->getResults(), generic.getResults())) {
     Type element = getElementTypeOrSelf(old.getType());
-    old.replaceAllUsesWith(isHalfLike(element)
-                               ? convertTensor(b, loc, result, element)
-                               : result);
+    old.replaceAllUsesWith(
+        isHalfLike(element) ? convertTensor(b, loc, result, element) : result);
   }
   op.erase();
 }
