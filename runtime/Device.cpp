@@ -14,13 +14,6 @@
 #include <map>
 #include <system_error>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#else
-#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
-#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
-#endif
-
 namespace kiln::device {
 
 namespace {
@@ -189,13 +182,11 @@ void *Device::allocate(size_t bytes) {
     } else if ((data = host::allocate(rounded))) {
       blockSizes_[data] = rounded;
     }
-    // In a build with AddressSanitizer a kernel reading past its tensor
-    // is reported, even in a reused block larger than the tensor.
+    // Past the tensor, a reused block larger than it is poisoned too.
     if (data) {
       size_t block = blockSizes_.at(data);
-      ASAN_UNPOISON_MEMORY_REGION(data, bytes);
-      ASAN_POISON_MEMORY_REGION(static_cast<char *>(data) + bytes,
-                                block - bytes);
+      host::unpoison(data, bytes);
+      host::poison(static_cast<char *>(data) + bytes, block - bytes);
     }
   }
   if (!data) {
@@ -213,7 +204,7 @@ void Device::release(void *data, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!cuda_) {
     size_t block = blockSizes_.at(data);
-    ASAN_POISON_MEMORY_REGION(data, block);
+    host::poison(data, block);
     freeBlocks_.emplace(block, data);
   }
   inUse_ -= bytes;

@@ -31,14 +31,27 @@ void *allocate(size_t bytes) {
   // in small pages.
   if (data && align == kHuge)
     madvise(data, rounded, MADV_HUGEPAGE);
-#if defined(__SANITIZE_ADDRESS__)
-  // The rounding is not the caller's: AddressSanitizer reports reads of it
-  // (a kernel indexing a 1-element tensor as a longer one).
+  // The rounding is not the caller's (a kernel indexing a 1-element tensor
+  // as a longer one reads it).
   if (data)
-    ASAN_POISON_MEMORY_REGION(static_cast<char *>(data) + bytes,
-                              rounded - bytes);
-#endif
+    poison(static_cast<char *>(data) + bytes, rounded - bytes);
   return data;
+}
+
+void poison(void *data, size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_POISON_MEMORY_REGION(data, bytes);
+#else
+  (void)data, (void)bytes;
+#endif
+}
+
+void unpoison(void *data, size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_UNPOISON_MEMORY_REGION(data, bytes);
+#else
+  (void)data, (void)bytes;
+#endif
 }
 
 } // namespace kiln::host

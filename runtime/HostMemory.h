@@ -23,6 +23,12 @@ namespace kiln::host {
 /// or nullptr when the system has none.
 void *allocate(size_t bytes);
 
+/// Marks `bytes` at `data` unreadable (poison) or readable again (unpoison)
+/// for AddressSanitizer, so that a kernel reading past its tensor into the
+/// rest of a block is reported; nothing in a build without it.
+void poison(void *data, size_t bytes);
+void unpoison(void *data, size_t bytes);
+
 } // namespace kiln::host
 
 #endif // KILN_RUNTIME_HOSTMEMORY_H

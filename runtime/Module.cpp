@@ -243,16 +243,13 @@ Module Module::load(Tensor file, const std::string &path,
                          "--cpu=generic)");
     // Sanitized kernels need the sanitizers' runtime in the process (built
     // into it, or preloaded); without it ASan's dlopen aborts the process.
-    if (auto it = m.at("target").find("sanitize");
-        it != m.at("target").end() &&
-        it->get<std::string>().find("address") != std::string::npos &&
+    std::string sanitize = m.at("target").value("sanitize", "");
+    if (sanitize.find("address") != std::string::npos &&
         !dlsym(RTLD_DEFAULT, "__asan_init"))
-      throw impl->fail("its kernels were compiled with --sanitize=" +
-                       it->get<std::string>() +
+      throw impl->fail("its kernels were compiled with --sanitize=" + sanitize +
                        ", which needs a process with AddressSanitizer: use "
                        "a kiln-run built by scripts/build --sanitize=" +
-                       it->get<std::string>() +
-                       " or preload libasan (LD_PRELOAD)");
+                       sanitize + " or preload libasan (LD_PRELOAD)");
     const artifact::Parsed::Span *code = parsed.find("code");
     if (!code)
       throw impl->fail("artifact has no code section");

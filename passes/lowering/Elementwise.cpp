@@ -478,27 +478,15 @@ FailureOr<Value> lowering::lowerElementwise(OpBuilder &b, Operation *op,
               lo = a.getValueAsDouble();
             if (auto a = cop.getMaxAttr())
               hi = a.getValueAsDouble();
+            // max/min as reductions take them: NaN-propagating on floats,
+            // signed or unsigned on integers.
             return [lo, hi](OpBuilder &nb, Location l, ValueRange a) -> Value {
               Value v = a[0];
               Type t = v.getType();
-              if (!isa<FloatType>(t)) {
-                bool u = t.isUnsignedInteger();
-                if (lo)
-                  v = u ? nb.create<arith::MaxUIOp>(l, v, scalar(nb, l, t, *lo))
-                              .getResult()
-                        : nb.create<arith::MaxSIOp>(l, v, scalar(nb, l, t, *lo))
-                              .getResult();
-                if (hi)
-                  v = u ? nb.create<arith::MinUIOp>(l, v, scalar(nb, l, t, *hi))
-                              .getResult()
-                        : nb.create<arith::MinSIOp>(l, v, scalar(nb, l, t, *hi))
-                              .getResult();
-                return v;
-              }
               if (lo)
-                v = nb.create<arith::MaximumFOp>(l, v, scalar(nb, l, t, *lo));
+                v = combine(nb, l, "max", v, scalar(nb, l, t, *lo));
               if (hi)
-                v = nb.create<arith::MinimumFOp>(l, v, scalar(nb, l, t, *hi));
+                v = combine(nb, l, "min", v, scalar(nb, l, t, *hi));
               return v;
             };
           })

@@ -44,18 +44,24 @@ def worst(classes):
 # -- the reference -----------------------------------------------------------
 
 
+def _inferred_types(model):
+    """Element type of every value onnx's shape inference types in `model`
+    (an empty map where inference fails)."""
+    try:
+        inferred = shape_inference.infer_shapes(model).graph
+    except Exception:
+        return {}
+    return {v.name: v.type.tensor_type.elem_type
+            for v in list(inferred.value_info) + list(inferred.output)}
+
+
 def _with_all_outputs(model):
     """A copy of `model` whose every node output is also a graph output, so
     that one run yields every intermediate value (for tolerances and for
     the shrinker, which turns values into inputs)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    try:
-        inferred = shape_inference.infer_shapes(m).graph
-        types = {v.name: v.type.tensor_type.elem_type
-                 for v in list(inferred.value_info) + list(inferred.output)}
-    except Exception:
-        types = {}
+    types = _inferred_types(m)
     have = {o.name for o in m.graph.output}
     for node in m.graph.node:
         for name in node.output:
@@ -114,12 +120,7 @@ def _node_by_node(model, values):
     """Runs each node of `model` alone, adding its outputs to `values`;
     returns a description of the engines used."""
     from onnx.reference import ReferenceEvaluator
-    try:
-        inferred = shape_inference.infer_shapes(model).graph
-        types = {v.name: v.type.tensor_type.elem_type
-                 for v in list(inferred.value_info) + list(inferred.output)}
-    except Exception:
-        types = {}
+    types = _inferred_types(model)
     fallback = set()
     for node in model.graph.node:
         ins = [i for i in node.input if i]
