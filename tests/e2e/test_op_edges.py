@@ -5,7 +5,8 @@ Pow on integers (exact up to 2^53), TopK before opset 10
 (k as an attribute), Clip on every integer type (constant and run-time
 bounds, int64 bounds past 2^53), Slice stepping back from a start before
 the first element, the composite reductions with noop_with_empty_axes
-(found by scripts/fuzz; against onnxruntime), AffineGrid with align_corners over a one-point axis
+and reductions of rank-0 tensors (found by scripts/fuzz; against
+onnxruntime), AffineGrid with align_corners over a one-point axis
 (torch's affine_grid), Det of 0x0 matrices, and ScatterElements with
 indices and updates of different shapes (a compile error).
 """
@@ -123,6 +124,23 @@ class OpEdges(kt.KilnTestCase):
                 (got,) = self.run_onnx(m, "noop_" + op, [x])
                 self.assertEqual(got.shape, want.shape)
                 np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+    def test_rank0_reductions(self):
+        # A rank-0 input reduces over no axes: ReduceMean failed to compile
+        # ("'linalg.generic' op with several results").
+        from onnx import TensorProto as T, helper as h
+        for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceProd"):
+            for elem, dtype in ((T.FLOAT, np.float32), (T.FLOAT16, np.float16)):
+                with self.subTest(op=op, dtype=np.dtype(dtype).name):
+                    m = kt.ort_model(
+                        [h.make_node(op, ["x"], ["y"], keepdims=0)],
+                        [h.make_tensor_value_info("x", elem, [])],
+                        [h.make_tensor_value_info("y", elem, [])], 17)
+                    x = np.array(-2.75, dtype)
+                    (got,) = self.run_onnx(m, "rank0_%s_%s" % (
+                        op, np.dtype(dtype).name), [x])
+                    self.assertEqual((got.dtype, got.shape), (x.dtype, ()))
+                    self.assertEqual(float(got), -2.75)
 
     def test_topk_opset9(self):
         from onnx import TensorProto as T, helper as h

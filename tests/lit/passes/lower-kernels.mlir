@@ -611,3 +611,22 @@ func.func @grid_sample(%x: tensor<1x2x4x4xf32, #kiln.device<cpu>>, %g: tensor<1x
   }
   return %k : tensor<1x2x3x5xf32, #kiln.device<cpu>>
 }
+
+// -----
+
+// A reduction over no axes (a rank-0 input) is a copy: no generic without
+// loops for fusion to turn into an op of several results.
+// CHECK-LABEL: func.func @reduce_rank0
+// CHECK: linalg.generic {indexing_maps = [#{{.+}}, #{{.+}}], iterator_types = []} ins(%{{.+}} : tensor<f16>) outs(%{{.+}} : tensor<f16>)
+// CHECK-NEXT: ^bb0(%[[IN:.+]]: f16, %{{.+}}: f16):
+// CHECK-NEXT: linalg.yield %[[IN]] : f16
+// CHECK-NOT: linalg.generic
+// CHECK: kiln.yield
+func.func @reduce_rank0(%a: tensor<f16, #kiln.device<cpu>>) -> tensor<f16, #kiln.device<cpu>> {
+  %k = kiln.kernel(%a : tensor<f16, #kiln.device<cpu>>) -> (tensor<f16, #kiln.device<cpu>>) {
+  ^bb0(%x: tensor<f16, #kiln.device<cpu>>):
+    %y = kiln.reduce %x {kind = "mean", axes = array<i64>, keepdims = false} : tensor<f16, #kiln.device<cpu>> -> tensor<f16, #kiln.device<cpu>>
+    kiln.yield %y : tensor<f16, #kiln.device<cpu>>
+  }
+  return %k : tensor<f16, #kiln.device<cpu>>
+}
