@@ -7,7 +7,7 @@ The repository has .npy files but no .pb, .safetensors or .kiln ones, so the
 seeds are made here: small files covering each format's variants (dtypes,
 rank 0, empty tensors, format versions, typed fields next to raw_data,
 sequences and optionals, BF16 and key prefixes, static, symbolic and
-multi-device plans). Artifacts come from kilnc on tiny generated models,
+multi-device and cuda plans). Artifacts come from kilnc on tiny generated models,
 with the code section replaced by a few bytes (the fuzz target never loads
 it) so the corpus stays small. The output is deterministic, and the seeds
 are committed; rerun this only to change them.
@@ -153,7 +153,8 @@ def safetensors_seeds():
 
 
 def repack(path):
-    """A kilnc artifact with its code section replaced by 16 bytes."""
+    """A kilnc artifact with its code and ptx sections replaced by a few
+    bytes: the fuzz target loads neither."""
     data = open(path, "rb").read()
     (size,) = struct.unpack_from("<I", data, 12)
     manifest = json.loads(data[20:20 + size])
@@ -162,6 +163,8 @@ def repack(path):
         raw = data[entry["offset"]:entry["offset"] + entry["size"]]
         if entry["name"] == "code":
             raw = b"\x7fELF-not-loaded!"
+        elif entry["name"] == "ptx":
+            raw = b"// not loaded\n"
         sections.append((entry["name"], raw))
     # As artifact::write lays it out: sections 64-byte aligned after the
     # manifest, whose size depends on the offsets it records.
@@ -222,6 +225,15 @@ def kiln_seeds(kilnc):
             [numpy_helper.from_array(np.ones((3, 3), np.float32), "w")]),
             ["--input-shape", "x=4x3", "--devices", "sim:0,sim:1",
              "--placement=data:2"]),
+        # A cuda role: steps carry "cuda" launch descriptions (a cuBLAS GEMM
+        # and a generated kernel). kilnc needs NVRTC for it, not a GPU.
+        "matmul-relu-cuda": (model("mmc", [
+            helper.make_node("MatMul", ["x", "w"], ["h"]),
+            helper.make_node("Relu", ["h"], ["z"])],
+            [helper.make_tensor_value_info("x", f, [2, 3])],
+            [helper.make_tensor_value_info("z", f, [2, 4])],
+            [numpy_helper.from_array(np.ones((3, 4), np.float32), "w")]),
+            ["--device", "cuda:0"]),
     }
     with tempfile.TemporaryDirectory() as tmp:
         for name, (m, flags) in models.items():
