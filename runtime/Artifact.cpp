@@ -150,9 +150,21 @@ Parsed read(const char *file, size_t size, const std::string &what) {
   Parsed parsed;
   try {
     parsed.manifest = nlohmann::json::parse(text, text + manifestSize);
+    // A section's numbers must be unsigned integers: nlohmann's get<> of a
+    // float out of the target's range is undefined behaviour (found by
+    // tests/libfuzzer's kiln target: "crc32": 4.29e+62).
+    auto number = [&](const nlohmann::json &entry, const char *key,
+                      uint64_t max) {
+      const nlohmann::json &j = entry.at(key);
+      if (!j.is_number_unsigned() || j.get<uint64_t>() > max)
+        throw fail(std::string("malformed manifest: a section's \"") + key +
+                   "\" must be an integer in [0, " + std::to_string(max) +
+                   "], got " + j.dump());
+      return j.get<uint64_t>();
+    };
     for (const auto &entry : parsed.manifest.at("sections")) {
-      Parsed::Span span{entry.at("offset").get<size_t>(),
-                        entry.at("size").get<size_t>()};
+      Parsed::Span span{number(entry, "offset", SIZE_MAX),
+                        number(entry, "size", SIZE_MAX)};
       std::string name = entry.at("name").get<std::string>();
       if (span.offset > size || span.size > size - span.offset)
         throw fail("truncated artifact: section '" + name + "' needs bytes " +
@@ -160,7 +172,7 @@ Parsed read(const char *file, size_t size, const std::string &what) {
                    std::to_string(span.offset + span.size) + " of a " +
                    std::to_string(size) + "-byte file");
       if (crc32(file + span.offset, span.size) !=
-          entry.at("crc32").get<uint32_t>())
+          number(entry, "crc32", UINT32_MAX))
         throw fail("corrupted artifact: section '" + name +
                    "' checksum mismatch");
       parsed.sections.emplace_back(name, span);
