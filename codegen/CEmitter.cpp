@@ -589,6 +589,11 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
           .Case<arith::DivFOp, arith::DivSIOp>(
               [&](auto) { return v(0) + " / " + v(1); })
           .Case<arith::RemSIOp>([&](auto) { return v(0) + " % " + v(1); })
+          // Rounds toward -inf: C's quotient, less 1 when it was rounded up.
+          .Case<arith::FloorDivSIOp>([&](auto) {
+            return "(" + v(0) + " / " + v(1) + " - (" + v(0) + " % " + v(1) +
+                   " != 0 && (" + v(0) + " < 0) != (" + v(1) + " < 0)))";
+          })
           .Case<arith::DivUIOp>([&](auto) { return u(0) + " / " + u(1); })
           .Case<arith::RemUIOp>([&](auto) { return u(0) + " % " + u(1); })
           .Case<arith::ShLIOp>([&](auto) { return shiftLeft(); })

@@ -85,20 +85,38 @@ static bool separable(linalg::GenericOp op) {
   return !walk.wasInterrupted();
 }
 
-/// Whether `size` is only ever the leading dim of local tensors, or the
-/// larger of two such sizes (a broadcast).
+/// Whether `size` is only ever the leading dim of local tensors, or a
+/// broadcast of such sizes: the larger of two, or `a == 1 ? b : a`
+/// (lowering::broadcastDim), its compare included.
 static bool sizesOnlyBatches(Value size) {
   return llvm::all_of(size.getUses(), [](OpOperand &use) {
     Operation *user = use.getOwner();
     if (auto empty = dyn_cast<tensor::EmptyOp>(user))
       return empty.getType().isDynamicDim(0) && use.getOperandNumber() == 0;
+    if (auto select = dyn_cast<arith::SelectOp>(user))
+      return use.getOperandNumber() != 0 && sizesOnlyBatches(select);
+    if (isa<arith::CmpIOp>(user))
+      return llvm::all_of(user->getUses(), [](OpOperand &condition) {
+        auto select = dyn_cast<arith::SelectOp>(condition.getOwner());
+        return select && condition.getOperandNumber() == 0 &&
+               sizesOnlyBatches(select);
+      });
     return isa<arith::MaxSIOp>(user) && sizesOnlyBatches(user->getResult(0));
   });
 }
 
+/// Whether `v` is the leading dim of a kernel tensor or a broadcast of such
+/// dims (see sizesOnlyBatches).
+static bool isBatchSize(Value v) {
+  if (auto dim = v.getDefiningOp<tensor::DimOp>())
+    return dim.getConstantIndex() == 0;
+  return v.getDefiningOp<arith::MaxSIOp>() ||
+         v.getDefiningOp<arith::SelectOp>();
+}
+
 /// Whether `op`, a scalar op outside the passes, keeps to one image: a
-/// tensor.dim of another dim than the leading one, or a size of the leading
-/// dim (its tensor.dim, the larger of two) used only as one.
+/// constant, a tensor.dim of another dim than the leading one, or a size of
+/// the leading dim (its tensor.dim, a broadcast of two) used only as one.
 static bool keepsToImages(Operation &op) {
   if (isa<arith::ConstantOp>(op))
     return true;
@@ -107,13 +125,16 @@ static bool keepsToImages(Operation &op) {
     return index && (*index != 0 || sizesOnlyBatches(dim));
   }
   if (auto max = dyn_cast<arith::MaxSIOp>(op))
-    return llvm::all_of(max->getOperands(),
-                        [](Value v) {
-                          auto dim = v.getDefiningOp<tensor::DimOp>();
-                          return (dim && dim.getConstantIndex() == 0) ||
-                                 v.getDefiningOp<arith::MaxSIOp>();
-                        }) &&
+    return llvm::all_of(max->getOperands(), isBatchSize) &&
            sizesOnlyBatches(max);
+  if (auto select = dyn_cast<arith::SelectOp>(op))
+    return select.getCondition().getDefiningOp<arith::CmpIOp>() &&
+           isBatchSize(select.getTrueValue()) &&
+           isBatchSize(select.getFalseValue()) && sizesOnlyBatches(select);
+  if (auto cmp = dyn_cast<arith::CmpIOp>(op))
+    return isBatchSize(cmp.getLhs()) &&
+           cmp.getRhs().getDefiningOp<arith::ConstantOp>() &&
+           sizesOnlyBatches(cmp.getLhs());
   return false;
 }
 
@@ -153,7 +174,8 @@ int64_t kiln::separableImageBytes(KernelOp kernel) {
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
       if (!separable(generic))
         return 0;
-    } else if (isa<arith::ConstantOp, tensor::DimOp, arith::MaxSIOp>(op)) {
+    } else if (isa<arith::ConstantOp, tensor::DimOp, arith::MaxSIOp,
+                   arith::SelectOp, arith::CmpIOp>(op)) {
       if (!keepsToImages(op))
         return 0;
     } else if (auto cast = dyn_cast<tensor::CastOp>(op)) {

@@ -155,7 +155,10 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
       if (failed(id))
         return failure();
       values[*id]["of"] = ids.lookup(reshape.getInput());
-      values[*id]["reshape"] = reshape.getShape().vec();
+      // kiln.reshape's shape as it is (kReshapeCopy is the runtime's
+      // kCopyDim): "view", which runtimes before it reject for dynamic
+      // shapes rather than read a 0 as a copy.
+      values[*id]["view"] = reshape.getShape().vec();
       continue;
     }
     return op.emitOpError() << "cannot be placed in a host plan (expected "

@@ -59,11 +59,21 @@ FailureOr<Value> reduce(NodeContext &c, StringRef kind,
                    b.getNamedAttr("keepdims", b.getBoolAttr(keepdims))});
 }
 
-FailureOr<Value> reshapeTo(NodeContext &c, Value input,
-                           ArrayRef<int64_t> spec) {
+// kiln.reshape to `shape`, in its own terms (a size, -1, kReshapeCopy).
+static FailureOr<Value> reshapeExactly(NodeContext &c, Value input,
+                                       ArrayRef<int64_t> shape) {
   return c.create(
       ReshapeOp::getOperationName(), input,
-      {c.builder.getNamedAttr("shape", c.builder.getDenseI64ArrayAttr(spec))});
+      {c.builder.getNamedAttr("shape", c.builder.getDenseI64ArrayAttr(shape))});
+}
+
+FailureOr<Value> reshapeTo(NodeContext &c, Value input,
+                           ArrayRef<int64_t> spec) {
+  SmallVector<int64_t> shape(spec);
+  for (int64_t &d : shape)
+    if (d == 0)
+      d = kReshapeCopy;
+  return reshapeExactly(c, input, shape);
 }
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
@@ -104,7 +114,7 @@ FailureOr<Value> reshapeToDims(NodeContext &c, Value input,
   if (dynamic > 1)
     return c.error("reshaping a tensor with more than one symbolic "
                    "dim is not supported yet");
-  return reshapeTo(c, input, spec);
+  return reshapeExactly(c, input, spec); // a 0 is a dim of size 0
 }
 
 FailureOr<Value> reshapeBySpec(NodeContext &c, Value x, Value spec,

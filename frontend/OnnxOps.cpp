@@ -650,9 +650,12 @@ FailureOr<Values> flatten(NodeContext &c) {
   int64_t left = product(0, axis), right = product(axis, rank);
   if (left == -1 && right == -1) // sized from the dims at run time
     return reshapeByData(c, int64Constant(c, {1}, {axis}, "axis"), "flatten");
-  if (left == -1 && axis == 1)
-    left = 0; // copy the (symbolic) batch dim
-  return single(reshapeTo(c, c.inputs[0], {left, right}));
+  if (left == -1 && axis == 1) // copy the (symbolic) batch dim
+    return single(reshapeTo(c, c.inputs[0], {0, right}));
+  // Sizes (0 a size: a tensor with an empty dim), one of them inferred.
+  return single(reshapeToDims(c, c.inputs[0],
+                              {left == -1 ? ShapedType::kDynamic : left,
+                               right == -1 ? ShapedType::kDynamic : right}));
 }
 
 // Clip: min then max, each a constant (a kiln.clip attribute; on integers
@@ -1009,7 +1012,9 @@ FailureOr<Values> expand(NodeContext &c) {
   }
   auto shape = constantValues<int64_t>(c.inputs[1]);
   if (const SymbolicInts *symbolic = symbolicInts(c, c.inputs[1])) {
-    // A symbolic entry keeps the input's dynamic dim there (entry 1).
+    // A symbolic entry that is the input's own dim there keeps it (entry
+    // 1); any other (2 * that dim, another value's dim) is a size only the
+    // run knows, and the input's dim may be 1 and broadcast to it.
     auto in = typeOf(c.inputs[0]);
     int64_t offset = (int64_t)symbolic->data.size() - in.getRank();
     shape.emplace();
@@ -1019,7 +1024,8 @@ FailureOr<Values> expand(NodeContext &c) {
         continue;
       }
       int64_t at = (int64_t)i - offset;
-      if (at < 0 || !in.isDynamicDim(at)) // a size only the data knows
+      if (at < 0 || !in.isDynamicDim(at) ||
+          c.shapes->dimOf(c.inputs[0], at) != e)
         return single(c.create(ExpandToOp::getOperationName(),
                                {c.inputs[0], c.inputs[1]}));
       shape->push_back(1);
@@ -1393,19 +1399,63 @@ FailureOr<Values> reduceComposite(NodeContext &c) {
     mapped = binaryOp(c, mul, x, x);
   else if (op == "ReduceL1")
     mapped = c.create(AbsOp::getOperationName(), x);
-  else if (op == "ReduceLogSumExp")
-    mapped = c.create(ExpOp::getOperationName(), x);
+  auto reduceKind = [&](StringRef kind, bool keepDims,
+                        Value v) -> FailureOr<Value> {
+    if (noop)
+      return v;
+    return runtime ? reduceBy(c, kind, runtime, keepDims, v)
+                   : reduce(c, kind, axes, keepDims, v);
+  };
+  // LogSumExp shifts by the largest element, log(sum(exp(x - m))) + m, so
+  // that exp does not overflow (float32 overflows past 88). An infinite m
+  // shifts by 0 instead, as onnxruntime does, so that all -inf gives -inf
+  // and a +inf gives +inf rather than NaN.
+  FailureOr<Value> shift;
+  if (op == "ReduceLogSumExp") {
+    auto largest = reduceKind("max", /*keepDims=*/true, x);
+    if (failed(largest))
+      return failure();
+    auto magnitude = c.create(AbsOp::getOperationName(), *largest);
+    if (failed(magnitude))
+      return failure();
+    auto infinite =
+        binaryOp(c, EqualOp::getOperationName(), *magnitude,
+                 scalarLike(c, x, std::numeric_limits<double>::infinity()));
+    if (failed(infinite))
+      return failure();
+    shift = c.create(WhereOp::getOperationName(),
+                     {*infinite, scalarLike(c, x, 0), *largest});
+    if (failed(shift))
+      return failure();
+    auto shifted = binaryOp(c, SubOp::getOperationName(), x, *shift);
+    if (failed(shifted))
+      return failure();
+    mapped = c.create(ExpOp::getOperationName(), *shifted);
+  }
   if (failed(mapped))
     return failure();
-  auto sum = noop      ? mapped
-             : runtime ? reduceBy(c, "sum", runtime, keep, *mapped)
-                       : reduce(c, "sum", axes, keep, *mapped);
+  auto sum = reduceKind("sum", keep, *mapped);
   if (failed(sum))
     return failure();
   if (op == "ReduceL2")
     return single(c.create(SqrtOp::getOperationName(), *sum));
-  if (op == "ReduceLogSum" || op == "ReduceLogSumExp")
+  if (op == "ReduceLogSum")
     return single(c.create(LogOp::getOperationName(), *sum));
+  if (op == "ReduceLogSumExp") {
+    auto log = c.create(LogOp::getOperationName(), *sum);
+    if (failed(log))
+      return failure();
+    // The shift has the reduced dims kept; without keepdims they go (a
+    // reduction of single elements, which is the shift itself).
+    Value kept = *shift;
+    if (!keep && !noop) {
+      auto squeezed = reduceKind("max", /*keepDims=*/false, kept);
+      if (failed(squeezed))
+        return failure();
+      kept = *squeezed;
+    }
+    return single(binaryOp(c, AddOp::getOperationName(), *log, kept));
+  }
   return Values{*sum};
 }
 

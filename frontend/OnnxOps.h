@@ -202,7 +202,8 @@ mlir::FailureOr<int64_t> normalizeAxis(NodeContext &c, int64_t axis,
 mlir::FailureOr<mlir::Value> reduce(NodeContext &c, llvm::StringRef kind,
                                     std::vector<int64_t> axes, bool keepdims,
                                     mlir::Value input = {});
-/// kiln.reshape to `spec` (ONNX Reshape semantics after folding: -1 allowed).
+/// kiln.reshape to `spec` (ONNX Reshape semantics after folding: 0 copies
+/// the input's dim, -1 is inferred).
 mlir::FailureOr<mlir::Value> reshapeTo(NodeContext &c, mlir::Value input,
                                        llvm::ArrayRef<int64_t> spec);
 /// Split of the node's input 0 along `axis` into `outputs` parts, bounds
@@ -210,7 +211,8 @@ mlir::FailureOr<mlir::Value> reshapeTo(NodeContext &c, mlir::Value input,
 /// else equal parts of ceil(n / outputs).
 mlir::FailureOr<Values> splitAtRunTime(NodeContext &c, int64_t axis,
                                        int64_t outputs);
-/// A reshape to `dims`, at most one of them symbolic.
+/// A reshape to `dims` (a 0 is a dim of size 0), at most one of them
+/// symbolic.
 mlir::FailureOr<mlir::Value> reshapeToDims(NodeContext &c, mlir::Value input,
                                            llvm::ArrayRef<int64_t> dims);
 /// kiln.reshape_to `x` by `spec` (read at run time) in `mode` (reshape,

@@ -32,6 +32,10 @@ namespace kiln {
 /// The largest cuda/sim ordinal (the runtime's limit too).
 inline constexpr int64_t kMaxDeviceOrdinal = 1 << 20;
 
+/// In kiln.reshape's shape: the result dim is the input's dim at the same
+/// index (ONNX Reshape's 0, which kiln.reshape reads as a size).
+inline constexpr int64_t kReshapeCopy = -2;
+
 /// A unit attribute on a kernel-level tensor.extract whose indices may lie
 /// outside the tensor: it is only read where the arith.select using it
 /// picks it (a pad's interior), and the kernel emitters read it only there.

@@ -237,14 +237,16 @@ int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t padB,
                      int64_t padE, int64_t dilation, bool ceil) {
   if (ShapedType::isDynamic(in) || ShapedType::isDynamic(kernel))
     return ShapedType::kDynamic;
+  // ONNX's count, floor or ceil of span / stride, plus 1. A ceil_mode
+  // window may overhang the padded input by up to stride - 1, even when it
+  // is the only one (span > -stride), as onnxruntime and torch count it.
   int64_t span = in + padB + padE - dilation * (kernel - 1) - 1;
-  if (span < 0)
-    return -1;
-  int64_t out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+  int64_t out =
+      llvm::divideFloorSigned(ceil ? span + stride - 1 : span, stride) + 1;
   // A last window that would start in the end padding is dropped.
-  if (ceil && (out - 1) * stride >= in + padB)
+  if (ceil && out > 0 && (out - 1) * stride >= in + padB)
     --out;
-  return out;
+  return out <= 0 ? -1 : out;
 }
 
 LogicalResult inferWindow(std::optional<Location> loc, Value input,
@@ -436,7 +438,7 @@ KILN_INFER(ReshapeOp) {
   bool dynamic = false;
   for (auto [i, d] : llvm::enumerate(spec)) {
     int64_t dim = d;
-    if (d == 0) {
+    if (d == kReshapeCopy) {
       if (i >= in.size())
         return fail(loc, "reshape copies dim " + Twine(i) + " of " + str(in) +
                              ", which has no such dim");

@@ -307,7 +307,10 @@ def Kiln_ReduceOp : Kiln_ComputeOp<"reduce"> {
 def Kiln_ReshapeOp : Kiln_ComputeOp<"reshape"> {
   let summary = "the same elements in a new shape; a view, never a copy";
   let description = [{
-    `shape` is the ONNX shape spec: 0 copies the input dim, -1 is inferred.
+    `shape` gives each result dim: a size (0 included), -1 inferred from the
+    element count (at most one), or -2 (kiln::kReshapeCopy) the input's dim
+    at the same index. ONNX's 0 that copies a dim becomes -2, so that a dim
+    of size 0 can be stated too.
   }];
   let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$shape);
   let results = (outs Kiln_Tensor:$result);

@@ -64,14 +64,19 @@ void kiln::buildKernelPipeline(OpPassManager &pm) {
   fn.addPass(createKilnFuseElementwise());
   fn.addPass(createKilnLowerKernels());
   fn.addPass(createKilnChainImages());
-  // Without linalg's InferStaticShapeOfOperands: in linalg every operand a
-  // loop dim indexes has that dim's size, so it casts a `?` operand to the
-  // static size of another one. In a kernel a `?` dim that is 1 at run time
-  // broadcasts instead (CEmitter::index), and the cast would make the loops
-  // read past its end.
+  // Without two linalg patterns that rely on every operand a loop dim
+  // indexes having that dim's size: InferStaticShapeOfOperands casts a `?`
+  // operand to the static size of another one, and EraseIdentityLinalgOp
+  // replaces a copy from a `?` operand by that operand (cast to the result's
+  // type). In a kernel a `?` dim that is 1 at run time broadcasts instead
+  // (CEmitter::index): the cast would make the loops read past its end, and
+  // the erased copy would lose the broadcast (Expand of a [?, 17] to
+  // [7, 17]).
   fn.addPass(createCanonicalizerPass(
       GreedyRewriteConfig(),
-      {"(anonymous namespace)::InferStaticShapeOfOperands"}));
+      {"(anonymous namespace)::InferStaticShapeOfOperands",
+       "(anonymous namespace)::EraseIdentityLinalgOp<mlir::linalg::"
+       "GenericOp>"}));
   // After the canonicalizer: the packed input is named by an attribute, not
   // read by any op of the kernel body.
   fn.addPass(createKilnPackWeights());

@@ -91,11 +91,16 @@ void decodeValues(Plan &plan, const json &values,
         fail("alias " + what + " must view an earlier value, not value " +
              std::to_string(value.aliasOf));
       const Value &source = plan.values[value.aliasOf];
-      if (v.contains("reshape"))
-        for (const json &d : v.at("reshape")) {
-          if (!d.is_number_integer() || d.get<int64_t>() < -1)
+      // "view" (-2 copies the source's dim, 0 is a size), or, from
+      // artifacts before it, "reshape" (ONNX's spec: 0 copies the dim).
+      bool legacy = !v.contains("view");
+      if (v.contains(legacy ? "reshape" : "view"))
+        for (const json &d : v.at(legacy ? "reshape" : "view")) {
+          int64_t lowest = legacy ? -1 : Value::kCopyDim;
+          if (!d.is_number_integer() || d.get<int64_t>() < lowest)
             fail(what + " has a bad reshape dimension " + show(d));
-          value.reshape.push_back(d.get<int64_t>());
+          int64_t size = d.get<int64_t>();
+          value.reshape.push_back(legacy && size == 0 ? Value::kCopyDim : size);
         }
       if ((value.dynamic || source.dynamic) &&
           value.reshape.size() != value.shape.size())
@@ -602,8 +607,14 @@ void resolveViews(const Plan &plan, Shapes &s) {
     std::vector<int64_t> shape;
     for (size_t i = 0; i < v.reshape.size(); ++i) {
       int64_t d = v.reshape[i];
-      if (d == 0)
-        d = i < from.size() ? from[i] : 0;
+      if (d == Value::kCopyDim) {
+        if (i >= from.size())
+          fail("value " + std::to_string(id) + " copies dim " +
+               std::to_string(i) + " of " +
+               describe(plan.values[v.aliasOf].dtype, from) +
+               ", which has no such dim");
+        d = from[i];
+      }
       if (d == -1)
         inferred = static_cast<int64_t>(i);
       else

@@ -47,8 +47,10 @@ struct Value {
   DType dtype = DType::F32;
   std::vector<int64_t> shape; // -1: a dynamic dim, known at run time
   bool dynamic = false;       // a dim of shape is -1
-  /// Aliases: the reshape that views the source (ONNX: 0 copies the
-  /// source's dim, -1 is inferred).
+  /// Aliases: the shape that views the source, per dim a size (0
+  /// included), -1 inferred from the element count, or kCopyDim the
+  /// source's dim at that index; empty: the value's static shape.
+  static constexpr int64_t kCopyDim = -2;
   std::vector<int64_t> reshape;
   ValueKind kind = ValueKind::Temp;
   size_t role = 0;

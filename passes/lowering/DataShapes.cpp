@@ -410,7 +410,10 @@ Value lowerSliceBy(IndexMath &h, SliceByOp op, ValueRange operands) {
       Value stride = h.select(forward, t, sub(zero, t));
       Value count = b.create<arith::DivSIOp>(
           h.loc, h.add(span, sub(stride, one)), stride);
-      count = b.create<arith::MaxSIOp>(h.loc, count, zero);
+      // Never more than the dim: a backward slice of an empty dim clamps
+      // its start to 0 and its end to -1, which would count 1.
+      count = b.create<arith::MinSIOp>(
+          h.loc, b.create<arith::MaxSIOp>(h.loc, count, zero), dim);
       start[i] = h.select(is, s0, start[i]);
       step[i] = h.select(is, t, step[i]);
       size[i] = h.select(is, count, size[i]);

@@ -2,8 +2,8 @@
 //
 // A graph op's result dim that is `?` gets its size at run time from the
 // dims of the op's (lowered) operands, by the op's ONNX shape rule:
-// broadcasting for elementwise ops (the largest of the operands' sizes: a
-// dynamic dim that is 1 at run time broadcasts, see CEmitter::index), m/n/batch
+// broadcasting for elementwise ops (a dynamic dim that is 1 at run time
+// broadcasts, see CEmitter::index), m/n/batch
 // for contractions, the batch, channel and window-count dims for windows, the
 // kept dims for reductions, the permuted dim for transposes, the data and index
 // dims for gathers, the sum along a concat's axis. Each size is an index value
@@ -43,23 +43,50 @@ Value lowering::emptyResult(OpBuilder &b, Operation *op, ValueRange operands) {
                      [&](int64_t i) { return resultDim(b, op, operands, i); });
 }
 
-// The larger of `size` and `other` (either may be null).
-static Value maxSize(OpBuilder &b, Location loc, Value size, Value other) {
-  if (!size || !other)
-    return size ? size : other;
-  return b.create<arith::MaxSIOp>(loc, size, other);
+// Numpy's broadcast of the sizes of one dim over `operands` (each aligned
+// to `at(type)`, negative where it has no such dim): a static size other
+// than 1 is the result (every other is 1 or equal); else the dynamic sizes
+// combine as `a == 1 ? b : a`, so that 0 against 1 is 0, which the larger
+// of the two is not. Null when no operand is dynamic there.
+static Value broadcastSize(OpBuilder &b, Location loc, ValueRange operands,
+                           function_ref<int64_t(RankedTensorType)> at) {
+  Value size;
+  for (Value v : operands) {
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t i = at(type);
+    if (i >= 0 && !type.isDynamicDim(i) && type.getDimSize(i) != 1) {
+      bool anyDynamic = llvm::any_of(operands, [&](Value w) {
+        auto t = cast<RankedTensorType>(w.getType());
+        return at(t) >= 0 && t.isDynamicDim(at(t));
+      });
+      return anyDynamic
+                 ? b.create<arith::ConstantIndexOp>(loc, type.getDimSize(i))
+                 : Value();
+    }
+  }
+  for (Value v : operands) {
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t i = at(type);
+    if (i < 0 || !type.isDynamicDim(i))
+      continue;
+    Value dim = b.create<tensor::DimOp>(loc, v, i);
+    if (!size) {
+      size = dim;
+      continue;
+    }
+    Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+    Value isOne =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, size, one);
+    size = b.create<arith::SelectOp>(loc, isOne, dim, size);
+  }
+  return size;
 }
 
 Value lowering::broadcastDim(OpBuilder &b, Location loc, ValueRange operands,
                              int64_t outRank, int64_t i) {
-  Value size;
-  for (Value v : operands) {
-    auto type = cast<RankedTensorType>(v.getType());
-    int64_t at = i - (outRank - type.getRank());
-    if (at >= 0 && type.isDynamicDim(at))
-      size = maxSize(b, loc, size, b.create<tensor::DimOp>(loc, v, at));
-  }
-  return size;
+  return broadcastSize(b, loc, operands, [&](RankedTensorType type) {
+    return i - (outRank - type.getRank());
+  });
 }
 
 namespace {
@@ -83,15 +110,11 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
         if (i < batchRank) {
           // The batch dims of both, aligned to the result's batch dims,
           // broadcast.
-          Value size;
-          for (Value v : {lhs, rhs}) {
-            auto type = cast<RankedTensorType>(v.getType());
-            int64_t own = std::max<int64_t>(type.getRank() - 2, 0);
-            int64_t at = i - (batchRank - own);
-            if (at >= 0 && type.isDynamicDim(at))
-              size = maxSize(b, loc, size, dim(v, at));
-          }
-          return size;
+          return broadcastSize(
+              b, loc, {lhs, rhs}, [&](RankedTensorType type) -> int64_t {
+                int64_t own = std::max<int64_t>(type.getRank() - 2, 0);
+                return i - (batchRank - own);
+              });
         }
         if (i == batchRank && !vecA)
           return dim(lhs, rankOf(lhs) - 2);
@@ -107,8 +130,9 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
         if (i < 2) // the batch; the channels (a conv's: the weight's)
           return conv && i == 1 ? dim(operands[1], 0) : dim(operands[0], i);
         // ONNX's window count: span = in + pads - (k - 1) * d - 1, then
-        // span / s + 1 (ceil_mode: rounded up, less a last window that
-        // would start in the end padding); 0 when the window does not fit.
+        // floor(span / s) + 1 (ceil_mode: rounded up, less a last window
+        // that would start in the end padding; a lone window may then
+        // overhang the padded input); 0 when no window fits.
         // A conv's kernel size is its weight's.
         auto attr = [&](StringRef name) {
           return cast<DenseI64ArrayAttr>(op->getAttr(name)).asArrayRef();
@@ -133,14 +157,13 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
         Value span = b.create<arith::SubIOp>(
             loc, b.create<arith::AddIOp>(loc, in, c(pads[s] + pads[r + s])),
             extent);
-        Value fits =
-            b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, span, c(0));
         Value rounded =
             ceil ? b.create<arith::AddIOp>(loc, span, c(strides[s] - 1))
                        .getResult()
                  : span;
         Value out = b.create<arith::AddIOp>(
-            loc, b.create<arith::DivSIOp>(loc, rounded, c(strides[s])), c(1));
+            loc, b.create<arith::FloorDivSIOp>(loc, rounded, c(strides[s])),
+            c(1));
         if (ceil) {
           Value lastStart = b.create<arith::MulIOp>(
               loc, b.create<arith::SubIOp>(loc, out, c(1)), c(strides[s]));
@@ -150,7 +173,7 @@ Value lowering::resultDim(OpBuilder &b, Operation *op, ValueRange operands,
           out = b.create<arith::SelectOp>(
               loc, inPadding, b.create<arith::SubIOp>(loc, out, c(1)), out);
         }
-        return b.create<arith::SelectOp>(loc, fits, out, c(0)).getResult();
+        return b.create<arith::MaxSIOp>(loc, out, c(0)).getResult();
       })
       .Case([&](ReduceOp r) -> Value {
         int64_t at = 0;

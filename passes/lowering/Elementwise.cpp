@@ -93,6 +93,15 @@ Value castScalar(OpBuilder &nb, Location l, Value x, Type to, bool saturate) {
   if (from == to)
     return x;
   bool fromFloat = isa<FloatType>(from), toFloat = isa<FloatType>(to);
+  // To bool is "not zero" (NaN included), never a truncation to the low bit:
+  // 64 and 0.5 are true.
+  if (to.isInteger(1)) {
+    if (fromFloat)
+      return nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::UNE, x,
+                                      lowering::scalar(nb, l, from, 0.0));
+    return nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, x,
+                                    lowering::scalar(nb, l, from, 0));
+  }
   unsigned fromBits = from.getIntOrFloatBitWidth(),
            toBits = to.getIntOrFloatBitWidth();
   if (fromFloat && toFloat) {

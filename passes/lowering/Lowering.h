@@ -46,8 +46,9 @@ mlir::Value resultDim(mlir::OpBuilder &b, mlir::Operation *op,
                       mlir::ValueRange operands, int64_t i);
 
 /// Dim `i` of a result of rank `outRank` broadcast from `operands` (numpy
-/// rules, trailing alignment): the largest of the operands' dynamic sizes
-/// there; null when none is dynamic there.
+/// rules, trailing alignment): a static size other than 1 there, else the
+/// dynamic sizes combined as `a == 1 ? b : a` (0 against 1 is 0); null when
+/// none is dynamic there.
 mlir::Value broadcastDim(mlir::OpBuilder &b, mlir::Location loc,
                          mlir::ValueRange operands, int64_t outRank, int64_t i);
 

@@ -108,6 +108,75 @@ class OpEdges(kt.KilnTestCase):
                 (got,) = self.run_onnx(m, "slice_back", [x])
                 np.testing.assert_array_equal(got, want)
 
+    def test_views_of_empty_tensors(self):
+        # kiln.reshape read a 0 in its shape as "copy the input's dim", so a
+        # view of a tensor with a 0-sized dim failed to compile ("reshape
+        # copies dim 1 of [0], which has no such dim") or took a wrong size.
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        cases = [
+            ("Unsqueeze", [0], [0], {}),
+            ("Unsqueeze", [3, 0], [1], {}),
+            ("Squeeze", [1, 0, 1], [0], {}),
+            ("Flatten", [0], None, {"axis": 1}),
+            ("Flatten", [2, 0, 3], None, {"axis": 2}),
+            ("Reshape", [3, 0], [0, 3], {"allowzero": 1}),
+        ]
+        for op, shape, arg, attrs in cases:
+            with self.subTest(op=op, shape=shape, arg=arg):
+                inputs = ["x"] + (["a"] if arg is not None else [])
+                m = kt.ort_model(
+                    [h.make_node(op, inputs, ["y"], **attrs)],
+                    [h.make_tensor_value_info("x", T.FLOAT, shape)],
+                    [h.make_tensor_value_info("y", T.FLOAT, None)], 14)
+                if arg is not None:
+                    m.graph.initializer.append(
+                        nh.from_array(np.array(arg, np.int64), "a"))
+                x = np.zeros(shape, np.float32)
+                (want,) = kt.onnxruntime_outputs(m, [x])
+                (got,) = self.run_onnx(m, "empty_" + op, [x])
+                self.assertEqual(got.shape, want.shape)
+
+    def test_cast_to_bool_is_not_zero(self):
+        # A cast to bool truncated to the low bit: 64 and 0.5 were false.
+        from onnx import TensorProto as T, helper as h
+        for np_type, elem, x in (
+                (np.int64, T.INT64, np.array([0, 1, 2, 64, -2], np.int64)),
+                (np.int32, T.INT32, np.array([0, 1, 2, 256, -4], np.int32)),
+                (np.float32, T.FLOAT,
+                 np.array([0, -0.0, 0.5, 2, np.nan], np.float32)),
+                (np.float16, T.FLOAT16,
+                 np.array([0, 0.25, 4, -0.0, 1e-7], np.float16))):
+            with self.subTest(dtype=np.dtype(np_type).name):
+                m = kt.ort_model(
+                    [h.make_node("Cast", ["x"], ["y"], to=T.BOOL)],
+                    [h.make_tensor_value_info("x", elem, [5])],
+                    [h.make_tensor_value_info("y", T.BOOL, [5])], 13)
+                (want,) = kt.onnxruntime_outputs(m, [x])
+                (got,) = self.run_onnx(m, "to_bool", [x])
+                np.testing.assert_array_equal(got, want)
+                np.testing.assert_array_equal(got, x != 0)
+
+    def test_log_sum_exp_does_not_overflow(self):
+        # exp(268) is inf in float32: LogSumExp must shift by the max, as
+        # onnxruntime does. -inf everywhere stays -inf, an inf stays inf.
+        from onnx import TensorProto as T, helper as h
+        rows = np.array([[161.5, 267.8, 200.0],
+                         [-1e3, -1e3, -1e3],
+                         [-np.inf, -np.inf, -np.inf],
+                         [np.inf, 1.0, 2.0]], np.float32)
+        for keepdims in (0, 1):
+            with self.subTest(keepdims=keepdims):
+                m = kt.ort_model(
+                    [h.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[1],
+                                 keepdims=keepdims)],
+                    [h.make_tensor_value_info("x", T.FLOAT, [4, 3])],
+                    [h.make_tensor_value_info("y", T.FLOAT, None)], 13)
+                (want,) = kt.onnxruntime_outputs(m, [rows])
+                (got,) = self.run_onnx(m, "lse%d" % keepdims, [rows])
+                self.assertEqual(got.shape, want.shape)
+                np.testing.assert_allclose(got, want, rtol=1e-6)
+                self.assertTrue(np.isfinite(got[:2]).all())
+
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,
         # no sum (ReduceL2 is |x|, ReduceLogSumExp is log(exp(x))).

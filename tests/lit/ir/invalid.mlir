@@ -203,3 +203,12 @@ func.func @grid_sample_mode(%x: tensor<1x1x4x4xf32, #kiln.device<cpu>>, %g: tens
   %0 = kiln.grid_sample %x, %g {mode = "area", padding_mode = "zeros", align_corners = false} : tensor<1x1x4x4xf32, #kiln.device<cpu>>, tensor<1x2x2x2xf32, #kiln.device<cpu>> -> tensor<1x1x2x2xf32, #kiln.device<cpu>>
   return
 }
+
+// -----
+
+func.func @reshape_copy_past_rank(%x: tensor<2x3xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{reshape copies dim 2 of [2,3], which has no such dim}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.reshape %x {shape = array<i64: 1, 6, -2>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<1x6x1xf32, #kiln.device<cpu>>
+  return
+}

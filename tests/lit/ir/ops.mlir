@@ -46,13 +46,13 @@ func.func @graph(%x: tensor<2x3xf32, #kiln.device<cpu>>) -> tensor<2x4xf32, #kil
 // CHECK: kiln.clip %{{.+}} {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64}
 // CHECK: kiln.max_pool %{{.+}} {ceil_mode = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
 // CHECK: kiln.reduce %{{.+}} {axes = array<i64: 2, 3>, keepdims = true, kind = "mean"}
-// CHECK: kiln.reshape %{{.+}} {shape = array<i64: 0, -1>} : tensor<1x8x1x1xf32, #kiln.device<cpu>> -> tensor<1x8xf32, #kiln.device<cpu>>
+// CHECK: kiln.reshape %{{.+}} {shape = array<i64: -2, -1>} : tensor<1x8x1x1xf32, #kiln.device<cpu>> -> tensor<1x8xf32, #kiln.device<cpu>>
 func.func @vision(%x: tensor<1x3x8x8xf32, #kiln.device<cpu>>, %w: tensor<8x3x3x3xf32, #kiln.device<cpu>>, %b: tensor<8xf32, #kiln.device<cpu>>) -> tensor<1x8xf32, #kiln.device<cpu>> {
   %c = kiln.conv %x, %w, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1} : tensor<1x3x8x8xf32, #kiln.device<cpu>>, tensor<8x3x3x3xf32, #kiln.device<cpu>>, tensor<8xf32, #kiln.device<cpu>> -> tensor<1x8x4x4xf32, #kiln.device<cpu>>
   %r = kiln.clip %c {min = 0.0 : f64, max = 6.0 : f64} : tensor<1x8x4x4xf32, #kiln.device<cpu>> -> tensor<1x8x4x4xf32, #kiln.device<cpu>>
   %p = kiln.max_pool %r {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = false} : tensor<1x8x4x4xf32, #kiln.device<cpu>> -> tensor<1x8x2x2xf32, #kiln.device<cpu>>
   %m = kiln.reduce %p {kind = "mean", axes = array<i64: 2, 3>, keepdims = true} : tensor<1x8x2x2xf32, #kiln.device<cpu>> -> tensor<1x8x1x1xf32, #kiln.device<cpu>>
-  %f = kiln.reshape %m {shape = array<i64: 0, -1>} : tensor<1x8x1x1xf32, #kiln.device<cpu>> -> tensor<1x8xf32, #kiln.device<cpu>>
+  %f = kiln.reshape %m {shape = array<i64: -2, -1>} : tensor<1x8x1x1xf32, #kiln.device<cpu>> -> tensor<1x8xf32, #kiln.device<cpu>>
   return %f : tensor<1x8xf32, #kiln.device<cpu>>
 }
 
@@ -123,3 +123,12 @@ func.func @kernel(%x: tensor<4xf32, #kiln.device<cpu>>) -> tensor<4xf32, #kiln.d
     }
   }
 #-}
+
+// In kiln.reshape's shape 0 is a size (-2 copies the input's dim), so an
+// empty tensor can be viewed in any shape of 0 elements.
+// CHECK-LABEL: func.func @reshape_empty
+// CHECK: kiln.reshape %arg0 {shape = array<i64: 0, 1, 3>} : tensor<3x0xf32, #kiln.device<cpu>> -> tensor<0x1x3xf32, #kiln.device<cpu>>
+func.func @reshape_empty(%x: tensor<3x0xf32, #kiln.device<cpu>>) -> tensor<0x1x3xf32, #kiln.device<cpu>> {
+  %r = kiln.reshape %x {shape = array<i64: 0, 1, 3>} : tensor<3x0xf32, #kiln.device<cpu>> -> tensor<0x1x3xf32, #kiln.device<cpu>>
+  return %r : tensor<0x1x3xf32, #kiln.device<cpu>>
+}

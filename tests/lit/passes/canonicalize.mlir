@@ -63,6 +63,6 @@ func.func @duplicates(%x: tensor<4xf32, #kiln.device<cpu>>) -> (tensor<4xf32, #k
 func.func @reshapes(%x: tensor<2x3xf32, #kiln.device<cpu>>) -> (tensor<6xf32, #kiln.device<cpu>>, tensor<2x3xf32, #kiln.device<cpu>>) {
   %0 = kiln.reshape %x {shape = array<i64: 3, 2>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<3x2xf32, #kiln.device<cpu>>
   %1 = kiln.reshape %0 {shape = array<i64: -1>} : tensor<3x2xf32, #kiln.device<cpu>> -> tensor<6xf32, #kiln.device<cpu>>
-  %2 = kiln.reshape %x {shape = array<i64: 0, 3>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<2x3xf32, #kiln.device<cpu>>
+  %2 = kiln.reshape %x {shape = array<i64: -2, 3>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<2x3xf32, #kiln.device<cpu>>
   return %1, %2 : tensor<6xf32, #kiln.device<cpu>>, tensor<2x3xf32, #kiln.device<cpu>>
 }

@@ -76,7 +76,7 @@ func.func @propagated_error(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = 
 func.func @vision(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "x"}, %img: tensor<2x3x5x5xf32, #kiln.device<cpu>>, %w: tensor<4x3x3x3xf32, #kiln.device<cpu>>) -> tensor<?x?xf32, #kiln.device<cpu>> {
   %c = kiln.conv %img, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1} : tensor<2x3x5x5xf32, #kiln.device<cpu>>, tensor<4x3x3x3xf32, #kiln.device<cpu>> -> tensor<?x4x?x?xf32, #kiln.device<cpu>>
   %p = kiln.max_pool %c {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = true} : tensor<?x4x?x?xf32, #kiln.device<cpu>> -> tensor<?x4x?x?xf32, #kiln.device<cpu>>
-  %f = kiln.reshape %p {shape = array<i64: 0, -1>} : tensor<?x4x?x?xf32, #kiln.device<cpu>> -> tensor<?x?xf32, #kiln.device<cpu>>
+  %f = kiln.reshape %p {shape = array<i64: -2, -1>} : tensor<?x4x?x?xf32, #kiln.device<cpu>> -> tensor<?x?xf32, #kiln.device<cpu>>
   return %f : tensor<?x?xf32, #kiln.device<cpu>>
 }
 

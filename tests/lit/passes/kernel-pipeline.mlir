@@ -17,3 +17,16 @@ func.func @dynamic_one(%a: !dyn, %b: !t) -> !t {
   %r = kiln.relu %s : !t -> !t
   return %r : !t
 }
+
+// An Expand of a `?` dim to a static 7 stays a copy in the kernel: the `?`
+// may be 1 and broadcast, so linalg's EraseIdentityLinalgOp must not replace
+// the copy by its input cast to 7.
+// CHECK-LABEL: func.func @expand_dynamic
+// CHECK-NOT: tensor.cast
+// CHECK: linalg.generic {{.+}} ins(%{{.+}} : tensor<?x17xi1>)
+// CHECK-NOT: tensor.cast
+// CHECK: kiln.yield
+func.func @expand_dynamic(%a: tensor<?x17xi1, #kiln.device<cpu>>) -> tensor<7x17xi1, #kiln.device<cpu>> {
+  %e = kiln.expand %a {shape = array<i64: 7, 1>} : tensor<?x17xi1, #kiln.device<cpu>> -> tensor<7x17xi1, #kiln.device<cpu>>
+  return %e : tensor<7x17xi1, #kiln.device<cpu>>
+}

@@ -324,7 +324,7 @@ func.func @dynamic_reshape(%x: tensor<?x1xf32, #kiln.device<cpu>>) -> tensor<?x1
   %k = kiln.kernel(%x : tensor<?x1xf32, #kiln.device<cpu>>) -> (tensor<?x1xf32, #kiln.device<cpu>>) {
   ^bb0(%a: tensor<?x1xf32, #kiln.device<cpu>>):
     // expected-error @+1 {{'kiln.reshape' op has a dynamic shape, which its lowering cannot handle yet; bind the symbolic input dims at compile time (kilnc --input-shape NAME=D0xD1...)}}
-    %c = kiln.reshape %a {shape = array<i64: 0, 1>} : tensor<?x1xf32, #kiln.device<cpu>> -> tensor<?x1xf32, #kiln.device<cpu>>
+    %c = kiln.reshape %a {shape = array<i64: -2, 1>} : tensor<?x1xf32, #kiln.device<cpu>> -> tensor<?x1xf32, #kiln.device<cpu>>
     kiln.yield %c : tensor<?x1xf32, #kiln.device<cpu>>
   }
   return %k : tensor<?x1xf32, #kiln.device<cpu>>
@@ -629,4 +629,67 @@ func.func @reduce_rank0(%a: tensor<f16, #kiln.device<cpu>>) -> tensor<f16, #kiln
     kiln.yield %y : tensor<f16, #kiln.device<cpu>>
   }
   return %k : tensor<f16, #kiln.device<cpu>>
+}
+
+// -----
+
+// A cast to bool is "not zero", never the low bit: 2 and 0.5 are true.
+// CHECK-LABEL: func.func @bool_casts
+// CHECK: arith.cmpi ne, %{{.+}}, %{{.+}} : i64
+// CHECK: arith.cmpf une, %{{.+}}, %{{.+}} : f32
+// CHECK-NOT: arith.trunci
+// CHECK-NOT: arith.fptoui
+// CHECK: kiln.yield
+!l = tensor<4xi64, #kiln.device<cpu>>
+!g = tensor<4xf32, #kiln.device<cpu>>
+!z = tensor<4xi1, #kiln.device<cpu>>
+func.func @bool_casts(%x: !l, %y: !g) -> (!z, !z) {
+  %k:2 = kiln.kernel(%x, %y : !l, !g) -> (!z, !z) {
+  ^bb0(%a: !l, %c: !g):
+    %p = kiln.cast %a {to = i1} : !l -> !z
+    %q = kiln.cast %c {to = i1} : !g -> !z
+    kiln.yield %p, %q : !z, !z
+  }
+  return %k#0, %k#1 : !z, !z
+}
+
+// -----
+
+// Two dynamic dims broadcast as `a == 1 ? b : a`, not as the larger (0
+// against 1 is 0); a static size other than 1 is the size.
+// CHECK-LABEL: func.func @broadcast_sizes
+// CHECK-DAG: %[[C1:.+]] = arith.constant 1 : index
+// CHECK-DAG: %[[A:.+]] = tensor.dim %{{.+}}, %c0 : tensor<?x3xf32>
+// CHECK-DAG: %[[B:.+]] = tensor.dim %{{.+}}, %c0 : tensor<?x1xf32>
+// CHECK: %[[ONE:.+]] = arith.cmpi eq, %[[A]], %[[C1]] : index
+// CHECK: %[[N:.+]] = arith.select %[[ONE]], %[[B]], %[[A]] : index
+// CHECK-NOT: arith.maxsi
+// CHECK: tensor.empty(%[[N]]) : tensor<?x3xf32>
+!d3 = tensor<?x3xf32, #kiln.device<cpu>>
+!d1 = tensor<?x1xf32, #kiln.device<cpu>>
+func.func @broadcast_sizes(%x: !d3, %y: !d1) -> !d3 {
+  %k = kiln.kernel(%x, %y : !d3, !d1) -> (!d3) {
+  ^bb0(%a: !d3, %c: !d1):
+    %s = kiln.add %a, %c : !d3, !d1 -> !d3
+    kiln.yield %s : !d3
+  }
+  return %k : !d3
+}
+
+// -----
+
+// A ceil_mode window count of a dynamic dim divides rounding toward -inf, so
+// that a lone window overhanging the padded input (span in (-stride, 0))
+// still counts once, and a window that cannot start counts none.
+// CHECK-LABEL: func.func @ceil_window_count
+// CHECK: arith.floordivsi
+// CHECK: arith.maxsi
+// CHECK: linalg.generic
+func.func @ceil_window_count(%x: tensor<1x1x?x4xf32, #kiln.device<cpu>>) -> tensor<1x1x?x4xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x : tensor<1x1x?x4xf32, #kiln.device<cpu>>) -> (tensor<1x1x?x4xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x1x?x4xf32, #kiln.device<cpu>>):
+    %p = kiln.avg_pool %a {kernel_shape = array<i64: 4, 1>, strides = array<i64: 3, 1>, pads = array<i64: 1, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = true, count_include_pad = true} : tensor<1x1x?x4xf32, #kiln.device<cpu>> -> tensor<1x1x?x4xf32, #kiln.device<cpu>>
+    kiln.yield %p : tensor<1x1x?x4xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<1x1x?x4xf32, #kiln.device<cpu>>
 }
