@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ModuleImpl.h"
+#include "runtime/Signature.h"
 
 #include <algorithm>
 #include <atomic>
@@ -34,6 +35,7 @@
 #include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -211,7 +213,16 @@ Module Module::load(const std::string &path) {
 }
 
 Module Module::load(const std::string &path, const LoadOptions &options) {
-  return load(readFile(path), path, options);
+  if (options.signingKey.empty() || !options.signature.empty())
+    return load(readFile(path), path, options);
+  LoadOptions signedOptions = options;
+  std::string sigPath = signature::sigPath(path);
+  std::ifstream sig(sigPath, std::ios::binary);
+  if (!sig)
+    throw Error(path + ": a signature is required, but " + sigPath +
+                " cannot be read (sign with kilnc --sign-key)");
+  signedOptions.signature.assign(std::istreambuf_iterator<char>(sig), {});
+  return load(readFile(path), path, signedOptions);
 }
 
 Module Module::fromBytes(const void *data, size_t size,
@@ -227,10 +238,20 @@ Module Module::load(Tensor file, const std::string &path,
   impl->path = path;
   impl->file = std::move(file);
   const char *data = static_cast<const char *>(impl->file.raw());
+  if (!options.signingKey.empty()) {
+    if (options.signature.empty())
+      throw Error(path + ": a signature is required, but none was given "
+                         "(LoadOptions::signature)");
+    signature::verify(options.signingKey, options.signature, data,
+                      impl->file.nbytes(), path);
+  }
   artifact::Parsed parsed = artifact::read(data, impl->file.nbytes(), path);
   try {
     const nlohmann::json &m = parsed.manifest;
-    if (m.at("abi").get<int>() != artifact::kKernelABI)
+    // Compared as JSON: a float or a huge number is a mismatch, not an
+    // out-of-range conversion.
+    if (!m.at("abi").is_number_integer() ||
+        m.at("abi") != nlohmann::json(artifact::kKernelABI))
       throw impl->fail("kernel ABI mismatch");
     std::vector<std::string> host = artifact::hostCpuFeatures();
     for (const auto &feature : m.at("target").at("cpu_features"))

@@ -43,6 +43,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <new>
 #include <string>
@@ -100,6 +101,13 @@ const char kUsage[] =
     "                      cap the memory kiln may hold on DEVICE (e.g.\n"
     "                      sim:0=64M, cuda:0=8G); suffixes K, M, G (or KiB,\n"
     "                      MiB, GiB) are powers of 1024; repeatable\n"
+    "  --require-signature KEYFILE\n"
+    "                      load only an artifact signed with the key in\n"
+    "                      KEYFILE (kilnc --sign-key KEYFILE): OUT.kiln.sig\n"
+    "                      must hold its HMAC-SHA256, checked before any of\n"
+    "                      its code is loaded (and the same for --versus);\n"
+    "                      without it, loading runs whatever code the\n"
+    "                      artifact holds\n"
     "  --help, -h          print this help\n"
     "\n"
     "For every output, one line goes to stdout:\n"
@@ -108,7 +116,8 @@ const char kUsage[] =
 const char kUsageHint[] =
     "usage: kiln-run OUT.kiln INPUT... [--output-dir DIR] [--bench N] "
     "[--device D] [--bind ROLE=DEVICE] [--device-memory DEVICE=BYTES] "
-    "[--profile FILE.json] [--versus OTHER.kiln]; see "
+    "[--profile FILE.json] [--versus OTHER.kiln] "
+    "[--require-signature KEYFILE]; see "
     "'kiln-run --help'\n";
 
 /// A command-line mistake: reported with a usage hint.
@@ -207,7 +216,7 @@ Options parseArguments(int argc, char **argv) {
     }
     if (flag != "--output-dir" && flag != "--bench" && flag != "--device" &&
         flag != "--bind" && flag != "--device-memory" && flag != "--profile" &&
-        flag != "--versus")
+        flag != "--versus" && flag != "--require-signature")
       throw UsageError("unknown option '" + arg + "'");
     if (!haveValue) {
       if (i + 1 >= argc)
@@ -234,6 +243,16 @@ Options parseArguments(int argc, char **argv) {
         throw UsageError(
             "--device needs a device name such as cpu, sim:0 or cuda:0");
       options.load.device = value;
+    } else if (flag == "--require-signature") {
+      std::ifstream key(value, std::ios::binary);
+      if (value.empty() || !key)
+        throw UsageError("--require-signature needs the key file kilnc "
+                         "--sign-key signed with; cannot read '" +
+                         value + "'");
+      options.load.signingKey.assign(std::istreambuf_iterator<char>(key), {});
+      if (options.load.signingKey.empty())
+        throw UsageError("--require-signature: key file '" + value +
+                         "' is empty");
     } else if (flag == "--bind") {
       auto [role, device] = splitPair(flag, value, "ROLE=DEVICE");
       if (!options.load.bind.emplace(role, device).second)

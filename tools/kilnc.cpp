@@ -16,6 +16,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -129,6 +130,14 @@ static cl::opt<std::string> targetCpu(
              "x86-64-v4, generic, or any -march name; the features native "
              "and the x86-64 levels need are recorded and checked at load"),
     cl::init("native"), cl::value_desc("cpu"), cl::cat(category));
+static cl::opt<std::string> signKey(
+    "sign-key",
+    cl::desc("sign the artifact with the secret key in this file (at least "
+             "16 bytes; e.g. head -c 32 /dev/urandom > key): an HMAC-SHA256 "
+             "of it goes to OUT.kiln.sig, which kiln-run "
+             "--require-signature=KEYFILE checks before loading any code"),
+    cl::value_desc("keyfile"));
+
 static cl::opt<std::string> sanitize(
     "sanitize",
     cl::desc("compile the kernels with these sanitizers (address, "
@@ -259,5 +268,26 @@ int main(int argc, char **argv) {
   options.cxx.targetCpu = targetCpu;
   options.cxx.sanitize = sanitize;
   options.cxx.keepDir = keepTemps;
+  if (!signKey.empty()) {
+    if (emit != kiln::EmitKind::Artifact || options.output == "-") {
+      errs() << "kilnc: error: --sign-key signs an artifact written to a "
+                "file (--emit=artifact, -o OUT.kiln)\n";
+      return 1;
+    }
+    auto key = MemoryBuffer::getFile(signKey);
+    if (!key) {
+      errs() << "kilnc: error: --sign-key: cannot read '" << signKey
+             << "': " << key.getError().message() << "\n";
+      return 1;
+    }
+    options.signingKey = (*key)->getBuffer().str();
+    if (options.signingKey.size() < 16) {
+      errs() << "kilnc: error: --sign-key: '" << signKey << "' holds "
+             << options.signingKey.size()
+             << " bytes; a key needs at least 16 (e.g. head -c 32 "
+                "/dev/urandom > key)\n";
+      return 1;
+    }
+  }
   return mlir::succeeded(kiln::compileModel(options)) ? 0 : 1;
 }

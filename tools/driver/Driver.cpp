@@ -11,6 +11,7 @@
 #include "passes/placement/Chunks.h"
 #include "passes/placement/Report.h"
 #include "runtime/Artifact.h"
+#include "runtime/Signature.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -468,7 +469,14 @@ LogicalResult compileModel(const CompileOptions &options) {
     *options.artifact = std::move(file);
     return success();
   }
-  return writeOutput(options.output, llvm::StringRef(file.data(), file.size()));
+  if (failed(writeOutput(options.output,
+                         llvm::StringRef(file.data(), file.size()))))
+    return failure();
+  if (options.signingKey.empty())
+    return success();
+  return writeOutput(
+      signature::sigPath(options.output),
+      signature::sign(options.signingKey, file.data(), file.size()));
 }
 
 } // namespace kiln

@@ -42,6 +42,9 @@ struct CompileOptions {
   SafetensorsOptions weightOptions;
   /// When set, an artifact is stored here instead of written to `output`.
   std::vector<char> *artifact = nullptr;
+  /// When non-empty, an artifact written to `output` is signed with this
+  /// key: an HMAC-SHA256 in OUTPUT.sig (runtime/Signature.h).
+  std::string signingKey;
   /// Where diagnostics go, without the "kilnc: " prefix (default: stderr,
   /// with it).
   llvm::raw_ostream *diagnostics = nullptr;

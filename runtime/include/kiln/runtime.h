@@ -160,6 +160,15 @@ struct LoadOptions {
   /// running out is a kiln::Error. Unlimited by default; a device no role
   /// binds to is ignored, a name that is no device is an error.
   std::map<std::string, size_t> memoryCapacity;
+  /// When non-empty, the artifact must be signed with this secret key
+  /// (kilnc --sign-key): its HMAC-SHA256 is checked before any of its code
+  /// is loaded, and a missing or wrong signature is a kiln::Error. Loading
+  /// an artifact runs its code; its checksums catch corruption, not
+  /// tampering.
+  std::string signingKey;
+  /// The signature (the text of the .sig file kilnc writes). Empty: load()
+  /// reads PATH.sig; fromBytes() then needs it here.
+  std::string signature;
 };
 
 /// One role of a loaded plan and the device it is bound to.
