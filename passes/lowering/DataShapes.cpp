@@ -489,9 +489,6 @@ FailureOr<Value> lowerReduceBy(IndexMath &h, ReduceByOp op, Value input,
   auto inType = cast<RankedTensorType>(input.getType());
   Type element = inType.getElementType();
   StringRef kind = op.getKind();
-  if (kind == "mean" && !isa<FloatType>(element))
-    return op.emitOpError()
-           << "mean needs a floating-point element type, got " << element;
   int64_t rank = inType.getRank();
   SmallVector<Value> axes = h.axes(axesSpec, rank);
   Value current = input, count = h.index(1);
@@ -544,7 +541,16 @@ FailureOr<Value> lowerReduceBy(IndexMath &h, ReduceByOp op, Value input,
              })
             .getResult(0);
   }
-  if (kind == "mean") {
+  if (kind == "mean" && !isa<FloatType>(element)) {
+    auto divisor = lowering::integerCount(b, op, element, 1, count);
+    if (failed(divisor))
+      return failure();
+    current = lowering::buildElementwise(
+        b, h.loc, cast<RankedTensorType>(current.getType()), current,
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          return lowering::integerMean(nb, l, a[0], *divisor);
+        });
+  } else if (kind == "mean") {
     Value n = b.create<arith::IndexCastOp>(h.loc, b.getI64Type(), count);
     Value divisor = b.create<arith::SIToFPOp>(h.loc, element, n);
     current = lowering::buildElementwise(

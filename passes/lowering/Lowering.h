@@ -61,6 +61,18 @@ mlir::LogicalResult checkDynamicSupport(mlir::Operation *op);
 /// rounded once after it (Accumulate.cpp).
 void accumulateInF32(mlir::Block &body);
 
+/// The element count of an integer mean as a scalar of `element`: `count`
+/// times `dynamicCount` (an index; may be null). Fails at `op` for an
+/// unsigned type with a dynamic count.
+mlir::FailureOr<mlir::Value> integerCount(mlir::OpBuilder &b,
+                                          mlir::Operation *op,
+                                          mlir::Type element, int64_t count,
+                                          mlir::Value dynamicCount);
+
+/// `sum / count` of an integer mean, truncated toward 0 (onnxruntime's).
+mlir::Value integerMean(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::Value sum, mlir::Value count);
+
 /// A scalar constant of element type `type`.
 mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type,
                    double value);

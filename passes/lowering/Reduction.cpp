@@ -67,6 +67,32 @@ Value lowering::combine(OpBuilder &nb, Location l, StringRef kind, Value acc,
                   : nb.create<arith::AddIOp>(l, acc, x).getResult();
 }
 
+FailureOr<Value> lowering::integerCount(OpBuilder &b, Operation *op,
+                                        Type element, int64_t count,
+                                        Value dynamicCount) {
+  Location loc = op->getLoc();
+  Value divisor = scalar(b, loc, element, count);
+  if (!dynamicCount)
+    return divisor;
+  if (element.isUnsignedInteger())
+    return op->emitOpError() << "mean of " << element
+                             << " over a dynamic dim is not supported yet";
+  return b
+      .create<arith::MulIOp>(
+          loc, divisor,
+          b.create<arith::IndexCastOp>(loc, element, dynamicCount))
+      .getResult();
+}
+
+Value lowering::integerMean(OpBuilder &b, Location loc, Value sum,
+                            Value count) {
+  // Truncating toward 0, as onnxruntime's integer ReduceMean does (-7 / 2
+  // is -3); the sum wraps in the element type, as there.
+  if (sum.getType().isUnsignedInteger())
+    return b.create<arith::DivUIOp>(loc, sum, count);
+  return b.create<arith::DivSIOp>(loc, sum, count);
+}
+
 FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
                                           ValueRange operands) {
   auto reduce = cast<ReduceOp>(op);
@@ -76,9 +102,6 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
   Type element = inType.getElementType();
   StringRef kind = reduce.getKind();
   bool floating = isa<FloatType>(element);
-  if (!floating && kind == "mean")
-    return op->emitOpError()
-           << "mean needs a floating-point element type, got " << element;
   // No axes (a rank-0 input): each element is its own sum, mean, max, min
   // and product. A copy, not a generic without loops whose fusion into its
   // consumer gives an op of several results.
@@ -140,6 +163,15 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
           .getResult(0);
   if (kind != "mean")
     return result;
+  if (!floating) {
+    auto divisor = integerCount(b, op, element, count, dynamicCount);
+    if (failed(divisor))
+      return failure();
+    return buildElementwise(b, loc, outType, result,
+                            [&](OpBuilder &nb, Location l, ValueRange a) {
+                              return integerMean(nb, l, a[0], *divisor);
+                            });
+  }
   Value divisor = scalar(b, loc, accType, count);
   if (dynamicCount) {
     Value n = b.create<arith::IndexCastOp>(loc, b.getI64Type(), dynamicCount);

@@ -177,6 +177,39 @@ class OpEdges(kt.KilnTestCase):
                 np.testing.assert_allclose(got, want, rtol=1e-6)
                 self.assertTrue(np.isfinite(got[:2]).all())
 
+    def test_integer_reduce_mean(self):
+        # ReduceMean of int32/int64 was a compile error ("mean needs a
+        # floating-point element type"); onnxruntime sums in the type and
+        # divides truncating toward 0 (-7 / 2 is -3).
+        from onnx import TensorProto as T, helper as h
+        rng = np.random.default_rng(4)
+        for np_type, elem in ((np.int32, T.INT32), (np.int64, T.INT64)):
+            x = rng.integers(-50, 50, (3, 5, 4)).astype(np_type)
+            for axes, keepdims, shape in (([1], 0, [3, 5, 4]),
+                                          ([0, 2], 1, [3, 5, 4]),
+                                          ([1], 1, ["a", "b", 4])):
+                with self.subTest(dtype=np.dtype(np_type).name, axes=axes,
+                                  shape=shape):
+                    m = kt.ort_model(
+                        [h.make_node("ReduceMean", ["x"], ["y"], axes=axes,
+                                     keepdims=keepdims)],
+                        [h.make_tensor_value_info("x", elem, shape)],
+                        [h.make_tensor_value_info("y", elem, None)], 13)
+                    (want,) = kt.onnxruntime_outputs(m, [x])
+                    (got,) = self.run_onnx(m, "mean_int", [x])
+                    self.assertEqual(got.dtype, want.dtype)
+                    np.testing.assert_array_equal(got, want)
+            with self.subTest(dtype=np.dtype(np_type).name, axes="run time"):
+                m = kt.ort_model(
+                    [h.make_node("ReduceMean", ["x", "axes"], ["y"])],
+                    [h.make_tensor_value_info("x", elem, [3, 5, 4]),
+                     h.make_tensor_value_info("axes", T.INT64, [1])],
+                    [h.make_tensor_value_info("y", elem, None)], 18)
+                axes = np.array([2], np.int64)
+                (want,) = kt.onnxruntime_outputs(m, [x, axes])
+                (got,) = self.run_onnx(m, "mean_int_by", [x, axes])
+                np.testing.assert_array_equal(got, want)
+
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,
         # no sum (ReduceL2 is |x|, ReduceLogSumExp is log(exp(x))).

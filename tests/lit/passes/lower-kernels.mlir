@@ -693,3 +693,21 @@ func.func @ceil_window_count(%x: tensor<1x1x?x4xf32, #kiln.device<cpu>>) -> tens
   }
   return %k : tensor<1x1x?x4xf32, #kiln.device<cpu>>
 }
+
+// -----
+
+// An integer mean sums in the type and divides truncating toward 0.
+// CHECK-LABEL: func.func @integer_mean
+// CHECK: %[[N:.+]] = arith.constant 4 : i32
+// CHECK: arith.addi
+// CHECK: arith.divsi %{{.+}}, %[[N]] : i32
+!im = tensor<3x4xi32, #kiln.device<cpu>>
+!om = tensor<3xi32, #kiln.device<cpu>>
+func.func @integer_mean(%x: !im) -> !om {
+  %k = kiln.kernel(%x : !im) -> (!om) {
+  ^bb0(%a: !im):
+    %m = kiln.reduce %a {kind = "mean", axes = array<i64: 1>, keepdims = false} : !im -> !om
+    kiln.yield %m : !om
+  }
+  return %k : !om
+}
