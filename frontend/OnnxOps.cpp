@@ -1658,14 +1658,26 @@ FailureOr<Values> activation(NodeContext &c) {
       return failure();
     return single(bin(mul, x, *t));
   }
-  if (op == "Softplus") { // log(exp(x) + 1)
-    auto e = un(ExpOp::getOperationName(), x);
+  if (op == "Softplus") {
+    // log(exp(x) + 1) as max(x, 0) + log(1 + exp(-|x|)): exp(x) overflows
+    // float16 past x = 11 (and float32 past 88), where softplus is x.
+    auto a = un(AbsOp::getOperationName(), x);
+    if (failed(a))
+      return failure();
+    auto na = un(NegOp::getOperationName(), *a);
+    if (failed(na))
+      return failure();
+    auto e = un(ExpOp::getOperationName(), *na);
     if (failed(e))
       return failure();
     auto p = bin(add, *e, k(1));
     if (failed(p))
       return failure();
-    return single(un(LogOp::getOperationName(), *p));
+    auto l = un(LogOp::getOperationName(), *p);
+    auto r = bin(MaxOp::getOperationName(), x, k(0));
+    if (failed(l) || failed(r))
+      return failure();
+    return single(bin(add, *r, *l));
   }
   if (op == "LeakyRelu")
     return bySign(bin(mul, x, k(c.getFloat("alpha", 0.01f))), x);

@@ -210,6 +210,25 @@ class OpEdges(kt.KilnTestCase):
                 (got,) = self.run_onnx(m, "mean_int_by", [x, axes])
                 np.testing.assert_array_equal(got, want)
 
+    def test_softplus_does_not_overflow(self):
+        # log(exp(x) + 1) overflowed float16 past x = 11 (inf where
+        # onnxruntime gives x) and float32 past 88.
+        from onnx import TensorProto as T, helper as h
+        for np_type, elem, big in ((np.float16, T.FLOAT16, 14.1),
+                                   (np.float32, T.FLOAT, 100.0)):
+            x = np.array([-big, -3, -0.5, 0, 0.5, 3, big, -np.inf, np.inf],
+                         np_type)
+            with self.subTest(dtype=np.dtype(np_type).name):
+                m = kt.ort_model([h.make_node("Softplus", ["x"], ["y"])],
+                                 [h.make_tensor_value_info("x", elem, [9])],
+                                 [h.make_tensor_value_info("y", elem, [9])], 13)
+                (want,) = kt.onnxruntime_outputs(m, [x])
+                (got,) = self.run_onnx(m, "softplus", [x])
+                tol = 2e-3 if np_type == np.float16 else 1e-6
+                np.testing.assert_allclose(got.astype(np.float64),
+                                           want.astype(np.float64), rtol=tol,
+                                           atol=tol)
+
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,
         # no sum (ReduceL2 is |x|, ReduceLogSumExp is log(exp(x))).

@@ -78,6 +78,9 @@ def parse_args(argv):
     p.add_argument("--shrink-limit", type=int, default=2,
                    help="shrink at most this many failures that look alike (same class, "
                         "variant and first differing op); save the rest unshrunk (default 2)")
+    p.add_argument("--sanitize", metavar="LIST", default="",
+                   help="compile the kernels with kilnc --sanitize=LIST (address,undefined) "
+                        "and run them with kiln-run-asan: a read past a tensor is a crash")
     p.add_argument("--replay", nargs="+", metavar="DIR",
                    help="check saved reproducer folders again and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per graph")
@@ -198,6 +201,10 @@ def shrink_task(args, case, outcome, folder, workdir, why_not=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.sanitize:
+        # Here and in the workers, however they start.
+        os.environ["KILN_FUZZ_SANITIZE"] = args.sanitize
+        O.SANITIZE = args.sanitize
     if args.replay:
         return replay(args)
     workdir = tempfile.mkdtemp(prefix="kiln-fuzz-")
@@ -230,8 +237,9 @@ def fuzz(args, workdir):
     coverage = set()
     failures, to_save, shrunk_keys = [], [], collections.Counter()
     done, next_report = 0, max(1, args.count // 10)
-    print("kiln fuzz: seed %d, graphs %d..%d, symbolic %s, %d jobs, tools %s"
-          % (args.seed, idxs[0], idxs[-1], args.symbolic, args.jobs, os.path.dirname(kilnc)),
+    print("kiln fuzz: seed %d, graphs %d..%d, symbolic %s, %d jobs, tools %s%s"
+          % (args.seed, idxs[0], idxs[-1], args.symbolic, args.jobs, os.path.dirname(kilnc),
+             ", kernels sanitized (%s)" % args.sanitize if args.sanitize else ""),
           flush=True)
     with cf.ProcessPoolExecutor(max_workers=args.jobs) as pool:
         pending, queue = set(), list(batches)
