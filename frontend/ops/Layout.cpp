@@ -208,7 +208,7 @@ FailureOr<Values> convertTile(NodeContext &c) {
       wide.insert(wide.end(), {r, d});
       out.push_back(r * d);
     }
-    auto s = reshapeTo(c, x, spread);
+    auto s = reshapeToDims(c, x, spread);
     if (failed(s))
       return failure();
     auto e = c.create(ExpandOp::getOperationName(), *s,
@@ -216,7 +216,7 @@ FailureOr<Values> convertTile(NodeContext &c) {
                           "shape", c.builder.getDenseI64ArrayAttr(wide))});
     if (failed(e))
       return failure();
-    return single(reshapeTo(c, *e, out));
+    return single(reshapeToDims(c, *e, out));
   }
   auto repeats = asInt64(c, c.inputs[1]);
   auto shape = shapeOfValue(c, x);

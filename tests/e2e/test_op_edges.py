@@ -120,6 +120,7 @@ class OpEdges(kt.KilnTestCase):
             ("Flatten", [0], None, {"axis": 1}),
             ("Flatten", [2, 0, 3], None, {"axis": 2}),
             ("Reshape", [3, 0], [0, 3], {"allowzero": 1}),
+            ("Tile", [2, 0], [3, 2], {}),
         ]
         for op, shape, arg, attrs in cases:
             with self.subTest(op=op, shape=shape, arg=arg):
