@@ -425,11 +425,14 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
       buffers[id] = storage.back().data();
     }
   }
+  // With releaseAfter (host memory), temps are allocated when first touched
+  // and go back to the device's cache after their last step, for the steps
+  // after it to reuse. Those outputs are views of live to the copies below:
+  // held here, not in the block, where they went back to the cache before
+  // being copied out (another thread's run could take and overwrite them).
+  std::vector<device::Buffer> temps;
   if (m.runsInline) {
-    // With releaseAfter (host memory), temps are allocated when first
-    // touched and go back to the device's cache after their last step, for
-    // the steps after it to reuse.
-    std::vector<device::Buffer> temps(p.values.size());
+    temps.resize(p.values.size());
     std::vector<void *> args;
     for (size_t i = 0; i < p.steps.size(); ++i) {
       for (size_t id : p.steps[i].args) {
