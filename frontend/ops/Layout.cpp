@@ -241,7 +241,8 @@ FailureOr<Values> convertTile(NodeContext &c) {
   auto out = binaryOp(c, MulOp::getOperationName(), *repeats, *shape);
   if (failed(expanded) || failed(out))
     return failure();
-  return single(reshapeBySpec(c, *expanded, *out, "reshape"));
+  // Sizes, not ONNX's spec: a 0 is a dim of size 0, not a copy.
+  return single(reshapeBySpec(c, *expanded, *out, "reshape_allowzero"));
 }
 
 // The indices of the true entries of a 1-D bool `condition`, in order, as a

@@ -255,7 +255,7 @@ FailureOr<Values> convertGroupNormalization(NodeContext &c) {
          c.builder.getNamedAttr("end", c.builder.getI64IntegerAttr(rank))});
     if (failed(shape))
       return failure();
-    back = reshapeBySpec(c, *normed, *shape, "reshape");
+    back = reshapeBySpec(c, *normed, *shape, "reshape_allowzero"); // sizes
   }
   if (failed(back))
     return failure();

@@ -26,6 +26,9 @@ from onnx import helper, numpy_helper, shape_inference
 
 CRASH_MARKERS = ("Segmentation", "Stack dump", "Aborted", "terminate called",
                  "Assertion", "AddressSanitizer", "UndefinedBehaviorSanitizer",
+                 # UBSan's report without recovery: "file:line:col: runtime
+                 # error: division by zero", then exit 1
+                 ": runtime error: ",
                  "core dumped", "PLEASE submit a bug report")
 ORDER = ("crash", "wrong", "timeout", "run-error", "compile-error", "pass")
 FAILURES = ("crash", "wrong")
