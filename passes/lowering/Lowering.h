@@ -70,8 +70,8 @@ mlir::FailureOr<mlir::Value> integerCount(mlir::OpBuilder &b,
                                           mlir::Value dynamicCount);
 
 /// `sum / count` of an integer mean, truncated toward 0 (onnxruntime's).
-mlir::Value integerMean(mlir::OpBuilder &b, mlir::Location loc,
-                        mlir::Value sum, mlir::Value count);
+mlir::Value integerMean(mlir::OpBuilder &b, mlir::Location loc, mlir::Value sum,
+                        mlir::Value count);
 
 /// A scalar constant of element type `type`.
 mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type,

@@ -106,10 +106,9 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
   // and product. A copy, not a generic without loops whose fusion into its
   // consumer gives an op of several results.
   if (reduce.getAxes().empty())
-    return buildElementwise(b, loc, outType, operands[0],
-                            [](OpBuilder &, Location, ValueRange a) -> Value {
-                              return a[0];
-                            });
+    return buildElementwise(
+        b, loc, outType, operands[0],
+        [](OpBuilder &, Location, ValueRange a) -> Value { return a[0]; });
   // A mean of half-precision values sums and divides in f32 and rounds once
   // (a sum rounded first can overflow: 4,096 squares of 16 exceed float16's
   // 65,504); other half-precision sums are widened by accumulateInF32.
