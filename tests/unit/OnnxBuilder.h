@@ -11,12 +11,12 @@
 
 namespace kiln::testing {
 
-/// Builds an opset-17 model one call at a time.
+/// Builds a model of the default domain's `opset` one call at a time.
 class OnnxBuilder {
 public:
-  OnnxBuilder() {
+  explicit OnnxBuilder(int64_t opset = 17) {
     model_.set_ir_version(8);
-    model_.add_opset_import()->set_version(17);
+    model_.add_opset_import()->set_version(opset);
   }
   OnnxBuilder &input(const std::string &name, std::vector<int64_t> dims,
                      int type = onnx::TensorProto::FLOAT) {
