@@ -92,7 +92,10 @@ int run(int argc, char **argv) {
         throw kiln::Error("unknown option '" + arg + "' (or a bad value)");
       continue;
     }
-    (path.empty() ? path : inputPaths.emplace_back()) = arg;
+    if (path.empty())
+      path = arg;
+    else
+      inputPaths.push_back(arg);
   }
   if (path.empty())
     throw kiln::Error("missing the .kiln artifact");

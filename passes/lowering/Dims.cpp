@@ -50,31 +50,31 @@ Value lowering::emptyResult(OpBuilder &b, Operation *op, ValueRange operands) {
 // of the two is not. Null when no operand is dynamic there.
 static Value broadcastSize(OpBuilder &b, Location loc, ValueRange operands,
                            function_ref<int64_t(RankedTensorType)> at) {
-  Value size;
+  int64_t fixed = 1;
+  SmallVector<std::pair<Value, int64_t>> dynamic; // operand, its dim
   for (Value v : operands) {
     auto type = cast<RankedTensorType>(v.getType());
     int64_t i = at(type);
-    if (i >= 0 && !type.isDynamicDim(i) && type.getDimSize(i) != 1) {
-      bool anyDynamic = llvm::any_of(operands, [&](Value w) {
-        auto t = cast<RankedTensorType>(w.getType());
-        return at(t) >= 0 && t.isDynamicDim(at(t));
-      });
-      return anyDynamic
-                 ? b.create<arith::ConstantIndexOp>(loc, type.getDimSize(i))
-                 : Value();
-    }
-  }
-  for (Value v : operands) {
-    auto type = cast<RankedTensorType>(v.getType());
-    int64_t i = at(type);
-    if (i < 0 || !type.isDynamicDim(i))
+    if (i < 0)
       continue;
+    if (type.isDynamicDim(i))
+      dynamic.emplace_back(v, i);
+    else if (type.getDimSize(i) != 1)
+      fixed = type.getDimSize(i);
+  }
+  if (dynamic.empty())
+    return Value();
+  if (fixed != 1)
+    return b.create<arith::ConstantIndexOp>(loc, fixed);
+  Value size, one;
+  for (auto [v, i] : dynamic) {
     Value dim = b.create<tensor::DimOp>(loc, v, i);
     if (!size) {
       size = dim;
       continue;
     }
-    Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+    if (!one)
+      one = b.create<arith::ConstantIndexOp>(loc, 1);
     Value isOne =
         b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, size, one);
     size = b.create<arith::SelectOp>(loc, isOne, dim, size);
