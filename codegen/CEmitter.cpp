@@ -15,6 +15,7 @@
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Analysis/TopologicalSortUtils.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -365,17 +366,24 @@ std::string CEmitter::loopRange(linalg::GenericOp op, unsigned d) {
   return "";
 }
 
-/// The ops computing the dynamic sizes of the kernel's tensors, in order.
+/// The ops computing the dynamic sizes of the kernel's tensors and the
+/// conditions of its run-time checks (cf.assert), in order.
 static SetVector<Operation *> sizeOps(KernelOp kernel) {
   SetVector<Operation *> slice;
   BackwardSliceOptions options;
   options.omitBlockArguments = true;
-  for (auto empty : kernel.getBody().front().getOps<tensor::EmptyOp>())
+  auto add = [&](Value v) {
+    if (Operation *def = v.getDefiningOp()) {
+      getBackwardSlice(def, &slice, options);
+      slice.insert(def);
+    }
+  };
+  Block &block = kernel.getBody().front();
+  for (auto empty : block.getOps<tensor::EmptyOp>())
     for (Value size : empty.getDynamicSizes())
-      if (Operation *def = size.getDefiningOp()) {
-        getBackwardSlice(def, &slice, options);
-        slice.insert(def);
-      }
+      add(size);
+  for (auto check : block.getOps<cf::AssertOp>())
+    add(check.getArg());
   return topologicalSort(slice);
 }
 
@@ -413,6 +421,11 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
     if (failed(emitScalar(op, os, "  ")))
       return failure();
   }
+  for (auto check : block.getOps<cf::AssertOp>())
+    os << "  if (!" << scalars.lookup(check.getArg()) << ")\n    return "
+       << quoted("node '" + nodeNames(check.getLoc()) + "' (" + symbol +
+                 "): " + check.getMsg().str())
+       << ";\n";
   // Sizes one loop reads from several operands must agree; along a
   // parallel loop an input may also have size 1 (broadcast).
   for (auto generic : block.getOps<linalg::GenericOp>()) {
@@ -958,6 +971,8 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(&op)
             .Case<tensor::EmptyOp>([](auto) { return success(); })
+            // Checked by the dims function before the kernel runs.
+            .Case<cf::AssertOp>([](auto) { return success(); })
             .Case<tensor::CastOp>([&](tensor::CastOp c) {
               // Only the static knowledge of the type changes: a view.
               buffers[c.getResult()] = bufferFor(c.getSource());

@@ -71,7 +71,8 @@ def KilnLowerKernels : Pass<"kiln-lower-kernels", "mlir::func::FuncOp"> {
   }];
   let dependentDialects = ["kiln::KilnDialect", "mlir::linalg::LinalgDialect",
                            "mlir::tensor::TensorDialect",
-                           "mlir::arith::ArithDialect", "mlir::math::MathDialect"];
+                           "mlir::arith::ArithDialect", "mlir::math::MathDialect",
+                           "mlir::cf::ControlFlowDialect"];
 }
 
 def KilnPlacePins : Pass<"kiln-place-pins", "mlir::func::FuncOp"> {

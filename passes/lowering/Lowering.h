@@ -16,6 +16,7 @@
 
 #include "ir/KilnDialect.h"
 
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 namespace kiln::lowering {

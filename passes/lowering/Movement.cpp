@@ -185,6 +185,28 @@ Value lowerConcat(OpBuilder &b, ConcatOp op, ValueRange inputs) {
   auto outType = lowering::plainResultType(op);
   int64_t rank = outType.getRank(), axis = op.getAxis();
   Location loc = op.getLoc();
+  // The other dims must agree at run time too (the verifier checked the
+  // static ones): the reads below index every input with the output's
+  // sizes. An input empty only along another dim is an error as well, as
+  // in the spec and numpy (onnxruntime skips it).
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis)
+      continue;
+    auto first = cast<RankedTensorType>(inputs[0].getType());
+    for (auto [i, input] : llvm::enumerate(inputs.drop_front())) {
+      auto type = cast<RankedTensorType>(input.getType());
+      if (!first.isDynamicDim(d) && !type.isDynamicDim(d))
+        continue;
+      Value same = b.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::eq, lowering::dimOf(b, loc, inputs[0], d),
+          lowering::dimOf(b, loc, input, d));
+      b.create<cf::AssertOp>(loc, same,
+                             b.getStringAttr("concat inputs 0 and " +
+                                             Twine(i + 1) + " differ in dim " +
+                                             Twine(d) + " (only the axis, " +
+                                             Twine(axis) + ", may differ)"));
+    }
+  }
   Value init = lowering::emptyResult(b, op, inputs);
   // Each input's start along the axis and its last index, read before the
   // loops (dynamic sizes at run time).

@@ -112,9 +112,15 @@ FailureOr<Value> lowering::lowerReduction(OpBuilder &b, Operation *op,
   // A mean of half-precision values sums and divides in f32 and rounds once
   // (a sum rounded first can overflow: 4,096 squares of 16 exceed float16's
   // 65,504); other half-precision sums are widened by accumulateInF32.
+  // A mean of f32 values sums in f64, as onnxruntime's and PyTorch's norms
+  // get their moments exactly for constant rows: the norms subtract the
+  // mean, so an f32 sum's rounding (one ulp already for 3 equal values)
+  // comes back multiplied by 1 / sqrt(epsilon).
   Type accType = element;
   if (kind == "mean" && (element.isF16() || isNarrowFloat(element)))
     accType = b.getF32Type();
+  else if (kind == "mean" && element.isF32())
+    accType = b.getF64Type();
   auto accTensor = RankedTensorType::get(outType.getShape(), accType);
   Value init = fillIdentity(
       b, loc,

@@ -7,8 +7,10 @@ bounds, int64 bounds past 2^53), Slice stepping back from a start before
 the first element, the composite reductions with noop_with_empty_axes
 and reductions of rank-0 tensors (found by scripts/fuzz; against
 onnxruntime), AffineGrid with align_corners over a one-point axis
-(torch's affine_grid), Det of 0x0 matrices, and ScatterElements with
-indices and updates of different shapes (a compile error).
+(torch's affine_grid), Det of 0x0 matrices, ScatterElements with
+indices and updates of different shapes (a compile error), LayerNorm of
+constant rows (exactly its bias) and Concat inputs whose non-axis sizes
+differ at run time (a run-time error).
 """
 
 import unittest
@@ -251,6 +253,64 @@ class OpEdges(kt.KilnTestCase):
         (want,) = kt.onnxruntime_outputs(m, [x])
         (got,) = self.run_onnx(m, "view_out", [x])
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+    def test_layer_norm_of_constant_rows(self):
+        # The mean of equal float32 values summed in float32 is off by an
+        # ulp or more (3 values already), and LayerNormalization multiplies
+        # x - mean by 1 / sqrt(epsilon): up to 0.1 where onnxruntime and
+        # numpy give exactly B (found by scripts/fuzz). Rows over one axis
+        # and over several (the generic loop nest), plus a varied row.
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        rng = np.random.default_rng(7)
+        for shape, axis in (([378, 3], -1), ([21, 4, 63], 0), ([2, 33, 24], 1)):
+            x = np.full(shape, 34.856693, np.float32)
+            # One varied row where there are several rows (the last).
+            varied = axis % len(shape) > 0
+            if varied:
+                x[-1] = rng.standard_normal(shape[1:]).astype(np.float32) * 5 + 30
+            scale = rng.standard_normal(shape[axis % len(shape):]).astype(np.float32)
+            bias = rng.standard_normal(scale.shape).astype(np.float32)
+            with self.subTest(shape=shape, axis=axis):
+                m = kt.ort_model(
+                    [h.make_node("LayerNormalization", ["x", "s", "b"], ["y"],
+                                 axis=axis, epsilon=1e-5)],
+                    [h.make_tensor_value_info("x", T.FLOAT, shape)],
+                    [h.make_tensor_value_info("y", T.FLOAT, shape)], 17)
+                m.graph.initializer.extend([nh.from_array(scale, "s"),
+                                            nh.from_array(bias, "b")])
+                (got,) = self.run_onnx(m, "ln_const", [x])
+                axes = tuple(range(axis % len(shape), len(shape)))
+                x64 = x.astype(np.float64)
+                mean = x64.mean(axis=axes, keepdims=True)
+                var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
+                want = (x64 - mean) / np.sqrt(var + 1e-5) * scale + bias
+                constant = (slice(0, -1 if varied else None),)
+                np.testing.assert_array_equal(got[constant],
+                                              np.broadcast_to(bias, got[constant].shape))
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+    def test_concat_of_run_time_sizes_that_differ(self):
+        # Dims other than the axis must agree at run time too; a Concat of
+        # [1, 2, 8] and [0, 2, 2] read the second input past its end
+        # (onnxruntime skips the empty input; the spec, numpy and torch
+        # call it an error, as kiln now does).
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model([h.make_node("Concat", ["a", "b"], ["y"], axis=2)],
+                          [h.make_tensor_value_info("a", T.FLOAT, ["n", 2, "p"]),
+                           h.make_tensor_value_info("b", T.FLOAT, ["m", 2, "q"])],
+                          [h.make_tensor_value_info("y", T.FLOAT, None)], 13)
+        artifact, proc = self.compile(self.save_model(m, "concat_rt.onnx"),
+                                      "concat_rt.kiln")
+        kt.assert_success(self, proc)
+        a = np.arange(16, dtype=np.float32).reshape(1, 2, 8)
+        b = np.ones((1, 2, 2), np.float32)
+        outputs, _ = self.run_artifact(artifact, [a, b], out_name="concat_ok")
+        np.testing.assert_array_equal(outputs[0], np.concatenate([a, b], axis=2))
+        for shape in ((0, 2, 2), (3, 2, 2)):
+            with self.subTest(shape=shape):
+                bad = self.save_npy(np.ones(shape, np.float32), "concat_bad.npy")
+                proc = kt.kiln_run(artifact, self.save_npy(a, "concat_a.npy"), bad)
+                kt.assert_clean_failure(self, proc, "concat inputs 0 and 1 differ in dim 0")
 
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,

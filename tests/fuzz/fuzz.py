@@ -40,7 +40,7 @@ import oracle as O  # noqa: E402
 import shrink as S  # noqa: E402
 from ops import GENERATORS  # noqa: E402
 
-CLASSES = ("crash", "wrong", "compile-error", "run-error", "timeout")
+CLASSES = ("crash", "wrong", "compile-error", "run-error", "timeout", "disputed")
 
 
 def parse_args(argv):

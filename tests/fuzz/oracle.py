@@ -9,6 +9,14 @@ Classes of outcome, from worst:
     timeout        kilnc or kiln-run ran past the time limit
     run-error      kiln-run exited non-zero with a message
     compile-error  kilnc exited non-zero with a message
+    disputed       kiln differs from onnxruntime, and onnxruntime differs
+                   from onnx's ReferenceEvaluator (the spec's executable
+                   reference) on the same output: either kiln agrees with
+                   the ReferenceEvaluator (onnxruntime departs from the spec
+                   there, e.g. a pooling window longer than its input), or
+                   the two references disagree with each other and nothing
+                   independent says which answer is right (ill-conditioned
+                   float16 maths)
     pass
 Crash and wrong are failures; the others are reported and counted.
 """
@@ -19,6 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import onnx
@@ -30,7 +39,7 @@ CRASH_MARKERS = ("Segmentation", "Stack dump", "Aborted", "terminate called",
                  # error: division by zero", then exit 1
                  ": runtime error: ",
                  "core dumped", "PLEASE submit a bug report")
-ORDER = ("crash", "wrong", "timeout", "run-error", "compile-error", "pass")
+ORDER = ("crash", "wrong", "timeout", "run-error", "compile-error", "disputed", "pass")
 FAILURES = ("crash", "wrong")
 EPS = {np.dtype(np.float32): 2.0 ** -23, np.dtype(np.float16): 2.0 ** -10,
        np.dtype(np.float64): 2.0 ** -52}
@@ -181,6 +190,19 @@ def upcast(model, feeds):
                 a.i = TensorProto.DOUBLE
     wide = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
     return m, wide
+
+
+def spec_reference(model, feeds):
+    """The outputs of `model` on onnx's ReferenceEvaluator, or None when it
+    cannot run the model (it lacks some kernels, and rejects some inputs
+    onnxruntime takes)."""
+    from onnx.reference import ReferenceEvaluator
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)]
+    except Exception:
+        return None
 
 
 def reference64(model, feeds):
@@ -413,7 +435,8 @@ def _scale(names, values):
 
 
 def compare(model, got, expected, values, exact=None):
-    """Mismatch descriptions, one per differing output (empty: match).
+    """Mismatches as (output index, description), one per differing output
+    (empty: match).
     `exact`: the outputs computed in float64 (reference64); where given,
     an element also passes when kiln is within a few times the reference's
     own distance from it, and integer or boolean elements the float64 run
@@ -423,10 +446,10 @@ def compare(model, got, expected, values, exact=None):
     for i, (out, a, e) in enumerate(zip(model.graph.output, got, expected)):
         where = "output %d '%s'" % (i, out.name)
         if a.dtype != e.dtype:
-            problems.append("%s: dtype %s, expected %s" % (where, a.dtype, e.dtype))
+            problems.append((i, "%s: dtype %s, expected %s" % (where, a.dtype, e.dtype)))
             continue
         if a.shape != e.shape:
-            problems.append("%s: shape %s, expected %s" % (where, a.shape, e.shape))
+            problems.append((i, "%s: shape %s, expected %s" % (where, a.shape, e.shape)))
             continue
         x = exact[i] if exact is not None and exact[i].shape == e.shape else None
         if e.dtype.kind != "f":
@@ -437,7 +460,7 @@ def compare(model, got, expected, values, exact=None):
             if edges is not None and edges.shape == bad.shape:
                 bad &= ~edges
             if bad.any():
-                problems.append("%s: %s" % (where, _describe(a, e, bad)))
+                problems.append((i, "%s: %s" % (where, _describe(a, e, bad))))
             continue
         names, depth = anc[out.name]
         coarsest = max((values[n].dtype for n in names if n in values and
@@ -453,14 +476,15 @@ def compare(model, got, expected, values, exact=None):
             with np.errstate(all="ignore"):
                 slack = np.where(np.isfinite(x), 4 * np.abs(e64 - x), 0.0)
         if ((nan_a != nan_e) & ~edge).any():
-            problems.append("%s: NaN positions differ: %s" % (where, _describe(a, e, (nan_a != nan_e) & ~edge)))
+            problems.append((i, "%s: NaN positions differ: %s" % (
+                where, _describe(a, e, (nan_a != nan_e) & ~edge))))
             continue
         with np.errstate(all="ignore"):
             diff = np.abs(a64 - e64)
             bad = ~nan_e & ~edge & ~((a64 == e64) | (diff <= atol + rtol * np.abs(e64) + slack))
         if bad.any():
-            problems.append("%s: %s (atol %.3g, rtol %.3g%s)" % (
-                where, _describe(a, e, bad), atol, rtol, ", float64-checked" if x is not None else ""))
+            problems.append((i, "%s: %s (atol %.3g, rtol %.3g%s)" % (
+                where, _describe(a, e, bad), atol, rtol, ", float64-checked" if x is not None else "")))
     return problems
 
 
@@ -509,16 +533,43 @@ def _worst(outcomes):
 def _compare_run(case, k, outs):
     run = case.runs[k]
     problems = compare(case.model, outs, run.expected, run.values)
+    exact = None
     if problems:
         # Before calling it wrong: is the reference itself far from exact
         # there (ill-conditioned maths, a comparison on the edge)?
         exact = reference64(case.model, run.feeds)
         if exact is not None:
             problems = compare(case.model, outs, run.expected, run.values, exact)
-    if problems:
-        return Outcome("wrong", problems[0] + (" [%s]" % run.label if len(case.runs) > 1 else ""),
-                       problems, k)
-    return Outcome("pass", run=k)
+    label = " [%s]" % run.label if len(case.runs) > 1 else ""
+    if not problems:
+        return Outcome("pass", run=k)
+    wrong, disputed = _second_opinion(case.model, run, outs, problems, exact)
+    if wrong:
+        return Outcome("wrong", wrong[0] + label, wrong, k)
+    return Outcome("disputed", disputed[0] + label, disputed, k)
+
+
+def _second_opinion(model, run, outs, problems, exact):
+    """Splits `problems` (kiln against onnxruntime) into (wrong, disputed)
+    by onnx's ReferenceEvaluator: an output stays wrong unless onnxruntime
+    itself differs from the ReferenceEvaluator there. Comparisons between
+    the references use the same tolerances as kiln's."""
+    spec = spec_reference(model, run.feeds) if run.engine == "onnxruntime" else None
+    if spec is None or len(spec) != len(outs):
+        return [p for _, p in problems], []
+    refs_apart = dict(compare(model, run.expected, spec, run.values))
+    kiln_apart = dict(compare(model, outs, spec, run.values, exact))
+    wrong, disputed = [], []
+    for i, text in problems:
+        if i not in refs_apart:
+            wrong.append(text)
+        elif i not in kiln_apart:
+            disputed.append("kiln agrees with onnx's reference evaluator, onnxruntime "
+                            "does not: " + text)
+        else:
+            disputed.append("onnxruntime and onnx's reference evaluator disagree (%s); "
+                            "kiln matches neither: %s" % (refs_apart[i], text))
+    return wrong, disputed
 
 
 def check_case(case, workdir, timeout):

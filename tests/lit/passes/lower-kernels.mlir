@@ -241,13 +241,16 @@ func.func @max_pool_wide(%x: tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> tensor
 // -----
 
 // reduce mean: a sum over the reduced dims into zeros, then a division by
-// the element count.
+// the element count. f32 sums in f64 and rounds once, so that the mean of
+// equal values is exact (the norms subtract it).
 // CHECK-DAG: #[[KEEP:.+]] = affine_map<(d0, d1, d2) -> (d0, 0, 0)>
 // CHECK-LABEL: func.func @reduce_mean
 // CHECK: %[[SUM:.+]] = linalg.generic {indexing_maps = [#{{.+}}, #[[KEEP]]], iterator_types = ["parallel", "reduction", "reduction"]}
-// CHECK: arith.addf
-// CHECK: linalg.generic {{.*}} ins(%[[SUM]] : tensor<2x1x1xf32>)
-// CHECK: arith.divf %{{.+}}, %{{.+}} : f32
+// CHECK: arith.extf %{{.+}} : f32 to f64
+// CHECK: arith.addf %{{.+}}, %{{.+}} : f64
+// CHECK: linalg.generic {{.*}} ins(%[[SUM]] : tensor<2x1x1xf64>)
+// CHECK: arith.divf %{{.+}}, %{{.+}} : f64
+// CHECK: arith.truncf %{{.+}} : f64 to f32
 func.func @reduce_mean(%x: tensor<2x3x4xf32, #kiln.device<cpu>>) -> tensor<2x1x1xf32, #kiln.device<cpu>> {
   %k = kiln.kernel(%x : tensor<2x3x4xf32, #kiln.device<cpu>>) -> (tensor<2x1x1xf32, #kiln.device<cpu>>) {
   ^bb0(%a: tensor<2x3x4xf32, #kiln.device<cpu>>):
@@ -710,4 +713,25 @@ func.func @integer_mean(%x: !im) -> !om {
     kiln.yield %m : !om
   }
   return %k : !om
+}
+
+// -----
+
+// concat with dims known only at run time: each non-axis dim an input does
+// not share statically with the first gets a cf.assert, which the kernel's
+// dims function checks before the reads (indexed with the first input's
+// sizes) can leave a smaller input.
+// CHECK-LABEL: func.func @concat_dynamic
+// CHECK: %[[D1:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<2x?xf32>
+// CHECK: %[[SAME:.+]] = arith.cmpi eq, %[[D1]], %{{.+}} : index
+// CHECK: cf.assert %[[SAME]], "concat inputs 0 and 1 differ in dim 1 (only the axis, 0, may differ)"
+// CHECK-NOT: cf.assert
+// CHECK: linalg.generic
+func.func @concat_dynamic(%x: tensor<?x3xf32, #kiln.device<cpu>>, %y: tensor<2x?xf32, #kiln.device<cpu>>) -> tensor<?x3xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %y : tensor<?x3xf32, #kiln.device<cpu>>, tensor<2x?xf32, #kiln.device<cpu>>) -> (tensor<?x3xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x3xf32, #kiln.device<cpu>>, %b: tensor<2x?xf32, #kiln.device<cpu>>):
+    %c = kiln.concat %a, %b {axis = 0 : i64} : tensor<?x3xf32, #kiln.device<cpu>>, tensor<2x?xf32, #kiln.device<cpu>> -> tensor<?x3xf32, #kiln.device<cpu>>
+    kiln.yield %c : tensor<?x3xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<?x3xf32, #kiln.device<cpu>>
 }
