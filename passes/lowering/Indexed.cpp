@@ -22,6 +22,8 @@
 
 #include "passes/lowering/Lowering.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
 using namespace mlir;
 using namespace kiln;
 
@@ -180,7 +182,8 @@ Value scatter(OpBuilder &b, ScatterOp op, Value data, Value indices,
       .getResult(0);
 }
 
-Value gatherND(OpBuilder &b, GatherNDOp op, Value data, Value indices) {
+FailureOr<Value> gatherND(OpBuilder &b, GatherNDOp op, Value data,
+                          Value indices) {
   Location loc = op.getLoc();
   auto outType = lowering::plainResultType(op);
   int64_t rank = outType.getRank(), batch = op.getBatchDims();
@@ -191,6 +194,18 @@ Value gatherND(OpBuilder &b, GatherNDOp op, Value data, Value indices) {
   for (int64_t i = 0; i < dataRank; ++i)
     dataDims.push_back(lowering::dimOf(b, loc, data, i));
   Value init = lowering::emptyResult(b, op, ValueRange{data, indices});
+  for (int64_t c = 0; c < k; ++c)
+    if (failed(lowering::checkIndexedAxis(b, op, dataDims[batch + c], init,
+                                          batch + c)))
+      return failure();
+  // The batch dims index data and indices alike: they must agree.
+  for (int64_t j = 0; j < batch; ++j)
+    if (!getConstantIntValue(dataDims[j]) || idxType.isDynamicDim(j))
+      b.create<cf::AssertOp>(
+          loc,
+          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, dataDims[j],
+                                  lowering::dimOf(b, loc, indices, j)),
+          b.getStringAttr("data and indices differ in batch dim " + Twine(j)));
   return b
       .create<linalg::GenericOp>(
           loc, TypeRange{outType}, ValueRange{}, init,

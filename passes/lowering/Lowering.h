@@ -153,6 +153,14 @@ lowerResize(mlir::OpBuilder &b, mlir::Operation *op, mlir::ValueRange operands);
 /// clamped into [0, size): reads stay in bounds whatever the data holds.
 mlir::Value wrappedIndex(mlir::OpBuilder &b, mlir::Location l,
                          mlir::Value value, mlir::Value size);
+/// A gather along an axis of `size` 0 has no index in range, and the
+/// clamped read would leave the tensor: an error when `result` (the
+/// gather's init) has elements. Checked at run time (a cf.assert, which the
+/// kernel's dims function tests) unless the sizes are static; fails with an
+/// op error when they are.
+mlir::LogicalResult checkIndexedAxis(mlir::OpBuilder &b, mlir::Operation *op,
+                                     mlir::Value size, mlir::Value result,
+                                     int64_t axis);
 
 /// Indexed family: scatter, gather_nd (index tuples read in the body).
 bool isIndexedFamily(mlir::Operation *op);

@@ -11,6 +11,8 @@
 
 #include "passes/lowering/Lowering.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
 using namespace mlir;
 using namespace kiln;
 
@@ -27,6 +29,33 @@ Value lowering::wrappedIndex(OpBuilder &b, Location l, Value value,
   Value last = b.create<arith::SubIOp>(l, size, index(1));
   return b.create<arith::MaxSIOp>(l, index(0),
                                   b.create<arith::MinSIOp>(l, i, last));
+}
+
+LogicalResult lowering::checkIndexedAxis(OpBuilder &b, Operation *op,
+                                        Value size, Value result,
+                                        int64_t axis) {
+  std::optional<int64_t> known = getConstantIntValue(size);
+  if (known && *known != 0)
+    return success();
+  auto type = cast<RankedTensorType>(result.getType());
+  if (llvm::is_contained(type.getShape(), 0))
+    return success(); // nothing is read
+  std::string message = "gathers along axis " + std::to_string(axis) +
+                        ", which is empty, at indices it cannot have";
+  if (known && type.hasStaticShape())
+    return op->emitOpError() << message;
+  Location loc = op->getLoc();
+  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value ok =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, size, zero);
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      ok = b.create<arith::OrIOp>(
+          loc, ok,
+          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                  lowering::dimOf(b, loc, result, d), zero));
+  b.create<cf::AssertOp>(loc, ok, b.getStringAttr(message));
+  return success();
 }
 
 Value lowering::padTensor(OpBuilder &b, Location loc, Value input,
@@ -117,7 +146,8 @@ Value lowerTranspose(OpBuilder &b, TransposeOp op, Value input) {
       .getResult(0);
 }
 
-Value lowerGather(OpBuilder &b, GatherOp op, Value data, Value indices) {
+FailureOr<Value> lowerGather(OpBuilder &b, GatherOp op, Value data,
+                             Value indices) {
   Location loc = op.getLoc();
   auto outType = lowering::plainResultType(op);
   auto dataType = cast<RankedTensorType>(data.getType());
@@ -129,6 +159,8 @@ Value lowerGather(OpBuilder &b, GatherOp op, Value data, Value indices) {
   for (int64_t i = 0; i < idxRank; ++i)
     idxExprs.push_back(b.getAffineDimExpr(axis + i));
   Value init = lowering::emptyResult(b, op, ValueRange{data, indices});
+  if (failed(lowering::checkIndexedAxis(b, op, size, init, axis)))
+    return failure();
   return b
       .create<linalg::GenericOp>(
           loc, TypeRange{outType}, indices, init,
@@ -266,12 +298,30 @@ Value lowerConcat(OpBuilder &b, ConcatOp op, ValueRange inputs) {
 namespace {
 // Over the result's (= the indices') shape: read the index, wrap and clamp
 // it, read the data there along the axis.
-Value lowerGatherElements(OpBuilder &b, GatherElementsOp op, Value data,
-                          Value indices) {
+FailureOr<Value> lowerGatherElements(OpBuilder &b, GatherElementsOp op,
+                                     Value data, Value indices) {
   auto outType = lowering::plainResultType(op);
   int64_t rank = outType.getRank(), axis = op.getAxis();
-  Value size = lowering::dimOf(b, op.getLoc(), data, axis);
+  Location loc = op.getLoc();
+  Value size = lowering::dimOf(b, loc, data, axis);
   Value init = lowering::emptyResult(b, op, ValueRange{data, indices});
+  if (failed(lowering::checkIndexedAxis(b, op, size, init, axis)))
+    return failure();
+  // Along the other dims the data is read at the indices' own positions:
+  // the indices may not be longer there (as torch.gather requires).
+  auto dataType = cast<RankedTensorType>(data.getType());
+  auto idxType = cast<RankedTensorType>(indices.getType());
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis || (!dataType.isDynamicDim(d) && !idxType.isDynamicDim(d)))
+      continue;
+    Value fits = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::sle, lowering::dimOf(b, loc, indices, d),
+        lowering::dimOf(b, loc, data, d));
+    b.create<cf::AssertOp>(
+        loc, fits,
+        b.getStringAttr("indices are longer than the data along dim " +
+                        Twine(d)));
+  }
   return b
       .create<linalg::GenericOp>(
           op.getLoc(), TypeRange{outType}, indices, init,

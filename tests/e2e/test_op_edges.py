@@ -9,8 +9,9 @@ and reductions of rank-0 tensors (found by scripts/fuzz; against
 onnxruntime), AffineGrid with align_corners over a one-point axis
 (torch's affine_grid), Det of 0x0 matrices, ScatterElements with
 indices and updates of different shapes (a compile error), LayerNorm of
-constant rows (exactly its bias) and Concat inputs whose non-axis sizes
-differ at run time (a run-time error).
+constant rows (exactly its bias), Concat inputs whose non-axis sizes
+differ at run time and gathers along an axis empty at run time (run-time
+errors).
 """
 
 import unittest
@@ -311,6 +312,38 @@ class OpEdges(kt.KilnTestCase):
                 bad = self.save_npy(np.ones(shape, np.float32), "concat_bad.npy")
                 proc = kt.kiln_run(artifact, self.save_npy(a, "concat_a.npy"), bad)
                 kt.assert_clean_failure(self, proc, "concat inputs 0 and 1 differ in dim 0")
+
+    def test_gathers_along_an_empty_axis(self):
+        # A clamped index into an axis that is 0 at run time still read
+        # element 0 (garbage, found by scripts/fuzz); every index is out of
+        # range there, which the spec makes an error. Gather, GatherElements
+        # and GatherND; with nothing to gather, no error.
+        from onnx import TensorProto as T, helper as h
+        cases = (("Gather", {"axis": 0}, ["k"], np.array([0], np.int64)),
+                 ("GatherElements", {"axis": 0}, ["k", 3], np.zeros((1, 3), np.int64)),
+                 ("GatherND", {}, ["k", 1], np.zeros((1, 1), np.int64)))
+        empty = [0, 3]
+        for op, attrs, ishape, idx in cases:
+            with self.subTest(op=op):
+                m = kt.onnx_model([h.make_node(op, ["d", "i"], ["y"], **attrs)],
+                                  [h.make_tensor_value_info("d", T.FLOAT, ["n", 3]),
+                                   h.make_tensor_value_info("i", T.INT64, ishape)],
+                                  [h.make_tensor_value_info("y", T.FLOAT, None)], 13)
+                artifact, proc = self.compile(self.save_model(m, "g_%s.onnx" % op),
+                                              "g_%s.kiln" % op)
+                kt.assert_success(self, proc)
+                data = np.arange(6, dtype=np.float32).reshape(2, 3)
+                (got,), _ = self.run_artifact(artifact, [data, idx], out_name="g_ok_" + op)
+                self.assertEqual(got.shape[-1], 3)
+                np.testing.assert_array_equal(got.reshape(-1), data[0])
+                proc = kt.kiln_run(artifact,
+                                   self.save_npy(np.zeros(empty, np.float32), "g_empty.npy"),
+                                   self.save_npy(idx, "g_idx.npy"))
+                kt.assert_clean_failure(self, proc, "which is empty")
+                none = np.zeros([0] + list(idx.shape[1:]), np.int64)
+                (got,), _ = self.run_artifact(
+                    artifact, [np.zeros(empty, np.float32), none], out_name="g_none_" + op)
+                self.assertEqual(got.size, 0)
 
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,

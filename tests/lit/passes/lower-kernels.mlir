@@ -735,3 +735,23 @@ func.func @concat_dynamic(%x: tensor<?x3xf32, #kiln.device<cpu>>, %y: tensor<2x?
   }
   return %k : tensor<?x3xf32, #kiln.device<cpu>>
 }
+
+// -----
+
+// gather along an axis that may be empty at run time: no index is in range
+// there and the clamped read would leave the tensor, so the kernel asserts
+// that the axis has elements or the result has none.
+// CHECK-LABEL: func.func @gather_dynamic_axis
+// CHECK: %[[N:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x8xf32>
+// CHECK: %[[HAS:.+]] = arith.cmpi ne, %[[N]], %{{.+}} : index
+// CHECK: %[[OK:.+]] = arith.ori %[[HAS]], %{{.+}} : i1
+// CHECK: cf.assert %[[OK]], "gathers along axis 0, which is empty, at indices it cannot have"
+// CHECK: linalg.generic
+func.func @gather_dynamic_axis(%t: tensor<?x8xf32, #kiln.device<cpu>>, %ids: tensor<?xi64, #kiln.device<cpu>>) -> tensor<?x8xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%t, %ids : tensor<?x8xf32, #kiln.device<cpu>>, tensor<?xi64, #kiln.device<cpu>>) -> (tensor<?x8xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x8xf32, #kiln.device<cpu>>, %i: tensor<?xi64, #kiln.device<cpu>>):
+    %g = kiln.gather %a, %i {axis = 0 : i64} : tensor<?x8xf32, #kiln.device<cpu>>, tensor<?xi64, #kiln.device<cpu>> -> tensor<?x8xf32, #kiln.device<cpu>>
+    kiln.yield %g : tensor<?x8xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<?x8xf32, #kiln.device<cpu>>
+}
