@@ -32,8 +32,8 @@ Value lowering::wrappedIndex(OpBuilder &b, Location l, Value value,
 }
 
 LogicalResult lowering::checkIndexedAxis(OpBuilder &b, Operation *op,
-                                        Value size, Value result,
-                                        int64_t axis) {
+                                         Value size, Value result,
+                                         int64_t axis) {
   std::optional<int64_t> known = getConstantIntValue(size);
   if (known && *known != 0)
     return success();
@@ -46,8 +46,7 @@ LogicalResult lowering::checkIndexedAxis(OpBuilder &b, Operation *op,
     return op->emitOpError() << message;
   Location loc = op->getLoc();
   Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
-  Value ok =
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, size, zero);
+  Value ok = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, size, zero);
   for (int64_t d = 0; d < type.getRank(); ++d)
     if (type.isDynamicDim(d))
       ok = b.create<arith::OrIOp>(
@@ -314,9 +313,9 @@ FailureOr<Value> lowerGatherElements(OpBuilder &b, GatherElementsOp op,
   for (int64_t d = 0; d < rank; ++d) {
     if (d == axis || (!dataType.isDynamicDim(d) && !idxType.isDynamicDim(d)))
       continue;
-    Value fits = b.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::sle, lowering::dimOf(b, loc, indices, d),
-        lowering::dimOf(b, loc, data, d));
+    Value fits = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle,
+                                         lowering::dimOf(b, loc, indices, d),
+                                         lowering::dimOf(b, loc, data, d));
     b.create<cf::AssertOp>(
         loc, fits,
         b.getStringAttr("indices are longer than the data along dim " +
