@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CppKernel.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -173,12 +174,15 @@ LogicalResult CppEmitter::emitRows() {
   }
   // Every generic's rows and every intermediate's leading dims must be the
   // same at run time.
+  // (Each check once; compared whole, as "5 == dims[0]" is also the tail
+  // of "v5 == dims[0]".)
   std::string guard;
+  llvm::StringSet<> checks;
   auto same = [&](const std::string &a, unsigned d) -> LogicalResult {
     if (a.empty())
       return failure();
     std::string check = a + " == " + ranges[d] + " && ";
-    if (a != ranges[d] && guard.find(check) == std::string::npos)
+    if (a != ranges[d] && checks.insert(check).second)
       guard += check;
     return success();
   };

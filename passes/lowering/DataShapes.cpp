@@ -6,7 +6,8 @@
 // kernel's dims function reads them at run time (Dims.cpp, CEmitter).
 //
 // - expand_to: one generic broadcasting the input; each result dim is the
-//   larger of the shape's entry and the input's dim (a dynamic 1 repeats).
+//   shape's entry, or the input's dim where the entry is 1 (a dynamic 1
+//   repeats); a cf.assert per dim checks that the two broadcast.
 // - constant_of_shape: a fill.
 // - reshape_to: the ONNX Reshape / Unsqueeze / Squeeze sizes as select
 //   chains over the spec's elements, then one generic over the result that
@@ -214,10 +215,38 @@ Value lowerExpandTo(IndexMath &h, ExpandToOp op, Value input, Value shape) {
     int64_t i = j - (rank - inRank);
     if (i >= 0) {
       Value d = lowering::dimOf(b, h.loc, input, i);
-      size = size ? Value(b.create<arith::MaxSIOp>(h.loc, size, d)) : d;
+      // The shape's entry, unless it is 1 (then the input's dim: 0 stays 0).
+      if (size)
+        size = b.create<arith::SelectOp>(
+            h.loc,
+            b.create<arith::CmpIOp>(h.loc, arith::CmpIPredicate::eq, size,
+                                    b.create<arith::ConstantIndexOp>(h.loc, 1)),
+            d, size);
+      else
+        size = d;
     }
     return size;
   });
+  // That is the broadcast only where one side is 1 or both agree; anything
+  // else (a dim of 0 against 312, say) is the spec's error, and the reads
+  // below would leave the input.
+  for (int64_t j = std::max(rank - length, rank - inRank); j < rank; ++j) {
+    int64_t i = j - (rank - inRank);
+    if (inType.getDimSize(i) == 1)
+      continue;
+    Value d = lowering::dimOf(b, h.loc, input, i);
+    Value s = h.element(shape, j - (rank - length));
+    Value one = b.create<arith::ConstantIndexOp>(h.loc, 1);
+    auto eq = [&](Value x, Value y) {
+      return b.create<arith::CmpIOp>(h.loc, arith::CmpIPredicate::eq, x, y);
+    };
+    Value ok = b.create<arith::OrIOp>(
+        h.loc, b.create<arith::OrIOp>(h.loc, eq(d, s), eq(s, one)), eq(d, one));
+    b.create<cf::AssertOp>(
+        h.loc, ok,
+        b.getStringAttr("expand: input dim " + Twine(i) + " and shape entry " +
+                        Twine(j - (rank - length)) + " do not broadcast"));
+  }
   // The input is read through tensor.extract at (d == 1 ? 0 : i) per dim:
   // an identity-mapped copy would read a dynamic dim of size 1 out of
   // bounds (and linalg takes a same-typed identity copy for a no-op).

@@ -10,8 +10,8 @@ onnxruntime), AffineGrid with align_corners over a one-point axis
 (torch's affine_grid), Det of 0x0 matrices, ScatterElements with
 indices and updates of different shapes (a compile error), LayerNorm of
 constant rows (exactly its bias), Concat inputs whose non-axis sizes
-differ at run time and gathers along an axis empty at run time (run-time
-errors).
+differ at run time, gathers along an axis empty at run time and Expand
+to a shape that does not broadcast (run-time errors).
 """
 
 import unittest
@@ -344,6 +344,32 @@ class OpEdges(kt.KilnTestCase):
                 (got,), _ = self.run_artifact(
                     artifact, [np.zeros(empty, np.float32), none], out_name="g_none_" + op)
                 self.assertEqual(got.size, 0)
+
+    def test_expand_that_does_not_broadcast_at_run_time(self):
+        # Expand's run-time size was max(shape entry, input dim): right
+        # where one is 1, but a dim of 0 against 312 read 312 elements of
+        # nothing (found by scripts/fuzz). Dims that do not broadcast are a
+        # run-time error now; 1s still broadcast, either way round.
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model([h.make_node("Expand", ["x", "s"], ["y"])],
+                          [h.make_tensor_value_info("x", T.FLOAT, [1, "n"]),
+                           h.make_tensor_value_info("s", T.INT64, [2])],
+                          [h.make_tensor_value_info("y", T.FLOAT, None)], 13)
+        artifact, proc = self.compile(self.save_model(m, "expand_rt.onnx"),
+                                      "expand_rt.kiln")
+        kt.assert_success(self, proc)
+        for n, shape in ((1, [3, 4]), (4, [3, 1]), (4, [2, 4]), (0, [2, 1])):
+            with self.subTest(n=n, shape=shape):
+                x = np.arange(n, dtype=np.float32).reshape(1, n)
+                (got,), _ = self.run_artifact(
+                    artifact, [x, np.array(shape, np.int64)], out_name="expand_ok")
+                np.testing.assert_array_equal(got, x * np.ones(shape, np.float32))
+        for n, shape in ((0, [1, 312]), (3, [2, 4])):
+            with self.subTest(n=n, shape=shape):
+                proc = kt.kiln_run(artifact,
+                                   self.save_npy(np.zeros((1, n), np.float32), "ex_x.npy"),
+                                   self.save_npy(np.array(shape, np.int64), "ex_s.npy"))
+                kt.assert_clean_failure(self, proc, "do not broadcast")
 
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,

@@ -393,14 +393,16 @@ func.func @unsigned(%x: tensor<4xui8, #kiln.device<cpu>>, %y: tensor<4xui8, #kil
 // -----
 
 // A shape given as data: the result's sizes are read from it in the kernel
-// (tensor.extract), broadcast with the input's dims; the input is read
-// through computed indices (0 along its size-1 dims).
+// (tensor.extract), broadcast with the input's dims (the entry, or the
+// input's dim where the entry is 1: here the input's 1 folds away); the
+// entries the input's dims must broadcast with are asserted; the input is
+// read through computed indices (0 along its size-1 dims).
 // CHECK-LABEL: func.func @expand_to
 // CHECK: ^bb0(%[[X:.+]]: tensor<1x3xf32>, %[[S:.+]]: tensor<2xi64>):
 // CHECK: %[[E:.+]] = tensor.extract %[[S]][%{{.+}}] : tensor<2xi64>
-// CHECK: %[[I:.+]] = arith.index_cast %[[E]] : i64 to index
-// CHECK: %[[N:.+]] = arith.maxsi %[[I]], %{{.+}} : index
+// CHECK: %[[N:.+]] = arith.index_cast %[[E]] : i64 to index
 // CHECK: %[[OUT:.+]] = tensor.empty(%[[N]]) : tensor<?x3xf32>
+// CHECK: cf.assert %{{.+}}, "expand: input dim 1 and shape entry 1 do not broadcast"
 // CHECK: linalg.generic {{.*}} outs(%[[OUT]] : tensor<?x3xf32>)
 // CHECK: tensor.extract %[[X]][%{{.+}}, %{{.+}}] : tensor<1x3xf32>
 func.func @expand_to(%x: tensor<1x3xf32, #kiln.device<cpu>>, %s: tensor<2xi64, #kiln.device<cpu>>) -> tensor<?x3xf32, #kiln.device<cpu>> {
