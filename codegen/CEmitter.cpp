@@ -366,8 +366,22 @@ std::string CEmitter::loopRange(linalg::GenericOp op, unsigned d) {
   return "";
 }
 
+/// The kernel's run-time checks, where it has a dims function to make them.
+static SmallVector<cf::AssertOp> runTimeChecks(KernelOp kernel) {
+  SmallVector<cf::AssertOp> checks;
+  if (kernel.getNumResults() &&
+      getDevice(kernel.getResult(0).getType()).getKind() != "cpu")
+    return checks;
+  llvm::append_range(checks, kernel.getBody().front().getOps<cf::AssertOp>());
+  return checks;
+}
+
+bool kiln::needsDimsFunction(KernelOp kernel) {
+  return hasDynamicShape(kernel) || !runTimeChecks(kernel).empty();
+}
+
 /// The ops computing the dynamic sizes of the kernel's tensors and the
-/// conditions of its run-time checks (cf.assert), in order.
+/// conditions of its run-time checks, in order.
 static SetVector<Operation *> sizeOps(KernelOp kernel) {
   SetVector<Operation *> slice;
   BackwardSliceOptions options;
@@ -382,7 +396,7 @@ static SetVector<Operation *> sizeOps(KernelOp kernel) {
   for (auto empty : block.getOps<tensor::EmptyOp>())
     for (Value size : empty.getDynamicSizes())
       add(size);
-  for (auto check : block.getOps<cf::AssertOp>())
+  for (cf::AssertOp check : runTimeChecks(kernel))
     add(check.getArg());
   return topologicalSort(slice);
 }
@@ -421,7 +435,7 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
     if (failed(emitScalar(op, os, "  ")))
       return failure();
   }
-  for (auto check : block.getOps<cf::AssertOp>())
+  for (cf::AssertOp check : runTimeChecks(kernel))
     os << "  if (!" << scalars.lookup(check.getArg()) << ")\n    return "
        << quoted("node '" + nodeNames(check.getLoc()) + "' (" + symbol +
                  "): " + check.getMsg().str())

@@ -224,8 +224,16 @@ private:
 };
 
 /// The inputs (block argument numbers) whose data the kernel's dynamic sizes
-/// are computed from (a shape or axes given as a tensor).
+/// (and its run-time checks) are computed from (a shape or axes given as a
+/// tensor).
 llvm::SmallVector<unsigned> kernelDimsData(KernelOp kernel);
+
+/// Whether the kernel has a dims function: for its dynamic sizes, or for
+/// its run-time checks (cf.assert: sizes that must agree, indices that must
+/// have somewhere to point). A CPU kernel's dims function runs before each
+/// launch; a cuda kernel (static shapes) has none, and its checks are left
+/// out.
+bool needsDimsFunction(KernelOp kernel);
 
 /// Fails with a diagnostic at `kernel` when a value's element type has no
 /// spelling in `style`; `backend` names it ("C++", "CUDA").

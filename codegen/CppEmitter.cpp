@@ -357,7 +357,7 @@ FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
   if (failed(emitter.emit(symbol)))
     return failure();
   // The dims function, from a fresh emitter (its own scalar names).
-  if (hasDynamicShape(kernel) &&
+  if (needsDimsFunction(kernel) &&
       failed(CppEmitter(kernel, os).emitDims(symbol)))
     return failure();
   return text;

@@ -124,7 +124,7 @@ FailureOr<Plan> kiln::buildPlan(func::FuncOp func,
                        {"num_inputs", kernel.getInputs().size()},
                        {"nodes", nodeNames(kernel.getLoc())},
                        {"device", roleOf(device)}});
-      if (hasDynamicShape(kernel))
+      if (needsDimsFunction(kernel))
         steps.back()["dims"] = symbol + "_dims"; // see CppEmitter.cpp
       if (SmallVector<unsigned> data = kernelDimsData(kernel); !data.empty())
         steps.back()["dims_data"] =

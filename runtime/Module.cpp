@@ -284,7 +284,7 @@ Module Module::load(Tensor file, const std::string &path,
             return reinterpret_cast<plan::KernelFn>(
                 dlsym(library, name.c_str()));
           });
-      if (!impl->plan.dynamic) {
+      if (!impl->plan.dynamic && !impl->plan.readsData) {
         std::vector<std::vector<int64_t>> shapes;
         for (const TensorInfo &info : impl->plan.inputInfo)
           shapes.push_back(info.shape);

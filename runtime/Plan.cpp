@@ -516,6 +516,7 @@ void decodeSteps(Plan &plan, const json &steps,
                  ", which is not one of its " + std::to_string(step.numInputs) +
                  " inputs");
           step.dimsData.push_back(at);
+          plan.readsData = true;
           if (plan.values[plan.values[step.args[at]].root].kind ==
               ValueKind::Temp)
             plan.lateShapes = true;

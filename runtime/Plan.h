@@ -137,6 +137,10 @@ struct Plan {
   std::vector<Step> steps;
 
   bool dynamic = false; // some value has a dynamic dim
+  /// Some step's dims function reads data (a shape given as a tensor, or
+  /// its run-time checks of one): shapes are resolved per run, with the
+  /// inputs at hand, even when every dim is static.
+  bool readsData = false;
   /// Some dims function reads data that a step computes: shapes are known
   /// only as the plan runs, step by step.
   bool lateShapes = false;

@@ -386,12 +386,13 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
   if (m.stepByStep)
     return m.runStepByStep(inputs, inputShapes, profiler);
   plan::Shapes resolved;
-  if (p.dynamic) {
+  bool perRun = p.dynamic || p.readsData;
+  if (perRun) {
     // The data dims functions read: graph inputs and constants, on the
     // host (checked at load).
     resolved = plan::resolveShapes(p, inputShapes, m.hostBuffers(inputs));
   }
-  const plan::Shapes &shapes = p.dynamic ? resolved : m.staticShapes;
+  const plan::Shapes &shapes = perRun ? resolved : m.staticShapes;
   std::vector<void *> buffers(p.values.size(), nullptr);
   std::vector<device::Buffer> storage, scratch; // device memory of this call
   storage.reserve(p.values.size());

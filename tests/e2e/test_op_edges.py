@@ -370,6 +370,25 @@ class OpEdges(kt.KilnTestCase):
                                    self.save_npy(np.zeros((1, n), np.float32), "ex_x.npy"),
                                    self.save_npy(np.array(shape, np.int64), "ex_s.npy"))
                 kt.assert_clean_failure(self, proc, "do not broadcast")
+        # Static input dims make the result static, and the kernel has no
+        # sizes to compute; it still reads the shape to check it (such a
+        # kernel once had data to read and no function to read it in).
+        m = kt.onnx_model([h.make_node("Expand", ["x", "s"], ["y"])],
+                          [h.make_tensor_value_info("x", T.FLOAT, [2, 3]),
+                           h.make_tensor_value_info("s", T.INT64, [2])],
+                          [h.make_tensor_value_info("y", T.FLOAT, None)], 13)
+        artifact, proc = self.compile(self.save_model(m, "expand_st.onnx"),
+                                      "expand_st.kiln")
+        kt.assert_success(self, proc)
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        for shape in ([2, 3], [1, 3], [2, 1]):
+            with self.subTest(static=shape):
+                (got,), _ = self.run_artifact(
+                    artifact, [x, np.array(shape, np.int64)], out_name="expand_st")
+                np.testing.assert_array_equal(got, x)
+        proc = kt.kiln_run(artifact, self.save_npy(x, "ex_sx.npy"),
+                           self.save_npy(np.array([4, 3], np.int64), "ex_ss.npy"))
+        kt.assert_clean_failure(self, proc, "do not broadcast")
 
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,
