@@ -248,16 +248,62 @@ def kiln_seeds(kilnc):
             put("kiln", name + ".kiln", repack(out))
 
 
+def onnx_import_seeds(count=32):
+    """Small graphs of the differential fuzzer's generator (tests/fuzz),
+    every op family it draws, static and with every input dim symbolic;
+    and If and Loop, which it does not draw."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "fuzz"))
+    import generate as G
+    for idx in range(count):
+        opset, ir = G.pick_opset(11, idx)
+        g = G.generate_graph(11, idx, opset, None, 12, 400, "s%d_" % idx)
+        model, _ = G.assemble([g], opset, ir, name="seed%d" % idx)
+        put("onnx_import", "graph%02d.onnx" % idx, model.SerializeToString())
+        for vi in model.graph.input:
+            for k, d in enumerate(vi.type.tensor_type.shape.dim):
+                d.dim_param = "%s_d%d" % (vi.name, k)
+        del model.graph.value_info[:]
+        put("onnx_import", "graph%02d_symbolic.onnx" % idx, model.SerializeToString())
+    f = TensorProto.FLOAT
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", f, [2])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", f, [2])])
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc", "x"], ["acc_out"]),
+         helper.make_node("Identity", ["cond"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc", f, [2])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", f, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
+         helper.make_node("Loop", ["n", "", "y"], ["z"], body=body),
+         helper.make_node("Add", ["z", "z"], ["w"])], "control",
+        [helper.make_tensor_value_info("x", f, [2]),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("w", f, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    put("onnx_import", "control.onnx", model.SerializeToString())
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--kilnc", default=os.path.join(ROOT, "build", "bin", "kilnc"))
+    p.add_argument("--only", help="one target's seeds (default: all)")
     args = p.parse_args()
-    for target in ("npy", "onnx_pb", "safetensors", "kiln"):
+    makers = {"npy": npy_seeds, "onnx_pb": pb_seeds,
+              "safetensors": safetensors_seeds,
+              "kiln": lambda: kiln_seeds(args.kilnc),
+              "onnx_import": onnx_import_seeds}
+    for target, make in makers.items():
+        if args.only and target != args.only:
+            continue
         shutil.rmtree(os.path.join(HERE, "corpus", target), ignore_errors=True)
-    npy_seeds()
-    pb_seeds()
-    safetensors_seeds()
-    kiln_seeds(args.kilnc)
+        make()
 
 
 if __name__ == "__main__":
