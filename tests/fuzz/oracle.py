@@ -503,7 +503,11 @@ def compare(model, got, expected, values, exact=None):
             continue
         with np.errstate(all="ignore"):
             diff = np.abs(a64 - e64)
-            bad = ~nan_e & ~edge & ~((a64 == e64) | (diff <= atol + rtol * np.abs(e64) + slack))
+            # An infinity matches only itself (a relative tolerance of an
+            # expected inf would take any value).
+            infinite = (np.isinf(a64) | np.isinf(e64)) & (a64 != e64)
+            bad = ~nan_e & ~edge & (infinite | ~((a64 == e64) | (
+                diff <= atol + rtol * np.abs(e64) + slack)))
         if bad.any():
             problems.append((i, "%s: %s (atol %.3g, rtol %.3g%s)" % (
                 where, _describe(a, e, bad), atol, rtol, ", float64-checked" if x is not None else "")))
