@@ -18,6 +18,7 @@
 #include "frontend/OnnxOps.h"
 
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -197,9 +198,21 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
       int64_t x = *cx, y = *cy;
       if ((op == "Div" || op == "Mod") && y == 0)
         return fail("division by zero");
-      out.data[i] = number(op == "Add"              ? x + y
-                           : op == "Sub"            ? x - y
-                           : op == "Mul"            ? x * y
+      // Two's complement wrap-around, as the kernels compute it (signed
+      // overflow is undefined in C++; INT64_MIN / -1 too).
+      auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
+      // The remainder with the divisor's sign (Mod, fmod = 0), adding y
+      // only to a remainder of the other sign, which cannot overflow.
+      auto floorMod = [](int64_t x, int64_t y) {
+        int64_t r = x % y;
+        return r != 0 && (r < 0) != (y < 0) ? r + y : r;
+      };
+      uint64_t ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+      if (y == -1 && (op == "Div" || op == "Mod"))
+        y = 1, x = op == "Div" ? wrap(0 - ux) : 0;
+      out.data[i] = number(op == "Add"              ? wrap(ux + uy)
+                           : op == "Sub"            ? wrap(ux - uy)
+                           : op == "Mul"            ? wrap(ux * uy)
                            : op == "Div"            ? x / y
                            : op == "Max"            ? std::max(x, y)
                            : op == "Min"            ? std::min(x, y)
@@ -211,7 +224,7 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
                            : op == "And"            ? (x && y)
                            : op == "Or"             ? (x || y)
                            : op == "Xor"            ? (!x != !y)
-                                                    : ((x % y) + y) % y);
+                                                    : floorMod(x, y));
     }
     return out;
   }
@@ -236,17 +249,20 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
     int64_t known = 1, inferred = -1;
     for (auto [i, d] : llvm::enumerate(*spec)) {
       int64_t dim = d == 0 && i < in[0].shape.size() ? in[0].shape[i] : d;
+      if (dim < -1)
+        return fail("reshape to a negative size");
       if (dim == -1)
         inferred = i;
-      else
-        known *= dim;
+      else if (llvm::MulOverflow(known, dim, known))
+        return fail("reshape to more elements than int64 counts");
       out.shape.push_back(dim);
     }
     if (inferred >= 0 && known > 0)
       out.shape[inferred] = out.data.size() / known;
     int64_t count = 1;
     for (int64_t d : out.shape)
-      count *= d;
+      if (llvm::MulOverflow(count, d, count))
+        return fail("reshape to more elements than int64 counts");
     if (count != (int64_t)out.data.size())
       return fail("cannot reshape " + Twine(out.data.size()) + " elements");
     return out;
