@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -454,16 +455,18 @@ KILN_INFER(ReshapeOp) {
     if (d != -1) {
       if (ShapedType::isDynamic(dim))
         dynamic = true;
-      else
-        known *= dim;
+      else if (llvm::MulOverflow(known, dim, known))
+        return fail(loc, "reshape shape " + str(out) +
+                             " has more elements than int64 counts");
     }
   }
   int64_t total = 1;
   for (int64_t d : in) {
     if (ShapedType::isDynamic(d))
       dynamic = true;
-    else
-      total *= d;
+    else if (llvm::MulOverflow(total, d, total))
+      return fail(loc, "reshape input " + str(in) +
+                           " has more elements than int64 counts");
   }
   if (inferred >= 0) {
     if (dynamic)

@@ -3,7 +3,7 @@
 // Ops that pick elements by their position, built from comparisons against
 // iotas (constants, or kiln.range along a symbolic dim):
 //  - ArgMax/ArgMin(x, axis, keepdims, select_last_index):
-//      m = reduce max|min over axis (kept);  hit = x == m
+//      m = reduce max|min over axis (kept);  hit = x == m, or both NaN
 //      first: reduce min of where(hit, iota, n);  last: reduce max of
 //      where(hit, iota, -1)   (int64 indices along the axis)
 //  - Hardmax(x, axis): the one-hot of ArgMax (first index), as x's type.
@@ -59,6 +59,26 @@ FailureOr<ArgIndex> argIndex(NodeContext &c, Value x, int64_t axis,
   auto hit = binaryOp(c, EqualOp::getOperationName(), x, *extreme);
   if (failed(hit))
     return failure();
+  if (isa<FloatType>(type.getElementType())) {
+    // The max and min propagate NaN, which equals nothing: a NaN extreme
+    // is hit by the NaNs (numpy's and torch's answer), else no element
+    // would be and the index would be the axis's length.
+    auto isNaN = [&](Value v) -> FailureOr<Value> {
+      auto same = binaryOp(c, EqualOp::getOperationName(), v, v);
+      if (failed(same))
+        return failure();
+      return c.create(NotOp::getOperationName(), *same);
+    };
+    auto nanX = isNaN(x), nanM = isNaN(*extreme);
+    if (failed(nanX) || failed(nanM))
+      return failure();
+    auto both = binaryOp(c, AndOp::getOperationName(), *nanX, *nanM);
+    if (failed(both))
+      return failure();
+    hit = binaryOp(c, OrOp::getOperationName(), *hit, *both);
+    if (failed(hit))
+      return failure();
+  }
   auto indices = iotaAlong(c, x, axis, rank, axis);
   auto n = dimValue(c, x, axis);
   if (failed(indices) || failed(n))

@@ -123,6 +123,18 @@ Value copyReshaped(IndexMath &h, Value input, RankedTensorType type,
   Value init = lowering::emptyTensor(b, h.loc, type,
                                      [&](int64_t i) { return sizes[i]; });
   int64_t rank = type.getRank();
+  // Sizes that hold another number of elements (a Squeeze of a dim that is
+  // 0 at run time, a Reshape to a shape given as data) would read past the
+  // input, or divide by its 0 dim: the spec's error, checked at run time.
+  Value in = h.index(1), out = h.index(1);
+  for (Value d : inDims)
+    in = h.mul(in, d);
+  for (Value s : sizes)
+    out = h.mul(out, s);
+  b.create<cf::AssertOp>(
+      h.loc, b.create<arith::CmpIOp>(h.loc, arith::CmpIPredicate::eq, in, out),
+      b.getStringAttr("reshape: the new shape does not hold the input's "
+                      "element count"));
   return generateOver(b, h.loc, init, [&](OpBuilder &nb, Location l) -> Value {
     IndexMath n{nb, l};
     Value flat = n.index(0);

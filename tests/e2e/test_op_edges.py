@@ -390,6 +390,27 @@ class OpEdges(kt.KilnTestCase):
                            self.save_npy(np.array([4, 3], np.int64), "ex_ss.npy"))
         kt.assert_clean_failure(self, proc, "do not broadcast")
 
+    def test_arg_max_min_with_nan(self):
+        # The max/min propagate NaN, and NaN == NaN is false, so no element
+        # was picked and the index was the axis length (found by
+        # scripts/fuzz: ArgMin of a ReduceMean of nothing). NaN is the
+        # extreme, as numpy and torch say: the first (or last) NaN.
+        from onnx import TensorProto as T, helper as h
+        x = np.array([[1, np.nan, 3, np.nan], [np.nan, 4, 0, 2],
+                      [2, 5, 1, 5], [np.nan, np.nan, np.nan, np.nan]], np.float32)
+        for op, fn in (("ArgMax", np.argmax), ("ArgMin", np.argmin)):
+            for last in (0, 1):
+                with self.subTest(op=op, select_last_index=last):
+                    m = kt.onnx_model(
+                        [h.make_node(op, ["x"], ["y"], axis=1, keepdims=0,
+                                     select_last_index=last)],
+                        [h.make_tensor_value_info("x", T.FLOAT, [4, 4])],
+                        [h.make_tensor_value_info("y", T.INT64, None)], 13)
+                    (got,) = self.run_onnx(m, "arg_nan", [x])
+                    want = fn(x, axis=1) if not last else \
+                        3 - fn(x[:, ::-1], axis=1)
+                    np.testing.assert_array_equal(got, want)
+
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,
         # no sum (ReduceL2 is |x|, ReduceLogSumExp is log(exp(x))).
