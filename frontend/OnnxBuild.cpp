@@ -235,7 +235,11 @@ FailureOr<Value> iotaAlong(NodeContext &c, Value x, int64_t axis, int64_t rank,
                            int64_t at) {
   SmallVector<int64_t> shape(rank, 1);
   RankedTensorType type = typeOf(x);
-  if (!type.isDynamicDim(axis)) {
+  // A constant where it is small (folding sees through it); a kiln.range
+  // over a long axis, whose constant would take 8 bytes an element in the
+  // compiler's memory and the artifact (a model can declare 2^28).
+  constexpr int64_t kConstantIotaLimit = int64_t(1) << 20;
+  if (!type.isDynamicDim(axis) && type.getDimSize(axis) <= kConstantIotaLimit) {
     int64_t n = type.getDimSize(axis);
     shape[at] = n;
     std::vector<int64_t> values;
