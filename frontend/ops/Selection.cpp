@@ -110,7 +110,21 @@ FailureOr<Values> argReduce(NodeContext &c, StringRef kind) {
   auto found = argIndex(c, x, *axis, kind, last, keepdims);
   if (failed(found))
     return failure();
-  return Values{found->index};
+  if (type.getDimSize(*axis) > 0)
+    return Values{found->index};
+  // Over an axis that is (or may be) empty there is no index to give;
+  // numpy, torch and ONNX's reference raise. Reading the index back from
+  // the axis's iota (the identity otherwise) makes that a run-time error:
+  // a gather along an empty axis with something to read.
+  auto iota = iotaAlong(c, x, *axis, 1, 0);
+  if (failed(iota))
+    return failure();
+  auto checked = c.create(
+      GatherOp::getOperationName(), {*iota, found->index},
+      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
+  if (failed(checked))
+    return failure();
+  return Values{*checked};
 }
 
 // min over j of where(mask[i, j], j, n): the first j where mask holds.

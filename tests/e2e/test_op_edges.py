@@ -411,6 +411,24 @@ class OpEdges(kt.KilnTestCase):
                         3 - fn(x[:, ::-1], axis=1)
                     np.testing.assert_array_equal(got, want)
 
+    def test_arg_max_over_an_empty_axis(self):
+        # No index exists; kiln returned the reduction's identity (shape
+        # (1,) where onnxruntime gives (0, 1), found by scripts/fuzz).
+        # numpy, torch and ONNX's reference raise, and so does kiln now.
+        from onnx import TensorProto as T, helper as h
+        m = kt.onnx_model([h.make_node("ArgMin", ["x"], ["y"], axis=0, keepdims=0)],
+                          [h.make_tensor_value_info("x", T.FLOAT, ["n", 3])],
+                          [h.make_tensor_value_info("y", T.INT64, None)], 13)
+        artifact, proc = self.compile(self.save_model(m, "argmin_e.onnx"),
+                                      "argmin_e.kiln")
+        kt.assert_success(self, proc)
+        x = np.array([[3, 1, 2], [0, 5, 2]], np.float32)
+        (got,), _ = self.run_artifact(artifact, [x], out_name="argmin_ok")
+        np.testing.assert_array_equal(got, x.argmin(0))
+        proc = kt.kiln_run(artifact, self.save_npy(np.zeros((0, 3), np.float32),
+                                                   "argmin_e.npy"))
+        kt.assert_clean_failure(self, proc, "ArgMin", "empty")
+
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,
         # no sum (ReduceL2 is |x|, ReduceLogSumExp is log(exp(x))).
