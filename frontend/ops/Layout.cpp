@@ -31,6 +31,8 @@
 #include "frontend/OnnxOps.h"
 #include "frontend/OpChain.h"
 
+#include "llvm/Support/MathExtras.h"
+
 using namespace mlir;
 using namespace kiln;
 
@@ -206,7 +208,10 @@ FailureOr<Values> convertTile(NodeContext &c) {
         return c.error("Tile repeats must not be negative");
       spread.insert(spread.end(), {1, d});
       wide.insert(wide.end(), {r, d});
-      out.push_back(r * d);
+      int64_t size;
+      if (llvm::MulOverflow(r, d, size))
+        return c.error("Tile's result has more elements than int64 counts");
+      out.push_back(size);
     }
     auto s = reshapeToDims(c, x, spread);
     if (failed(s))
