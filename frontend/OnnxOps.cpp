@@ -11,6 +11,7 @@
 #include "frontend/OpChain.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <limits>
 
@@ -1267,6 +1268,9 @@ FailureOr<Values> split(NodeContext &c) {
   if (sizes.empty()) {
     int64_t parts =
         c.attr("num_outputs") ? c.getInt("num_outputs", 1) : outputs;
+    if (parts < 1)
+      return c.error("Split needs at least one output, got num_outputs " +
+                     Twine(parts));
     int64_t chunk = (n + parts - 1) / parts;
     for (int64_t left = n; left > 0; left -= chunk)
       sizes.push_back(std::min(chunk, left));
@@ -1276,6 +1280,16 @@ FailureOr<Values> split(NodeContext &c) {
   if ((int64_t)sizes.size() != outputs)
     return c.error("Split has " + Twine(outputs) + " outputs but " +
                    Twine(sizes.size()) + " sizes");
+  int64_t total = 0;
+  for (int64_t size : sizes)
+    if (size < 0 || llvm::AddOverflow(total, size, total))
+      return c.error("Split sizes must be non-negative and sum to the "
+                     "axis's length");
+  if (!ShapedType::isDynamic(n) && total != n)
+    return c.error("Split sizes sum to " + Twine(total) +
+                   ", not the axis's "
+                   "length " +
+                   Twine(n));
   Values out;
   int64_t start = 0;
   for (int64_t size : sizes) {
