@@ -129,6 +129,12 @@ bool CppEmitter::emitPadPlane(linalg::GenericOp producer, const PadMatch &pad,
   for (unsigned i = 0; i < planes; ++i)
     if (pad.begin[i] != 0 || inType.getDimSize(i) != outType.getDimSize(i))
       return false;
+  // The rows are written with the plane's sizes as constants: a dynamic
+  // one (kDynamic, a huge negative number) made the row loop run zero
+  // times and left the plane uninitialized.
+  for (unsigned i = planes; i < planes + 2; ++i)
+    if (inType.isDynamicDim(i) || outType.isDynamicDim(i))
+      return false;
   int64_t h = inType.getDimSize(planes), w = inType.getDimSize(planes + 1);
   int64_t hp = outType.getDimSize(planes), wp = outType.getDimSize(planes + 1);
   int64_t top = pad.begin[planes], left = pad.begin[planes + 1];

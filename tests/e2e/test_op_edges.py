@@ -429,6 +429,32 @@ class OpEdges(kt.KilnTestCase):
                                                    "argmin_e.npy"))
         kt.assert_clean_failure(self, proc, "ArgMin", "empty")
 
+    def test_padded_window_of_a_fused_producer_with_symbolic_plane(self):
+        # A Div fused into a grouped Conv's padded window, H symbolic: the
+        # plane was padded by rows with H written as a constant, which was
+        # kDynamic, so no row was written and the Conv read garbage (found
+        # by scripts/fuzz --symbolic all).
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        rng = np.random.default_rng(9)
+        w = rng.uniform(1, 2, (1, 9, 1, 4)).astype(np.float32)
+        k = rng.standard_normal((9, 1, 2, 5)).astype(np.float32)
+        m = kt.ort_model(
+            [h.make_node("Div", ["x", "w"], ["q"]),
+             h.make_node("Conv", ["q", "k"], ["y"], group=9, kernel_shape=[2, 5],
+                         pads=[0, 0, 0, 1], strides=[2, 1])],
+            [h.make_tensor_value_info("x", T.FLOAT, ["n", 9, "h", 4])],
+            [h.make_tensor_value_info("y", T.FLOAT, None)], 13)
+        m.graph.initializer.extend([nh.from_array(w, "w"), nh.from_array(k, "k")])
+        artifact, proc = self.compile(self.save_model(m, "pad_plane.onnx"),
+                                      "pad_plane.kiln")
+        kt.assert_success(self, proc)
+        for shape in ((3, 9, 12, 4), (1, 9, 5, 4)):
+            with self.subTest(shape=shape):
+                x = rng.standard_normal(shape).astype(np.float32)
+                (want,) = kt.onnxruntime_outputs(m, [x])
+                (got,), _ = self.run_artifact(artifact, [x], out_name="pad_plane")
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,
         # no sum (ReduceL2 is |x|, ReduceLogSumExp is log(exp(x))).
