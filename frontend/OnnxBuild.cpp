@@ -218,6 +218,13 @@ FailureOr<Shifted> shiftedExpSum(NodeContext &c, Value x,
   return Shifted{*shifted, *e, *sum};
 }
 
+FailureOr<Value> isNaN(NodeContext &c, Value x) {
+  auto same = binaryOp(c, EqualOp::getOperationName(), x, x);
+  if (failed(same))
+    return failure();
+  return c.create(NotOp::getOperationName(), *same);
+}
+
 FailureOr<Value> dimValue(NodeContext &c, Value x, int64_t axis) {
   RankedTensorType type = typeOf(x);
   if (!type.isDynamicDim(axis))

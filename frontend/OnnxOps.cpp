@@ -1504,12 +1504,8 @@ FailureOr<Values> isSpecial(NodeContext &c) {
     return failure();
   Value x = c.inputs[0];
   std::string eq = EqualOp::getOperationName().str();
-  if (c.node.op_type() == "IsNaN") {
-    auto same = binaryOp(c, eq, x, x);
-    if (failed(same))
-      return failure();
-    return single(c.create(NotOp::getOperationName(), *same));
-  }
+  if (c.node.op_type() == "IsNaN")
+    return single(isNaN(c, x));
   double inf = std::numeric_limits<double>::infinity();
   bool pos = c.getInt("detect_positive", 1),
        neg = c.getInt("detect_negative", 1);

@@ -252,6 +252,8 @@ mlir::Value int64Constant(NodeContext &c, llvm::ArrayRef<int64_t> shape,
 /// float8 results); `input` itself when it has that type.
 mlir::FailureOr<Values> castTo(NodeContext &c, mlir::Value input,
                                mlir::Type to);
+/// Where `x` is NaN (x != x), as a boolean tensor of x's shape.
+mlir::FailureOr<mlir::Value> isNaN(NodeContext &c, mlir::Value x);
 /// Dim `axis` of `x` as a rank-0 int64 tensor (a constant when static,
 /// else read at run time).
 mlir::FailureOr<mlir::Value> dimValue(NodeContext &c, mlir::Value x,

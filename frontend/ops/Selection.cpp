@@ -63,13 +63,7 @@ FailureOr<ArgIndex> argIndex(NodeContext &c, Value x, int64_t axis,
     // The max and min propagate NaN, which equals nothing: a NaN extreme
     // is hit by the NaNs (numpy's and torch's answer), else no element
     // would be and the index would be the axis's length.
-    auto isNaN = [&](Value v) -> FailureOr<Value> {
-      auto same = binaryOp(c, EqualOp::getOperationName(), v, v);
-      if (failed(same))
-        return failure();
-      return c.create(NotOp::getOperationName(), *same);
-    };
-    auto nanX = isNaN(x), nanM = isNaN(*extreme);
+    auto nanX = isNaN(c, x), nanM = isNaN(c, *extreme);
     if (failed(nanX) || failed(nanM))
       return failure();
     auto both = binaryOp(c, AndOp::getOperationName(), *nanX, *nanM);

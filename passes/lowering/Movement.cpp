@@ -220,10 +220,10 @@ Value lowerConcat(OpBuilder &b, ConcatOp op, ValueRange inputs) {
   // static ones): the reads below index every input with the output's
   // sizes. An input empty only along another dim is an error as well, as
   // in the spec and numpy (onnxruntime skips it).
+  auto first = cast<RankedTensorType>(inputs[0].getType());
   for (int64_t d = 0; d < rank; ++d) {
     if (d == axis)
       continue;
-    auto first = cast<RankedTensorType>(inputs[0].getType());
     for (auto [i, input] : llvm::enumerate(inputs.drop_front())) {
       auto type = cast<RankedTensorType>(input.getType());
       if (!first.isDynamicDim(d) && !type.isDynamicDim(d))
