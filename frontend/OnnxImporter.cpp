@@ -18,6 +18,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -26,6 +27,35 @@
 using namespace mlir;
 using namespace kiln;
 using namespace kiln::onnx_import;
+
+// Whether every static dim of `dims` is a size (not negative) and the
+// tensor's bytes fit in int64 (so no later product of its dims overflows);
+// else an error naming `what`. Declared sizes reach shape arithmetic
+// everywhere in the importer, the passes and the runtime.
+static LogicalResult checkSize(Location loc, const Twine &what,
+                               ArrayRef<int64_t> dims, Type element) {
+  int64_t bytes =
+      element.isIntOrFloat()
+          ? std::max<int64_t>(1, (element.getIntOrFloatBitWidth() + 7) / 8)
+          : 1;
+  bool overflow = false;
+  for (int64_t d : dims) {
+    if (ShapedType::isDynamic(d))
+      continue;
+    if (d < 0)
+      return emitError(loc) << what << " has a negative dim (" << d << ")";
+    overflow |= llvm::MulOverflow(bytes, d, bytes);
+  }
+  if (overflow) {
+    std::string shape;
+    for (auto [i, d] : llvm::enumerate(dims))
+      shape += (i ? "x" : "") + (ShapedType::isDynamic(d) ? std::string("?")
+                                                          : std::to_string(d));
+    return emitError(loc) << what << " of shape " << shape
+                          << " holds more bytes than int64 counts";
+  }
+  return success();
+}
 
 Type kiln::onnx_import::elementType(MLIRContext *ctx, int dataType) {
   Builder b(ctx);
@@ -328,6 +358,14 @@ LogicalResult Importer::convertNodes(const onnx::GraphProto &graph,
     auto results = folded ? *folded : convert(c);
     if (mlir::failed(results))
       return failure();
+    for (auto [i, value] : llvm::enumerate(*results)) {
+      auto type = dyn_cast<RankedTensorType>(value.getType());
+      if (type &&
+          mlir::failed(checkSize(
+              c.loc, "output " + Twine(i) + " of '" + node.op_type() + "'",
+              type.getShape(), type.getElementType())))
+        return failure();
+    }
     for (auto [name, value] : llvm::zip(node.output(), *results))
       if (!name.empty())
         scope[name] = ImportValue::tensor(value);
@@ -413,8 +451,11 @@ Importer::inputType(const onnx::TypeProto_Tensor &tensor, StringRef name,
     for (const auto &dim : tensor.shape().dim())
       dims.push_back(dim.has_dim_value() ? dim.dim_value()
                                          : ShapedType::kDynamic);
-  if (binding == bindings.end())
+  if (binding == bindings.end()) {
+    if (mlir::failed(checkSize(loc, "input '" + name + "'", dims, element)))
+      return failure();
     return Type(RankedTensorType::get(dims, element, device));
+  }
   ArrayRef<int64_t> given = binding->second;
   auto shapeText = [](ArrayRef<int64_t> shape) {
     std::string text;
@@ -440,6 +481,8 @@ Importer::inputType(const onnx::TypeProto_Tensor &tensor, StringRef name,
     have = want;
   }
   bindings.erase(binding);
+  if (mlir::failed(checkSize(loc, "input '" + name + "'", dims, element)))
+    return failure();
   return Type(RankedTensorType::get(dims, element, device));
 }
 
@@ -662,6 +705,8 @@ kiln::onnx_import::convertTensor(const onnx::TensorProto &tensor,
                           << "' has unsupported element type "
                           << dataTypeName(tensor.data_type());
   SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
+  if (failed(checkSize(loc, "tensor '" + tensor.name() + "'", dims, element)))
+    return failure();
   auto type = RankedTensorType::get(dims, element, device);
   int64_t count = type.getNumElements();
   unsigned bits = element.getIntOrFloatBitWidth();

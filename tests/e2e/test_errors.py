@@ -400,6 +400,32 @@ class InvalidModelTest(CompileFailureTest):
         proc = self.compile_fails(model, "three_problems", "relu_1", "cast_1", "gelu_1")
         self.assertEqual(proc.stderr.count("error:"), 4, kt.describe(proc))
 
+    def test_negative_and_overflowing_sizes(self):
+        # Declared sizes feed shape arithmetic everywhere: a negative dim, or
+        # a tensor whose byte count overflows int64, is refused where it is
+        # declared (onnx.checker accepts both), not wrapped into a small size.
+        from onnx import TensorProto, helper as h, numpy_helper as nh
+        identity = [h.make_node("Identity", ["x"], ["y"], name="id_1")]
+        self.compile_fails(onnx_model(identity, [tensor("x", [-4])], [tensor("y", None)]),
+                           "negative_input", "input 'x'", "negative dim (-4)")
+        self.compile_fails(onnx_model(identity, [tensor("x", [2**31, 2**31])],
+                                      [tensor("y", None)]),
+                           "huge_input", "input 'x'", "2147483648x2147483648",
+                           "more bytes than int64")
+        # 2^32 x 2^32 elements wrap to 0, which the empty raw data would match.
+        c = TensorProto(name="c", data_type=TensorProto.FLOAT, dims=[2**32, 2**32], raw_data=b"")
+        add = [h.make_node("Add", ["x", "c"], ["y"], name="add_1")]
+        self.compile_fails(onnx_model(add, [tensor("x", [2])], [tensor("y", None)], [c]),
+                           "huge_initializer", "tensor 'c'", "more bytes than int64")
+        c = TensorProto(name="c", data_type=TensorProto.FLOAT, dims=[-3], raw_data=b"")
+        self.compile_fails(onnx_model(add, [tensor("x", [2])], [tensor("y", None)], [c]),
+                           "negative_initializer", "tensor 'c'", "negative dim (-3)")
+        expand = [h.make_node("Expand", ["x", "s"], ["y"], name="big_expand")]
+        s = nh.from_array(np.array([2**40, 2**40, 2], np.int64), "s")
+        self.compile_fails(onnx_model(expand, [tensor("x", [2])], [tensor("y", None)], [s]),
+                           "huge_result", "big_expand", "output 0 of 'Expand'",
+                           "more bytes than int64")
+
     def test_valid_models_with_lenient_attributes_compile(self):
         from onnx import helper as h, numpy_helper as nh
         # Attributes named "__..." are internal to tools; LayerNormalization
