@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 using namespace mlir;
 using namespace kiln;
 
@@ -131,14 +133,19 @@ static LogicalResult applyOverride(Location loc, DeviceProfile &p,
   nlohmann::json j = nlohmann::json::parse((*buffer)->getBuffer().begin(),
                                            (*buffer)->getBuffer().end(),
                                            nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return emitError(loc) << "device profile '" << path
+                          << "' is not valid JSON (or holds a number out of "
+                             "double's range)";
   if (!j.is_object())
     return emitError(loc) << "device profile '" << path
                           << "' is not a JSON object";
   for (auto &[key, value] : j.items()) {
     auto number = [&](double &field) -> LogicalResult {
-      if (!value.is_number() || value.get<double>() < 0)
+      if (!value.is_number() || !(value.get<double>() >= 0) ||
+          !std::isfinite(value.get<double>()))
         return emitError(loc) << "device profile '" << path << "': '" << key
-                              << "' must be a non-negative number";
+                              << "' must be a non-negative finite number";
       field = value.get<double>();
       return success();
     };
@@ -171,6 +178,10 @@ static LogicalResult applyOverride(Location loc, DeviceProfile &p,
       ok = number(p.launchUs);
     else if (key == "capacity_bytes") {
       ok = number(capacity);
+      // 2^64 and above do not fit the field (the cast would be undefined).
+      if (succeeded(ok) && capacity >= 18446744073709551616.0)
+        return emitError(loc) << "device profile '" << path
+                              << "': 'capacity_bytes' is more than 2^64";
       p.capacityBytes = static_cast<uint64_t>(capacity);
     } else if (key == "ops")
       ok = names(p.ops);

@@ -290,6 +290,35 @@ def onnx_import_seeds(count=32):
     put("onnx_import", "control.onnx", model.SerializeToString())
 
 
+def placement_json_seeds():
+    """The first byte picks the reader (even: pins, odd: a device profile);
+    the rest is the file, as the docs and tests write them."""
+    pins = {
+        "rules_object": {"rules": [
+            {"op": "Relu", "device": "sim:0"},
+            {"node": "/enc/layers\\.[0-9]+/.*", "device": "sim:1"},
+            {"op": "kiln.softmax", "node": "head/.*", "device": "cpu"}]},
+        "bare_list": [{"node": "head\\..*|/enc/relu", "device": "cuda:0"},
+                      {"op": "MatMul", "device": "sim:3"}],
+        "unknown_field": [{"op": "Add", "device": "cpu", "why": 1}],
+        "bad_regex": [{"node": "(a|", "device": "cpu"}],
+        "bad_device": [{"op": "Add", "device": "tpu:0"}],
+    }
+    for name, rules in pins.items():
+        put("placement_json", "pins_" + name, b"\x00" + json.dumps(rules).encode())
+    profiles = {
+        "full": {"device": "sim:0", "comment": "a slow link", "peak_gflops": 30,
+                 "memory_gbps": 12, "capacity_bytes": 1073741824, "link_gbps": 10,
+                 "link_latency_us": 5, "launch_us": 2, "ops": ["*"],
+                 "unsupported_ops": ["kiln.conv", "softmax"]},
+        "ops_only": {"ops": ["matmul", "relu"]},
+        "zeros": {"peak_gflops": 0, "memory_gbps": 0, "link_gbps": 0},
+        "negative": {"launch_us": -1},
+    }
+    for name, profile in profiles.items():
+        put("placement_json", "profile_" + name, b"\x01" + json.dumps(profile).encode())
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--kilnc", default=os.path.join(ROOT, "build", "bin", "kilnc"))
@@ -298,7 +327,8 @@ def main():
     makers = {"npy": npy_seeds, "onnx_pb": pb_seeds,
               "safetensors": safetensors_seeds,
               "kiln": lambda: kiln_seeds(args.kilnc),
-              "onnx_import": onnx_import_seeds}
+              "onnx_import": onnx_import_seeds,
+              "placement_json": placement_json_seeds}
     for target, make in makers.items():
         if args.only and target != args.only:
             continue

@@ -26,12 +26,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TARGETS = ["npy", "onnx_pb", "safetensors", "kiln", "onnx_import"]
-# The importer's target needs the dialect and the importer, so the whole
-# top-level project is configured once more, with clang-19 and sanitizers,
-# in a folder of its own (IMPORTER_DIR under the build folder): about
-# 20 CPU-minutes the first time.
-IMPORTER = "onnx_import"
+TARGETS = ["npy", "onnx_pb", "safetensors", "kiln", "onnx_import", "placement_json"]
+# The importer's and placement's targets need the dialect and the importer,
+# so the whole top-level project is configured once more, with clang-19 and
+# sanitizers, in a folder of its own (IMPORTER_DIR under the build folder):
+# about 20 CPU-minutes the first time.
+IMPORTER_TARGETS = ("onnx_import", "placement_json")
 IMPORTER_DIR = "importer"
 IMPORTER_FLAGS = ("-fsanitize=fuzzer-no-link,address,undefined "
                   "-fno-sanitize=vptr -fno-sanitize-recover=all "
@@ -75,7 +75,7 @@ def build(build_dir, targets):
             "KILN_CLANG and KILN_CLANGXX)")
         sys.exit(SKIP)
     jobs = os.environ.get("KILN_LIBFUZZER_JOBS", str(os.cpu_count() or 2))
-    runtime = [t for t in targets if t != IMPORTER]
+    runtime = [t for t in targets if t not in IMPORTER_TARGETS]
     if runtime:
         if not os.path.exists(os.path.join(build_dir, "build.ninja")):
             say(f"configuring {build_dir}")
@@ -86,7 +86,8 @@ def build(build_dir, targets):
         subprocess.run(["nice", "-n", "10", "ninja", "-C", build_dir, f"-j{jobs}"]
                        + [f"fuzz_{t}" for t in runtime], check=True,
                        stdout=subprocess.DEVNULL)
-    if IMPORTER in targets:
+    compiler = [t for t in targets if t in IMPORTER_TARGETS]
+    if compiler:
         tree = os.path.join(build_dir, IMPORTER_DIR)
         if not os.path.exists(os.path.join(tree, "build.ninja")):
             say(f"configuring {tree} (the whole project, with sanitizers)")
@@ -103,12 +104,13 @@ def build(build_dir, targets):
                             f"-DCMAKE_CXX_FLAGS={IMPORTER_FLAGS}",
                             "-DKILN_IMPORTER_FUZZER=ON"],
                            check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(["ninja", "-C", tree, f"-j{jobs}", f"fuzz_{IMPORTER}"],
+        subprocess.run(["nice", "-n", "10", "ninja", "-C", tree, f"-j{jobs}"]
+                       + [f"fuzz_{t}" for t in compiler],
                        check=True, stdout=subprocess.DEVNULL)
 
 
 def binary_of(build_dir, target):
-    if target == IMPORTER:
+    if target in IMPORTER_TARGETS:
         return os.path.join(build_dir, IMPORTER_DIR, f"fuzz_{target}")
     return os.path.join(build_dir, f"fuzz_{target}")
 

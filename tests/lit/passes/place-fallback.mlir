@@ -4,12 +4,18 @@
 // RUN: not kiln-opt %s --split-input-file --kiln-place-fallback="devices=sim:0 profiles=sim:0=%t.only-relu.json" 2>&1 | FileCheck %s --check-prefix=NOWHERE
 // RUN: echo '{"peak_gflops": "fast"}' > %t.bad.json
 // RUN: not kiln-opt %s --split-input-file --kiln-place-fallback="devices=cpu,sim:0 profiles=sim:0=%t.bad.json" 2>&1 | FileCheck %s --check-prefix=BAD-PROFILE
+// RUN: echo '{"capacity_bytes": 1e300}' > %t.huge.json
+// RUN: not kiln-opt %s --split-input-file --kiln-place-fallback="devices=cpu,sim:0 profiles=sim:0=%t.huge.json" 2>&1 | FileCheck %s --check-prefix=HUGE-CAPACITY
+// RUN: echo '{"launch_us": 1e999}' > %t.inf.json
+// RUN: not kiln-opt %s --split-input-file --kiln-place-fallback="devices=cpu,sim:0 profiles=sim:0=%t.inf.json" 2>&1 | FileCheck %s --check-prefix=INFINITE
 
 // RUN: kiln-opt %s --split-input-file --kiln-place-fallback="devices=cuda:0,cpu" 2>&1 | FileCheck %s --check-prefix=CUDA-CPU
 // RUN: not kiln-opt %s --split-input-file --kiln-place-fallback="devices=cuda:0" 2>&1 | FileCheck %s --check-prefix=CUDA-ONLY
 
 // NOWHERE: error: 'kiln.conv' op cannot run on sim:0, nor on any other device in use (sim:0)
-// BAD-PROFILE: error: device profile '{{.*}}': 'peak_gflops' must be a non-negative number
+// BAD-PROFILE: error: device profile '{{.*}}': 'peak_gflops' must be a non-negative finite number
+// HUGE-CAPACITY: error: device profile '{{.*}}': 'capacity_bytes' is more than 2^64
+// INFINITE: error: device profile '{{.*}}' is not valid JSON (or holds a number out of double's range)
 
 !in = tensor<1x3x8x8xf32, #kiln.device<sim:0>>
 !w = tensor<4x3x3x3xf32, #kiln.device<sim:0>>
