@@ -347,6 +347,13 @@ KILN_INFER(ExpandOp) {
                                                 adaptor.getShape(), shape))
     return fail(loc, "cannot expand " + str(shapeOf(adaptor.getInput())) +
                          " to " + str(adaptor.getShape()));
+  // A dynamic dim expanded by 0 is 0 (it can only be 1 or 0), which
+  // getBroadcastedShape leaves dynamic; the lowering sizes dynamic dims
+  // from the input alone and would keep a 1.
+  ArrayRef<int64_t> to = adaptor.getShape();
+  for (auto [i, entry] : llvm::enumerate(llvm::reverse(to)))
+    if (entry == 0)
+      shape[shape.size() - 1 - i] = 0;
   results.push_back(resultOf(shape, adaptor.getInput()));
   return success();
 }

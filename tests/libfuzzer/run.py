@@ -166,7 +166,10 @@ def fuzz(binary, target, seconds, build_dir, jobs_env):
     regressions = os.path.join(HERE, "regressions", target)
     before = set(files_in(crashes))
     log = os.path.join(build_dir, f"fuzz_{target}.log")
-    cmd = ["nice", "-n", "10", binary] + COMMON + [
+    # A dictionary of the format's tokens, where the target has one.
+    dictionary = os.path.join(HERE, f"{target}.dict")
+    extra = [f"-dict={dictionary}"] if os.path.exists(dictionary) else []
+    cmd = ["nice", "-n", "10", binary] + COMMON + extra + [
         f"-max_total_time={seconds}", f"-artifact_prefix={crashes}/",
         corpus, seeds] + ([regressions] if os.path.isdir(regressions) else [])
     say(f"{target}: fuzzing {seconds} s ({' '.join(cmd[3:])})")

@@ -33,6 +33,17 @@ func.func @refine(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "x"}, %a: 
 
 // -----
 
+// Expand by 0 of a dim only the run knows is 0 (the dim can only be 1 or
+// 0); the other dims broadcast as usual.
+// CHECK-LABEL: func.func @expand_by_zero
+// CHECK: kiln.expand {{.*}} -> tensor<8x3x0xf32, #kiln.device<cpu>>
+func.func @expand_by_zero(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "x"}, %y: tensor<?x1x?xf32, #kiln.device<cpu>>) -> tensor<?x?x?xf32, #kiln.device<cpu>> {
+  %e = kiln.expand %y {shape = array<i64: 8, 3, 0>} : tensor<?x1x?xf32, #kiln.device<cpu>> -> tensor<?x?x?xf32, #kiln.device<cpu>>
+  return %e : tensor<?x?x?xf32, #kiln.device<cpu>>
+}
+
+// -----
+
 // A binding that contradicts a static dim is an error.
 // expected-error @+1 {{'func.func' op input 'x' has static shape 'tensor<2x4xf32, #kiln.device<cpu>>' that the given shape 8x4 contradicts}}
 func.func @contradiction(%x: tensor<2x4xf32, #kiln.device<cpu>> {kiln.name = "x"}) -> tensor<2x4xf32, #kiln.device<cpu>> {
