@@ -64,6 +64,12 @@ linalg::GenericOp cpp::windowEpilogue(linalg::GenericOp op) {
   // Emitted once, in the window: its own result has one use too.
   if (!user || !fitsWindowLoops(user, p) || !user.getResult(0).hasOneUse())
     return {};
+  // Over the window's elements only: a user whose result is larger (an
+  // Expand of a dynamic dim that is 1 at run time, read at index 0) needs
+  // loops of its own.
+  if (cast<RankedTensorType>(user.getResult(0).getType()).getShape() !=
+      cast<RankedTensorType>(result.getType()).getShape())
+    return {};
   // Its other inputs must be ready when the window runs (an average pool's
   // divisor is a window computed after the sums), and static: one with a
   // dynamic dim could broadcast the window's, and the window's loops would

@@ -11,7 +11,8 @@ onnxruntime), AffineGrid with align_corners over a one-point axis
 indices and updates of different shapes (a compile error), LayerNorm of
 constant rows (exactly its bias), Concat inputs whose non-axis sizes
 differ at run time, gathers along an axis empty at run time and Expand
-to a shape that does not broadcast (run-time errors).
+to a shape that does not broadcast (run-time errors), an Expand of a
+window's result whose dims are 1 at run time.
 """
 
 import unittest
@@ -454,6 +455,33 @@ class OpEdges(kt.KilnTestCase):
                 (want,) = kt.onnxruntime_outputs(m, [x])
                 (got,), _ = self.run_artifact(artifact, [x], out_name="pad_plane")
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_expand_of_a_window_with_dims_one_at_run_time(self):
+        # Conv -> Exp -> Expand to a static [3, 16, 2], N and W symbolic and
+        # 1 at run time: the Expand was emitted inside the Conv's loops (as
+        # its epilogue), which cover the Conv's [1, 16, 1] only, and 80 of
+        # the 96 values were never written (found by scripts/fuzz --symbolic
+        # all, g6582 of seed 1).
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        rng = np.random.default_rng(11)
+        w = rng.standard_normal((16, 4, 1)).astype(np.float32)
+        m = kt.ort_model(
+            [h.make_node("Conv", ["x", "w"], ["c"], group=4, kernel_shape=[1], strides=[2]),
+             h.make_node("Exp", ["c"], ["e"]),
+             h.make_node("Expand", ["e", "s"], ["y"])],
+            [h.make_tensor_value_info("x", T.FLOAT, ["n", 16, "w"])],
+            [h.make_tensor_value_info("y", T.FLOAT, None)], 13)
+        m.graph.initializer.extend([nh.from_array(w, "w"),
+                                    nh.from_array(np.array([3, 16, 2], np.int64), "s")])
+        artifact, proc = self.compile(self.save_model(m, "window_expand.onnx"),
+                                      "window_expand.kiln")
+        kt.assert_success(self, proc)
+        for shape in ((1, 16, 1), (1, 16, 3), (3, 16, 4)):
+            with self.subTest(shape=shape):
+                x = rng.standard_normal(shape).astype(np.float32)
+                (want,) = kt.onnxruntime_outputs(m, [x])
+                (got,), _ = self.run_artifact(artifact, [x], out_name="window_expand")
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,
