@@ -14,11 +14,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
 
 
-def _model(nodes, inputs, outputs):
+def _model(nodes, inputs, outputs, opset=17):
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
         [helper.make_tensor_value_info(n, t, None) for n, t in outputs])
-    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def _problems(model, feeds, got):
@@ -92,6 +92,39 @@ class EdgesThroughOps(unittest.TestCase):
         got[1] = -got[1]
         self.assertEqual(len(_problems(SELECT, feeds, [got])), 1)
 
+
+# AveragePool whose window (3 x 5 with the dilation) outgrows a 1 x 1 input
+# padded by 1 row: the spec's output size is negative in W, which onnx's
+# ReferenceEvaluator rejects; onnxruntime truncates to shape (1, 1, 1, 0).
+POOL = _model(
+    [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3],
+                      dilations=[1, 2], pads=[0, 0, 1, 0], strides=[3, 3])],
+    [("x", TensorProto.FLOAT, ["n", "c", "h", "w"])], [("y", TensorProto.FLOAT)], 19)
+
+
+class SizesTheSpecRejects(unittest.TestCase):
+    def opinion(self, feeds, others):
+        import types
+        expected, values, engine = oracle.reference(POOL, feeds)
+        got = [np.zeros((1, 1, 0, 0), np.float32)]
+        problems = oracle.compare(POOL, got, expected, values)
+        self.assertEqual(len(problems), 1)
+        run = types.SimpleNamespace(engine=engine, feeds=feeds, expected=expected,
+                                    values=values)
+        return oracle._second_opinion(POOL, run, got, problems, None, others)
+
+    def test_rejected_here_but_run_elsewhere_is_disputed(self):
+        small = {"x": np.ones((1, 1, 1, 1), np.float32)}
+        fits = {"x": np.ones((1, 1, 6, 12), np.float32)}
+        wrong, disputed = self.opinion(small, [fits])
+        self.assertEqual(wrong, [])
+        self.assertIn("rejects these sizes", disputed[0])
+
+    def test_rejected_everywhere_stays_wrong(self):
+        small = {"x": np.ones((1, 1, 1, 1), np.float32)}
+        wrong, disputed = self.opinion(small, [small])
+        self.assertEqual(len(wrong), 1)
+        self.assertEqual(disputed, [])
 
 if __name__ == "__main__":
     unittest.main()
