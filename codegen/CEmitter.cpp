@@ -603,16 +603,27 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
                ? "static_cast<float>(" + v(i) + ")"
                : v(i);
   };
+  // arith's integer add, sub and mul wrap; C's signed ones are undefined
+  // on overflow (hashes of random draws, int32 accumulators, int64 data),
+  // so 32- and 64-bit ones compute on the unsigned type. Narrower ones
+  // are promoted to int and cannot overflow; index arithmetic stays signed.
+  auto wrapping = [&](const char *sign) {
+    Type t = op->getResult(0).getType();
+    if (!t.isInteger() || t.getIntOrFloatBitWidth() < 32)
+      return v(0) + sign + v(1);
+    std::string bits = std::to_string(t.getIntOrFloatBitWidth());
+    return "static_cast<int" + bits + "_t>(" + u(0) + sign + u(1) + ")";
+  };
   std::string expr =
       llvm::TypeSwitch<Operation *, std::string>(op)
           .Case<arith::ConstantOp>(
               [&](auto c) { return literal(c.getValue()); })
-          .Case<arith::AddFOp, arith::AddIOp>(
-              [&](auto) { return v(0) + " + " + v(1); })
-          .Case<arith::SubFOp, arith::SubIOp>(
-              [&](auto) { return v(0) + " - " + v(1); })
-          .Case<arith::MulFOp, arith::MulIOp>(
-              [&](auto) { return v(0) + " * " + v(1); })
+          .Case<arith::AddFOp>([&](auto) { return v(0) + " + " + v(1); })
+          .Case<arith::AddIOp>([&](auto) { return wrapping(" + "); })
+          .Case<arith::SubFOp>([&](auto) { return v(0) + " - " + v(1); })
+          .Case<arith::SubIOp>([&](auto) { return wrapping(" - "); })
+          .Case<arith::MulFOp>([&](auto) { return v(0) + " * " + v(1); })
+          .Case<arith::MulIOp>([&](auto) { return wrapping(" * "); })
           .Case<arith::DivFOp, arith::DivSIOp>(
               [&](auto) { return v(0) + " / " + v(1); })
           .Case<arith::RemSIOp>([&](auto) { return v(0) + " % " + v(1); })

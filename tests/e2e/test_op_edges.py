@@ -12,7 +12,8 @@ indices and updates of different shapes (a compile error), LayerNorm of
 constant rows (exactly its bias), Concat inputs whose non-axis sizes
 differ at run time, gathers along an axis empty at run time and Expand
 to a shape that does not broadcast (run-time errors), an Expand of a
-window's result whose dims are 1 at run time.
+window's result whose dims are 1 at run time, integer arithmetic that
+wraps.
 """
 
 import unittest
@@ -482,6 +483,27 @@ class OpEdges(kt.KilnTestCase):
                 (want,) = kt.onnxruntime_outputs(m, [x])
                 (got,), _ = self.run_artifact(artifact, [x], out_name="window_expand")
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+    def test_integer_arithmetic_wraps(self):
+        # ONNX integer Add/Sub/Mul wrap, as numpy's and arith's do; the C++
+        # was signed arithmetic, undefined on overflow (UBSan found it in
+        # the random draws' hashes under ctest sanitize).
+        from onnx import TensorProto as T, helper as h
+        for dtype, elem in ((np.int32, T.INT32), (np.int64, T.INT64)):
+            with self.subTest(dtype=dtype.__name__):
+                info = np.iinfo(dtype)
+                a = np.array([info.max, info.min, info.max // 3, -7], dtype)
+                b = np.array([2, -1, 5, info.min], dtype)
+                m = kt.onnx_model(
+                    [h.make_node(op, ["a", "b"], [op.lower()]) for op in ("Add", "Sub", "Mul")],
+                    [h.make_tensor_value_info("a", elem, [4]),
+                     h.make_tensor_value_info("b", elem, [4])],
+                    [h.make_tensor_value_info(o, elem, [4]) for o in ("add", "sub", "mul")], 13)
+                got = self.run_onnx(m, "wrap_%s" % dtype.__name__, [a, b])
+                with np.errstate(over="ignore"):
+                    want = [a + b, a - b, a * b]
+                for g, w in zip(got, want):
+                    np.testing.assert_array_equal(g, w)
 
     def test_composite_reductions_noop_with_empty_axes(self):
         # No axes and noop_with_empty_axes: the map and the finish apply,
