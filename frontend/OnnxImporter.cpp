@@ -359,7 +359,8 @@ LogicalResult Importer::convertNodes(const onnx::GraphProto &graph,
     if (mlir::failed(results))
       return failure();
     for (auto [i, value] : llvm::enumerate(*results)) {
-      auto type = dyn_cast<RankedTensorType>(value.getType());
+      auto type = value ? dyn_cast<RankedTensorType>(value.getType())
+                        : RankedTensorType(); // an optional output not made
       if (type &&
           mlir::failed(checkSize(
               c.loc, "output " + Twine(i) + " of '" + node.op_type() + "'",
