@@ -54,7 +54,8 @@ class ModelTest(kt.KilnTestCase):
         artifact, proc = self.compile(path, "%s.%s.kiln" % (self.model, exporter))
         compile_s = time.time() - start
         kt.assert_success(self, proc)
-        self.assertLess(compile_s, 60, "compile took %.1f s" % compile_s)
+        if not kt.SANITIZE:  # sanitized kernels compile several times slower
+            self.assertLess(compile_s, 60, "compile took %.1f s" % compile_s)
         for batch in (1, 3):
             with self.subTest(batch=batch):
                 (y,), _ = self.run_artifact(artifact, [self.x[:batch].numpy()],
