@@ -28,6 +28,15 @@ using namespace mlir;
 using namespace kiln;
 using namespace kiln::onnx_import;
 
+// `shape` as kilnc's flags write it: 2x?x4.
+static std::string shapeText(ArrayRef<int64_t> shape) {
+  std::string text;
+  for (auto [i, d] : llvm::enumerate(shape))
+    text += (i ? "x" : "") +
+            (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d));
+  return text;
+}
+
 // Whether every static dim of `dims` is a size (not negative) and the
 // tensor's bytes fit in int64 (so no later product of its dims overflows);
 // else an error naming `what`. Declared sizes reach shape arithmetic
@@ -46,14 +55,9 @@ static LogicalResult checkSize(Location loc, const Twine &what,
       return emitError(loc) << what << " has a negative dim (" << d << ")";
     overflow |= llvm::MulOverflow(bytes, d, bytes);
   }
-  if (overflow) {
-    std::string shape;
-    for (auto [i, d] : llvm::enumerate(dims))
-      shape += (i ? "x" : "") + (ShapedType::isDynamic(d) ? std::string("?")
-                                                          : std::to_string(d));
-    return emitError(loc) << what << " of shape " << shape
+  if (overflow)
+    return emitError(loc) << what << " of shape " << shapeText(dims)
                           << " holds more bytes than int64 counts";
-  }
   return success();
 }
 
@@ -458,13 +462,6 @@ Importer::inputType(const onnx::TypeProto_Tensor &tensor, StringRef name,
     return Type(RankedTensorType::get(dims, element, device));
   }
   ArrayRef<int64_t> given = binding->second;
-  auto shapeText = [](ArrayRef<int64_t> shape) {
-    std::string text;
-    for (auto [i, d] : llvm::enumerate(shape))
-      text += (i ? "x" : "") +
-              (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d));
-    return text;
-  };
   if (!tensor.has_shape())
     dims.assign(given.size(), ShapedType::kDynamic);
   if (dims.size() != given.size())
