@@ -19,7 +19,7 @@ target_include_directories(kiln_runtime PUBLIC
 
 add_library(kiln SHARED $<TARGET_OBJECTS:KilnJit>
   $<TARGET_OBJECTS:KilnRuntimeObjects>)
-target_link_libraries(kiln PRIVATE KilnRuntimeObjects KilnDriver)
+target_link_libraries(kiln PRIVATE KilnRuntimeObjects KilnCompiler)
 target_include_directories(kiln PUBLIC
   $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/runtime/include>
   $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/jit/include>)

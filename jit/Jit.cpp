@@ -10,7 +10,7 @@
 //  3. a cache hit (<cache>/jit/<key>.kiln whose checksum and artifact
 //     checksums hold) is loaded as it is; a corrupted entry is removed and
 //     rebuilt, never trusted;
-//  4. otherwise compileModel (tools/driver) runs the whole pipeline into
+//  4. otherwise compileModel (compiler/) runs the whole pipeline into
 //     memory, diagnostics captured into the kiln::Error thrown on failure,
 //     and the artifact is published to the cache atomically.
 //
@@ -19,9 +19,9 @@
 #include "jit/Trace.h"
 
 #include "codegen/Toolchain.h"
+#include "compiler/Compiler.h"
 #include "frontend/OnnxImporter.h"
 #include "runtime/Artifact.h"
-#include "tools/driver/Driver.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringExtras.h"
@@ -98,16 +98,19 @@ std::string optionsKey(const jit::Options &o) {
   return key;
 }
 
-CompileOptions driverOptions(const jit::Options &o) {
+CompileOptions compileOptions(const jit::Options &o) {
   CompileOptions c;
-  c.devices = devicesWithDefault(o.device, o.devices);
-  c.placement = o.placement;
-  c.microbatches = o.microbatches;
-  c.splitDims = o.splitDims;
-  c.pins = o.pins;
-  c.profiles = o.profiles;
-  c.outputDevice = o.outputDevice;
-  c.inputShapes = o.inputShapes;
+  PipelineOptions &p = c.pipeline;
+  p.devices = devicesWithDefault(o.device, o.devices);
+  std::string error;
+  if (mlir::failed(setPlacement(c, o.placement, error)))
+    throw Error("jit::compile: " + error);
+  p.microbatches = o.microbatches;
+  p.splitDims = o.splitDims;
+  p.pins = o.pins;
+  p.profiles = o.profiles;
+  p.outputDevice = o.outputDevice;
+  p.inputShapes = o.inputShapes;
   c.cxx.optLevel = o.optLevel;
   c.cxx.targetCpu = o.targetCpu;
   c.cxx.cacheDir = o.cacheDir;
@@ -145,19 +148,40 @@ struct Diagnostics {
   std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
 };
 
-// compileModel with diagnostics captured; throws them as kiln::Error.
-void runDriver(CompileOptions c) {
-  Diagnostics diagnostics;
-  c.diagnostics = &diagnostics.stream;
-  if (mlir::failed(compileModel(c)))
-    throw diagnostics.error();
-}
-
 void writeFile(const std::string &path, const std::string &bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;
   if (!out.flush())
     throw Error(path + ": cannot write file");
+}
+
+// Every stage of a compile into memory, with diagnostics captured and
+// thrown as kiln::Error. With `dumpDir`, the kernel-level MLIR and the
+// generated C++ of this same compile are written there too.
+std::vector<char> compileToArtifact(CompileOptions c,
+                                    const std::string &dumpDir) {
+  Diagnostics diagnostics;
+  c.diagnostics = &diagnostics.stream;
+  std::vector<char> bytes;
+  c.artifact = &bytes;
+  Compilation compilation(c);
+  auto check = [&](mlir::LogicalResult result) {
+    if (mlir::failed(result))
+      throw diagnostics.error();
+  };
+  check(compilation.checkOptions());
+  check(compilation.import());
+  check(compilation.verify());
+  check(compilation.place());
+  check(compilation.fuse());
+  check(compilation.lower());
+  if (!dumpDir.empty())
+    writeFile(dumpDir + "/kernels.mlir", compilation.moduleText());
+  check(compilation.generate());
+  if (!dumpDir.empty())
+    writeFile(dumpDir + "/kernels.cpp", compilation.cppText());
+  check(compilation.package());
+  return bytes;
 }
 
 Function compileProto(const onnx::ModelProto &model, const std::string &source,
@@ -206,25 +230,15 @@ Function compileProto(const onnx::ModelProto &model, const std::string &source,
     }
   }
 
-  CompileOptions c = driverOptions(o);
+  CompileOptions c = compileOptions(o);
   c.input = source;
   c.model = &model;
-  std::vector<char> artifactBytes;
-  c.artifact = &artifactBytes;
-  runDriver(c);
   if (!o.dumpDir.empty()) {
     if (auto ec = llvm::sys::fs::create_directories(o.dumpDir))
       throw Error(o.dumpDir + ": cannot create folder: " + ec.message());
     writeFile(o.dumpDir + "/model.onnx", serialized);
-    for (auto [kind, name] : {std::pair(EmitKind::MLIR, "kernels.mlir"),
-                              std::pair(EmitKind::Cpp, "kernels.cpp")}) {
-      CompileOptions dump = c;
-      dump.artifact = nullptr;
-      dump.emit = kind;
-      dump.output = o.dumpDir + "/" + name;
-      runDriver(dump);
-    }
   }
+  std::vector<char> artifactBytes = compileToArtifact(c, o.dumpDir);
   if (!info.cachePath.empty())
     publishCached(info.cachePath,
                   llvm::StringRef(artifactBytes.data(), artifactBytes.size()));

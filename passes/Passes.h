@@ -10,6 +10,9 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <optional>
+#include <string>
+
 namespace kiln {
 
 #define GEN_PASS_DECL
@@ -17,6 +20,34 @@ namespace kiln {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// How placement spreads a model over its devices (kilnc --placement),
+/// parsed once from its text by parsePlacementStrategy.
+struct PlacementStrategy {
+  enum class Kind {
+    /// The default device, plus pins and fallbacks.
+    Single,
+    /// Cost-based: each op where the device profiles say it runs cheapest.
+    Auto,
+    /// data:K, the batch split over the first K devices.
+    Data,
+    /// pipeline:K, the layers split into K stages.
+    Pipeline
+  };
+  Kind kind = Kind::Single;
+  /// K of data:K and pipeline:K; 0 for the others.
+  unsigned parts = 0;
+
+  /// The text parsePlacementStrategy reads back ("data:2").
+  std::string str() const;
+  bool operator==(const PlacementStrategy &other) const {
+    return kind == other.kind && parts == other.parts;
+  }
+};
+
+/// Parses "single", "auto", "data:K" or "pipeline:K" (K decimal digits; a
+/// compile checks 1 <= K <= its devices); nullopt for anything else.
+std::optional<PlacementStrategy> parsePlacementStrategy(llvm::StringRef text);
 
 struct PipelineOptions {
   /// NAME=D0xD1... bindings for inputs with symbolic dims.
@@ -27,10 +58,9 @@ struct PipelineOptions {
   std::vector<std::string> profiles;
   /// NAME=D split dims for data parallelism.
   std::vector<std::string> splitDims;
-  /// "single" (the default device, pins and fallbacks), "auto", "data:K" or
-  /// "pipeline:K" (both need @main_chunk_<size> functions, see
+  /// data:K and pipeline:K need @main_chunk_<size> functions (see
   /// kiln-place-data).
-  std::string placement = "single";
+  PlacementStrategy placement;
   /// Micro-batches for pipeline:K.
   unsigned microbatches = 1;
   /// A pins file (JSON rules), or empty.
@@ -48,8 +78,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
 /// placement reports and pictures show.
 void buildPlacementPipeline(mlir::OpPassManager &pm,
                             const PipelineOptions &options);
-/// The rest: fusion and kernel lowering.
-void buildKernelPipeline(mlir::OpPassManager &pm);
+/// Elementwise fusion of the placed graph.
+void buildFusionPipeline(mlir::OpPassManager &pm);
+/// Kernel lowering of the fused graph: what codegen reads.
+void buildLoweringPipeline(mlir::OpPassManager &pm);
 
 /// Registers every kiln pass and the `kiln-compile` pipeline.
 void registerAllPasses();

@@ -4,6 +4,7 @@
 
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 
@@ -22,23 +23,22 @@ void kiln::buildPlacementPipeline(OpPassManager &pm,
   graph.addPass(createKilnInferShapes(shapes));
   graph.addPass(createCanonicalizerPass());
   graph.addPass(createCSEPass());
-  StringRef placement = options.placement;
-  if (placement.consume_front("data:")) {
-    unsigned k = 0;
-    placement.getAsInteger(10, k);
+  using Kind = PlacementStrategy::Kind;
+  // data:K and pipeline:K use the first K devices.
+  auto firstK = [&] {
+    return ArrayRef<std::string>(options.devices)
+        .take_front(
+            std::min<size_t>(options.placement.parts, options.devices.size()));
+  };
+  if (options.placement.kind == Kind::Data) {
     KilnPlaceDataOptions data; // holds ArrayRefs: keep what they view alive
-    data.devices = ArrayRef<std::string>(options.devices)
-                       .take_front(std::min<size_t>(k, options.devices.size()));
+    data.devices = firstK();
     data.splitDims = options.splitDims;
     data.outputDevice = options.outputDevice;
     pm.addPass(createKilnPlaceData(data));
-  } else if (placement.consume_front("pipeline:")) {
-    unsigned k = 0;
-    placement.getAsInteger(10, k);
+  } else if (options.placement.kind == Kind::Pipeline) {
     KilnPlacePipelineOptions stages; // holds ArrayRefs, like data's
-    stages.devices =
-        ArrayRef<std::string>(options.devices)
-            .take_front(std::min<size_t>(k, options.devices.size()));
+    stages.devices = firstK();
     stages.profiles = options.profiles;
     stages.microbatches = options.microbatches;
     stages.splitDims = options.splitDims;
@@ -47,7 +47,7 @@ void kiln::buildPlacementPipeline(OpPassManager &pm,
   }
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createKilnPlacePins(pins));
-  if (options.placement == "auto") {
+  if (options.placement.kind == Kind::Auto) {
     KilnPlaceAutoOptions automatic;
     automatic.devices = options.devices;
     automatic.profiles = options.profiles;
@@ -59,9 +59,12 @@ void kiln::buildPlacementPipeline(OpPassManager &pm,
   fn.addPass(createCanonicalizerPass());
 }
 
-void kiln::buildKernelPipeline(OpPassManager &pm) {
+void kiln::buildFusionPipeline(OpPassManager &pm) {
+  pm.nest<func::FuncOp>().addPass(createKilnFuseElementwise());
+}
+
+void kiln::buildLoweringPipeline(OpPassManager &pm) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
-  fn.addPass(createKilnFuseElementwise());
   fn.addPass(createKilnLowerKernels());
   fn.addPass(createKilnChainImages());
   // Without two linalg patterns that rely on every operand a loop dim
@@ -85,7 +88,43 @@ void kiln::buildKernelPipeline(OpPassManager &pm) {
 void kiln::buildCompilePipeline(OpPassManager &pm,
                                 const PipelineOptions &options) {
   buildPlacementPipeline(pm, options);
-  buildKernelPipeline(pm);
+  buildFusionPipeline(pm);
+  buildLoweringPipeline(pm);
+}
+
+std::string kiln::PlacementStrategy::str() const {
+  switch (kind) {
+  case Kind::Single:
+    return "single";
+  case Kind::Auto:
+    return "auto";
+  case Kind::Data:
+    return "data:" + std::to_string(parts);
+  case Kind::Pipeline:
+    return "pipeline:" + std::to_string(parts);
+  }
+  llvm_unreachable("unknown placement strategy");
+}
+
+std::optional<kiln::PlacementStrategy>
+kiln::parsePlacementStrategy(StringRef text) {
+  using Kind = PlacementStrategy::Kind;
+  if (text == "single")
+    return PlacementStrategy{Kind::Single, 0};
+  if (text == "auto")
+    return PlacementStrategy{Kind::Auto, 0};
+  PlacementStrategy strategy;
+  if (text.consume_front("data:"))
+    strategy.kind = Kind::Data;
+  else if (text.consume_front("pipeline:"))
+    strategy.kind = Kind::Pipeline;
+  else
+    return std::nullopt;
+  // Digits only: getAsInteger alone would take "0x2" and "+2".
+  if (text.empty() || text.size() > 9 || !llvm::all_of(text, llvm::isDigit) ||
+      text.getAsInteger(10, strategy.parts))
+    return std::nullopt;
+  return strategy;
 }
 
 void kiln::registerAllPasses() {

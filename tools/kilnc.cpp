@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/driver/Driver.h"
+#include "compiler/Compiler.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -122,8 +122,8 @@ static cl::list<std::string>
 static cl::opt<bool> printIR("print-ir-after-all",
                              cl::desc("print the IR after every pass"),
                              cl::cat(category));
-static cl::opt<unsigned> optLevel("O", cl::desc("C++ optimization level 0-3"),
-                                  cl::Prefix, cl::init(3), cl::cat(category));
+static cl::opt<int> optLevel("O", cl::desc("C++ optimization level 0-3"),
+                             cl::Prefix, cl::init(3), cl::cat(category));
 static cl::opt<std::string> targetCpu(
     "target-cpu",
     cl::desc("CPU to generate code for: native (default), x86-64-v3, "
@@ -209,16 +209,6 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "kiln ahead-of-time compiler\n");
-  if (optLevel > 3) {
-    errs() << "kilnc: error: -O" << optLevel << " is not one of -O0..-O3\n";
-    return 1;
-  }
-  for (StringRef name : llvm::split(StringRef(sanitize), ','))
-    if (!sanitize.empty() && name != "address" && name != "undefined") {
-      errs() << "kilnc: error: --sanitize=" << sanitize << ": '" << name
-             << "' is not one of address, undefined\n";
-      return 1;
-    }
   kiln::CompileOptions options;
   options.input = input;
   if ((!stripPrefix.empty() || !renames.empty()) && weights.empty()) {
@@ -243,17 +233,22 @@ int main(int argc, char **argv) {
                          ? sys::path::stem(input).str() + ".kiln"
                          : "-";
   options.printIRAfterAll = printIR;
-  options.inputShapes = inputShapes;
   options.sequenceLengths = sequenceLengths;
   options.emptyOptionals = emptyOptionals;
-  options.devices = kiln::devicesWithDefault(
+  kiln::PipelineOptions &pipeline = options.pipeline;
+  pipeline.inputShapes = inputShapes;
+  pipeline.devices = kiln::devicesWithDefault(
       device, std::vector<std::string>(devices.begin(), devices.end()));
-  options.pins = pin;
-  options.placement = placement;
-  options.splitDims = splitDims;
-  options.microbatches = microbatches;
-  options.profiles = deviceProfiles;
-  options.outputDevice = outputDevice;
+  pipeline.pins = pin;
+  std::string error;
+  if (mlir::failed(kiln::setPlacement(options, placement, error))) {
+    errs() << "kilnc: error: " << error << "\n";
+    return 1;
+  }
+  pipeline.splitDims = splitDims;
+  pipeline.microbatches = microbatches;
+  pipeline.profiles = deviceProfiles;
+  pipeline.outputDevice = outputDevice;
   options.savePlacement = savePlacement;
   options.printPlacement = printPlacement;
   options.progress = isatty(2) && options.output != "-";

@@ -8,10 +8,10 @@
 
 #include "OnnxBuilder.h"
 
+#include "compiler/Compiler.h"
 #include "kiln/runtime.h"
 #include "runtime/Artifact.h"
 #include "runtime/HostMemory.h"
-#include "tools/driver/Driver.h"
 
 #include <gtest/gtest.h>
 

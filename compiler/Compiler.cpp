@@ -1,0 +1,287 @@
+//===- Compiler.cpp - place, fuse, lower, generate, package ---------------===//
+
+#include "compiler/Compiler.h"
+#include "compiler/Diagnostics.h"
+
+#include "codegen/CppEmitter.h"
+#include "codegen/CudaEmitter.h"
+#include "codegen/Plan.h"
+#include "passes/placement/Report.h"
+#include "runtime/Artifact.h"
+#include "runtime/Signature.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+namespace {
+constexpr const char *kVersion = "0.1.0";
+
+// Weights are kept out of printed IR: blobs longer than 64 bytes show as
+// "__elided__".
+OpPrintingFlags printingFlags() {
+  return OpPrintingFlags().elideLargeResourceString(64);
+}
+
+std::string abiSource() {
+  return "// kiln: the kernel ABI version this code section follows\n"
+         "extern \"C\" int kiln_abi_version(void) { return " +
+         std::to_string(artifact::kKernelABI) + "; }\n";
+}
+} // namespace
+
+Compilation::Compilation(const CompileOptions &options)
+    : options(options),
+      errs(options.diagnostics ? *options.diagnostics : llvm::errs()),
+      prefix(options.diagnostics ? "" : "kilnc: "),
+      progress(std::make_unique<Progress>(options.progress)) {
+  context_.loadDialect<KilnDialect, func::FuncDialect, linalg::LinalgDialect,
+                       tensor::TensorDialect, arith::ArithDialect,
+                       math::MathDialect>();
+  context_.printOpOnDiagnostic(false);
+  handler = std::make_unique<ScopedDiagnosticHandler>(
+      &context_,
+      [this](Diagnostic &diag) { return printDiagnostic(diag, errs, prefix); });
+}
+
+Compilation::~Compilation() = default;
+
+LogicalResult Compilation::fail(const Twine &message) {
+  progress->done();
+  errs << prefix << "error: " << message << "\n";
+  return failure();
+}
+
+void Compilation::warn(const Twine &message) {
+  errs << prefix << "warning: " << message << "\n";
+}
+
+LogicalResult Compilation::writeOutput(const std::string &path,
+                                       StringRef bytes) {
+  std::string error;
+  auto file = openOutputFile(path, &error);
+  if (!file)
+    return fail("cannot write '" + path + "': " + error);
+  file->os() << bytes;
+  file->keep();
+  return success();
+}
+
+LogicalResult
+Compilation::runPasses(function_ref<void(OpPassManager &)> build) {
+  PassManager pm(&context_);
+  if (options.printIRAfterAll) {
+    context_.disableMultithreading();
+    pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                        [](Pass *, Operation *) { return true; },
+                        /*printModuleScope=*/true,
+                        /*printAfterOnlyOnChange=*/false,
+                        /*printAfterOnlyOnFailure=*/false, errs,
+                        printingFlags());
+  }
+  build(pm);
+  if (succeeded(pm.run(*module_)))
+    return success();
+  progress->done();
+  return failure();
+}
+
+LogicalResult Compilation::verify() { return mlir::verify(*module_); }
+
+LogicalResult Compilation::place() {
+  progress->stage("optimizing the graph");
+  PipelineOptions pipeline = options.pipeline;
+  pipeline.inputShapes = inputShapes;
+  if (failed(runPasses(
+          [&](OpPassManager &pm) { buildPlacementPipeline(pm, pipeline); })))
+    return failure();
+  auto func = module_->lookupSymbol<func::FuncOp>("main");
+  if (!options.savePlacement.empty() &&
+      failed(writeOutput(options.savePlacement,
+                         placementRules(func).dump(2) + "\n")))
+    return failure();
+  if (options.printPlacement) {
+    auto profiles =
+        loadProfiles(func.getLoc(), pipeline.devices, pipeline.profiles);
+    if (failed(profiles))
+      return failure();
+    llvm::outs() << placementTable(func, *profiles);
+    llvm::outs().flush();
+  }
+  return success();
+}
+
+LogicalResult Compilation::fuse() { return runPasses(buildFusionPipeline); }
+
+LogicalResult Compilation::lower() { return runPasses(buildLoweringPipeline); }
+
+std::string Compilation::moduleText() {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module_->print(os, printingFlags());
+  return text;
+}
+
+std::string Compilation::dotText() {
+  return placementDot(module_->lookupSymbol<func::FuncOp>("main"));
+}
+
+LogicalResult Compilation::generate() {
+  auto func = module_->lookupSymbol<func::FuncOp>("main");
+  FailureOr<Plan> built = buildPlan(func, options.pipeline.devices);
+  if (failed(built))
+    return failure();
+  plan = std::make_unique<Plan>(std::move(*built));
+  for (auto &[kernel, symbol] : plan->kernels) {
+    FailureOr<std::string> text = emitKernelCpp(kernel, symbol);
+    if (failed(text))
+      return failure();
+    sources.push_back({symbol, *text});
+  }
+  // Kernels on cuda devices: CUDA C++ too, for NVRTC. Their C++ twins stay
+  // in the code section, for roles bound to a host.
+  for (auto &[kernel, symbol] : plan->kernels) {
+    DeviceAttr device = kernel.getNumResults()
+                            ? getDevice(kernel.getResult(0).getType())
+                            : DeviceAttr();
+    if (!device || device.getKind() != "cuda")
+      continue;
+    FailureOr<CudaKernel> cuda = emitKernelCuda(kernel, symbol, options.cuda);
+    if (failed(cuda))
+      return failure();
+    cudaHalf |= cuda->usesHalf;
+    cudaSource += "\n" + cuda->source;
+    cudaSteps[symbol] = {{"slots", cuda->slots},
+                         {"scratch", cuda->scratch},
+                         {"launches", cuda->launches}};
+  }
+  return success();
+}
+
+std::string Compilation::cppText() {
+  std::string all = kernelPrelude() + "\n";
+  for (const CxxSource &source : sources)
+    all += "//===--- " + source.name + " ---===//\n" + source.text + "\n";
+  return all + abiSource();
+}
+
+std::string Compilation::cudaText() {
+  return cudaPrelude(cudaHalf) + cudaSource; // the whole translation unit
+}
+
+FailureOr<std::string> Compilation::ptxText() {
+  progress->stage("compiling " + std::to_string(cudaSteps.size()) +
+                  " CUDA kernels");
+  auto compiled = compilePtx(cudaText(), options.cuda, cudaHalf);
+  progress->done();
+  if (!compiled)
+    return fail(llvm::toString(compiled.takeError()));
+  return std::move(*compiled);
+}
+
+LogicalResult Compilation::saveCudaText() {
+  if (options.cuda.saveSource.empty())
+    return success();
+  return writeOutput(options.cuda.saveSource, cudaText());
+}
+
+LogicalResult Compilation::package() {
+  if (failed(saveCudaText()))
+    return failure();
+  std::string ptx;
+  if (!cudaSteps.empty()) {
+    FailureOr<std::string> compiled = ptxText();
+    if (failed(compiled))
+      return failure();
+    ptx = std::move(*compiled);
+  }
+
+  std::vector<CxxSource> all = sources;
+  all.push_back({"kiln_abi", abiSource()});
+  progress->stage("compiling kernels 0/" + std::to_string(all.size()));
+  auto code = compileSharedObject(
+      kernelPrelude(), all, options.cxx, [&](size_t done, size_t total) {
+        progress->stage("compiling kernels " + std::to_string(done) + "/" +
+                        std::to_string(total));
+      });
+  progress->done();
+  if (!code)
+    return fail(llvm::toString(code.takeError()));
+
+  nlohmann::json manifest = plan->manifest;
+  manifest["producer"] = std::string("kilnc ") + kVersion;
+  manifest["source"] = llvm::sys::path::filename(options.input).str();
+  manifest["abi"] = artifact::kKernelABI;
+  manifest["target"] = {
+      {"arch", "x86_64"},
+      {"cpu", options.cxx.targetCpu},
+      {"cpu_features", targetCpuFeatures(options.cxx.targetCpu)}};
+  if (!options.cxx.sanitize.empty())
+    manifest["target"]["sanitize"] = options.cxx.sanitize;
+  std::vector<artifact::Section> sections = {
+      {"code", std::move(*code)}, {"weights", std::move(plan->weights)}};
+  if (!cudaSteps.empty()) {
+    manifest["target"]["cuda_arch"] = options.cuda.arch;
+    for (nlohmann::json &step : manifest["steps"])
+      if (step.contains("kernel"))
+        if (auto it = cudaSteps.find(step["kernel"]); it != cudaSteps.end())
+          step["cuda"] = it->second;
+    sections.push_back({"ptx", std::vector<char>(ptx.begin(), ptx.end())});
+  }
+  std::vector<char> file = artifact::write(manifest, sections);
+  if (options.artifact) {
+    *options.artifact = std::move(file);
+    return success();
+  }
+  if (failed(writeOutput(options.output, StringRef(file.data(), file.size()))))
+    return failure();
+  if (options.signingKey.empty())
+    return success();
+  return writeOutput(
+      signature::sigPath(options.output),
+      signature::sign(options.signingKey, file.data(), file.size()));
+}
+
+LogicalResult compileModel(const CompileOptions &options) {
+  Compilation c(options);
+  if (failed(c.checkOptions()) || failed(c.import()) || failed(c.verify()) ||
+      failed(c.place()) || failed(c.fuse()) || failed(c.lower()))
+    return failure();
+  switch (options.emit) {
+  case EmitKind::MLIR:
+    return c.writeOutput(options.output, c.moduleText());
+  case EmitKind::Dot:
+    return c.writeOutput(options.output, c.dotText());
+  default:
+    break;
+  }
+  if (failed(c.generate()))
+    return failure();
+  if ((options.emit == EmitKind::Cuda || options.emit == EmitKind::Ptx) &&
+      !c.cudaKernels())
+    c.warn("no kernel runs on a cuda device (place some with --device "
+           "cuda:0, --devices or --pin)");
+  switch (options.emit) {
+  case EmitKind::Cpp:
+    return c.writeOutput(options.output, c.cppText());
+  case EmitKind::Cuda:
+    return c.writeOutput(options.output, c.cudaText());
+  case EmitKind::Ptx: {
+    if (failed(c.saveCudaText()))
+      return failure();
+    FailureOr<std::string> ptx = c.ptxText();
+    return failed(ptx) ? failure() : c.writeOutput(options.output, *ptx);
+  }
+  default:
+    return c.package();
+  }
+}
+
+} // namespace kiln
