@@ -1,0 +1,315 @@
+//===- PreludeTest.cpp - the generated C++'s prelude, as C++ --------------===//
+//
+// The helpers every generated kernel file starts with
+// (codegen/cpu/prelude/), compiled here as the kernels are (-fopenmp,
+// -fno-math-errno, -fno-trapping-math) once per instruction set kiln
+// generates code for: the build makes one test binary per -march level
+// (KILN_PRELUDE_ISA names it), and each skips where this CPU lacks it.
+// References are plain loops in double, or libm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cpu/prelude/MaxPool.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+namespace {
+
+// Whether this CPU runs code built for KILN_PRELUDE_ISA.
+bool cpuRunsThisBuild(std::string &why) {
+  __builtin_cpu_init();
+  std::string isa = KILN_PRELUDE_ISA;
+  bool ok = true;
+  if (isa == "x86-64-v3")
+    ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  else if (isa == "x86-64-v4")
+    ok = __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq");
+  why = "this CPU lacks " + isa + "'s instructions";
+  return ok;
+}
+
+class Prelude : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    if (!cpuRunsThisBuild(why))
+      GTEST_SKIP() << why;
+  }
+};
+
+// Distance in units in the last place between two finite floats.
+int64_t ulps(float a, float b) {
+  auto key = [](float f) {
+    int32_t i = __builtin_bit_cast(int32_t, f);
+    return i < 0 ? int64_t(INT32_MIN) - i : int64_t(i);
+  };
+  return std::llabs(key(a) - key(b));
+}
+
+TEST_F(Prelude, ExpIsWithinTwoUlpsOfLibm) {
+  int64_t worst = 0;
+  float at = 0;
+  // Every 97th float of [-87.3, 88.7] (results normal), both signs.
+  for (uint32_t bits = 0; bits < 0x42b10000u; bits += 97)
+    for (float x :
+         {__builtin_bit_cast(float, bits), -__builtin_bit_cast(float, bits)}) {
+      if (x < -87.3f)
+        continue;
+      float want = float(std::exp(double(x)));
+      int64_t d = ulps(kiln_expf(x), want);
+      if (d > worst) {
+        worst = d;
+        at = x;
+      }
+    }
+  EXPECT_LE(worst, 2) << "at x = " << at;
+  EXPECT_TRUE(std::isnan(kiln_expf(std::nanf(""))));
+  EXPECT_EQ(kiln_expf(100.0f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(kiln_expf(-200.0f), 0.0f);
+  // Subnormal results, which 2^n in two halves keeps.
+  EXPECT_NEAR(kiln_expf(-100.0f), std::exp(-100.0), 1e-45);
+}
+
+TEST_F(Prelude, ErfIsWithinSixUlpsOfLibm) {
+  int64_t worst = 0;
+  float at = 0;
+  for (int i = -400000; i <= 400000; ++i) {
+    float x = i * 1e-5f; // [-4, 4], 0 included
+    float want = float(std::erf(double(x)));
+    // Near 0 erf(x) ~ 2x/sqrt(pi): relative error is what ulps measure.
+    int64_t d = ulps(kiln_erff(x), want);
+    if (d > worst) {
+      worst = d;
+      at = x;
+    }
+  }
+  // The approximation's own bound is 6 ulps; without FMA (x86-64 below v3)
+  // its products round once more and reach 7 (near |x| = 3.95).
+#if defined(__FMA__)
+  EXPECT_LE(worst, 6) << "at x = " << at;
+#else
+  EXPECT_LE(worst, 7) << "at x = " << at;
+#endif
+  EXPECT_EQ(kiln_erff(7.0f), 1.0f);
+  EXPECT_EQ(kiln_erff(-7.0f), -1.0f);
+  EXPECT_TRUE(std::isnan(kiln_erff(std::nanf(""))));
+}
+
+TEST_F(Prelude, MaxAndMinPropagateNaNFromEitherSide) {
+  float nan = std::nanf("");
+  EXPECT_TRUE(std::isnan(kiln_maximum(nan, 1.0f)));
+  EXPECT_TRUE(std::isnan(kiln_maximum(1.0f, nan)));
+  EXPECT_TRUE(std::isnan(kiln_minimum(nan, 1.0f)));
+  EXPECT_TRUE(std::isnan(kiln_minimum(1.0f, nan)));
+  EXPECT_EQ(kiln_maximum(-2.0f, 3.0f), 3.0f);
+  EXPECT_EQ(kiln_minimum(-2.0f, 3.0f), -2.0f);
+  EXPECT_EQ(kiln_maximum(7, 5), 7);
+}
+
+TEST_F(Prelude, ScratchBlocksAreReusedWhenTheyFit) {
+  void *first;
+  {
+    kiln_scratch a(1000);
+    first = a.data;
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+  }
+  // 1024 bytes back in the cache: a request of 600 fits (at most half to
+  // spare), one of 300 does not.
+  kiln_scratch b(600);
+  EXPECT_EQ(b.data, first);
+  kiln_scratch c(300);
+  EXPECT_NE(c.data, first);
+}
+
+std::vector<float> randoms(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+// C = A B, A [m, k] and B [k, n] row-major, in double.
+std::vector<double> product(const float *a, const float *b, int64_t m,
+                            int64_t n, int64_t k) {
+  std::vector<double> c(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p)
+        c[i * n + j] += double(a[i * k + p]) * b[p * n + j];
+  return c;
+}
+
+TEST_F(Prelude, PackedPanelsMultiplyAsAPlainProduct) {
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 8},
+                         {3, 17, 5},
+                         {8, 49, 64},
+                         {13, 100, 33}}) {
+    std::vector<float> a = randoms(2 * m * k, 1), b = randoms(k * n, 2);
+    // [ceil(n / 16)][k][16], zero past n.
+    int64_t panels = (n + 15) / 16;
+    std::vector<float> packed(panels * k * 16, 0.0f);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p)
+        packed[(j / 16) * k * 16 + p * 16 + j % 16] = b[p * n + j];
+    for (bool accumulate : {false, true}) {
+      std::vector<float> c(2 * m * n, accumulate ? 0.5f : NAN);
+      ASSERT_TRUE(kiln_sgemm_packed(2, m, n, k, a.data(), m * k, packed.data(),
+                                    c.data(), accumulate, 64));
+      for (int64_t i = 0; i < 2; ++i) {
+        std::vector<double> want =
+            product(a.data() + i * m * k, b.data(), m, n, k);
+        for (int64_t e = 0; e < m * n; ++e)
+          ASSERT_NEAR(c[i * m * n + e], want[e] + (accumulate ? 0.5 : 0.0),
+                      1e-5 * k)
+              << "m " << m << " n " << n << " k " << k << " batch " << i
+              << " element " << e;
+      }
+    }
+  }
+  // More rows than the panels take: false, nothing written.
+  std::vector<float> a(40 * 4, 1.0f), packed(16 * 4, 1.0f), c(40 * 16, 3.0f);
+  EXPECT_FALSE(kiln_sgemm_packed(1, 40, 16, 4, a.data(), 0, packed.data(),
+                                 c.data(), false, 32));
+  EXPECT_EQ(c[0], 3.0f);
+}
+
+TEST_F(Prelude, SgemmMatchesAPlainProductWithEachTranspose) {
+  const int64_t m = 7, n = 33, k = 12;
+  std::vector<float> a = randoms(m * k, 3), b = randoms(k * n, 4);
+  std::vector<float> at(k * m), bt(n * k);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p)
+      at[p * m + i] = a[i * k + p];
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j)
+      bt[j * k + p] = b[p * n + j];
+  std::vector<double> want = product(a.data(), b.data(), m, n, k);
+  for (bool transA : {false, true})
+    for (bool transB : {false, true}) {
+      std::vector<float> c(m * n, NAN);
+      if (!kiln_sgemm(1, transA, transB, m, n, k, transA ? at.data() : a.data(),
+                      0, transB ? bt.data() : b.data(), 0, c.data(), false))
+        GTEST_SKIP() << "no oneDNN sgemm loads here ($KILN_DNNL, libdnnl); "
+                        "kernels then run their own loops";
+      for (int64_t e = 0; e < m * n; ++e)
+        ASSERT_NEAR(c[e], want[e], 1e-5 * k)
+            << "transA " << transA << " transB " << transB << " element " << e;
+    }
+}
+
+// y = init or bias + the 3x3 taps of x padded with `pad`, stride S (conv
+// when `w` is given, else max).
+template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top,
+          int64_t Left>
+std::vector<double> window(const std::vector<float> &x, int64_t planes,
+                           const float *w, const float *bias, double init,
+                           double pad) {
+  std::vector<double> y(planes * HO * WO);
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t oh = 0; oh < HO; ++oh)
+      for (int64_t ow = 0; ow < WO; ++ow) {
+        double acc = w && bias ? bias[p] : init;
+        for (int64_t i = 0; i < 3; ++i)
+          for (int64_t j = 0; j < 3; ++j) {
+            int64_t r = oh * S + i - Top, c = ow * S + j - Left;
+            double v = r >= 0 && r < H && c >= 0 && c < W
+                           ? x[(p * H + r) * W + c]
+                           : pad;
+            if (w)
+              acc += v * w[(p * 9) + i * 3 + j];
+            else
+              acc = std::isnan(v) || v > acc ? v : acc;
+          }
+        y[(p * HO + oh) * WO + ow] = acc;
+      }
+  return y;
+}
+
+template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top,
+          int64_t Left>
+void checkDepthwise() {
+  SCOPED_TRACE("S " + std::to_string(S) + ", " + std::to_string(H) + "x" +
+               std::to_string(W) + " to " + std::to_string(HO) + "x" +
+               std::to_string(WO));
+  const int64_t batch = 2, c = 5;
+  std::vector<float> x = randoms(batch * c * H * W, 5), w = randoms(c * 9, 6),
+                     bias = randoms(c, 7);
+  std::vector<float> y(batch * c * HO * WO, NAN);
+  bool done = kiln_dwconv3x3<S, H, W, HO, WO, Top, Left>(
+      batch, c, x.data(), w.data(), bias.data(), 0.0f, y.data());
+#if !defined(__AVX512F__)
+  // Without AVX-512, stride-1 rows of under 8 outputs are left to the
+  // window's own loops: false, nothing written.
+  if (S == 1 && WO < 8) {
+    EXPECT_FALSE(done);
+    for (float v : y)
+      ASSERT_TRUE(std::isnan(v));
+    return;
+  }
+#endif
+  ASSERT_TRUE(done);
+  // Per plane (n, ch): its channel's weights and bias.
+  std::vector<float> wAll, bAll;
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      wAll.insert(wAll.end(), w.begin() + ch * 9, w.begin() + ch * 9 + 9);
+      bAll.push_back(bias[ch]);
+    }
+  std::vector<double> want = window<S, H, W, HO, WO, Top, Left>(
+      x, batch * c, wAll.data(), bAll.data(), 0.0, 0.0);
+  for (size_t e = 0; e < y.size(); ++e)
+    ASSERT_NEAR(y[e], want[e], 1e-5) << "element " << e;
+}
+
+TEST_F(Prelude, DepthwiseConvsMatchTheirTaps) {
+  checkDepthwise<1, 7, 7, 7, 7, 1, 1>();     // flattened with AVX-512
+  checkDepthwise<1, 9, 16, 9, 16, 1, 1>();   // flattened with AVX-512
+  checkDepthwise<2, 56, 56, 28, 28, 1, 1>(); // rows split into even, odd
+  checkDepthwise<1, 28, 28, 28, 28, 1, 1>(); // by rows
+  checkDepthwise<2, 14, 14, 7, 7, 1, 1>();
+  checkDepthwise<2, 15, 9, 7, 4, 0, 0>(); // odd sizes, no padding
+  checkDepthwise<1, 5, 40, 3, 38, 0, 0>();
+}
+
+template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top,
+          int64_t Left>
+void checkMaxPool(bool withNaN) {
+  const int64_t planes = 3;
+  std::vector<float> x = randoms(planes * H * W, 8);
+  if (withNaN)
+    x[H * W + W + 1] = NAN; // plane 1, row 1, column 1
+  float pad = -std::numeric_limits<float>::infinity();
+  std::vector<float> y(planes * HO * WO, 7.0f);
+  ASSERT_TRUE((kiln_maxpool3x3<S, H, W, HO, WO, Top, Left>(
+      1, planes, x.data(), pad, pad, y.data())));
+  std::vector<double> want =
+      window<S, H, W, HO, WO, Top, Left>(x, planes, nullptr, nullptr, pad, pad);
+  for (size_t e = 0; e < y.size(); ++e) {
+    if (std::isnan(want[e])) {
+      ASSERT_TRUE(std::isnan(y[e])) << "element " << e;
+      continue;
+    }
+    ASSERT_EQ(y[e], float(want[e]))
+        << "S " << S << " " << H << "x" << W << " element " << e;
+  }
+}
+
+TEST_F(Prelude, MaxPoolsMatchTheirTapsAndKeepNaN) {
+  checkMaxPool<2, 112, 112, 56, 56, 1, 1>(false); // resnet18's
+  checkMaxPool<2, 112, 112, 56, 56, 1, 1>(true);
+  checkMaxPool<1, 9, 11, 9, 11, 1, 1>(true);
+  checkMaxPool<2, 13, 13, 6, 6, 0, 0>(false);
+}
+
+} // namespace
