@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CppKernel.h"
+#include "codegen/cpu/Tuning.h"
 
 using namespace mlir;
 using namespace kiln;

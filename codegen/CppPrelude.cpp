@@ -9,6 +9,7 @@
 
 #include "codegen/CEmitter.h"
 #include "codegen/CppEmitter.h"
+#include "codegen/cpu/Tuning.h"
 
 using namespace kiln;
 

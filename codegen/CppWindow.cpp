@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CppKernel.h"
+#include "passes/lowering/KernelShapes.h"
 
 using namespace mlir;
 using namespace kiln;

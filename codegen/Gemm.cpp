@@ -14,6 +14,7 @@
 
 #include "codegen/Gemm.h"
 #include "ir/KilnDialect.h"
+#include "passes/lowering/KernelShapes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

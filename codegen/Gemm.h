@@ -59,7 +59,7 @@ std::optional<int64_t> matchDepthwise3x3(mlir::linalg::GenericOp op);
 std::optional<int64_t> matchMaxPool3x3(mlir::linalg::GenericOp op);
 
 /// A direct f32 conv over few input channels with a large window (a stem:
-/// kRowsConvChannels, ir/KilnDialect.h), stride 1 or 2 in each spatial
+/// kRowsConvChannels, passes/lowering/KernelShapes.h), stride 1 or 2 in each spatial
 /// dim, no dilation or groups: loops [n, m, c, kh, kw, oh, ow] computing out[n,
 /// m, oh, ow] += in[n, c, oh * sh + kh, ow * sw + kw] * w[m, c, kh, kw] with a
 /// static weight and output planes (input 0 the padded input). Its strides [sh,

@@ -5,6 +5,7 @@
 
 #include "codegen/CppEmitter.h"
 #include "codegen/CudaEmitter.h"
+#include "codegen/KernelPipeline.h"
 #include "codegen/Plan.h"
 #include "passes/placement/Report.h"
 #include "runtime/Artifact.h"
@@ -13,6 +14,7 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -120,7 +122,23 @@ LogicalResult Compilation::place() {
 
 LogicalResult Compilation::fuse() { return runPasses(buildFusionPipeline); }
 
-LogicalResult Compilation::lower() { return runPasses(buildLoweringPipeline); }
+LogicalResult Compilation::lower() {
+  return runPasses([](OpPassManager &pm) {
+    buildLoweringPipeline(pm);
+    buildKernelPipeline(pm);
+  });
+}
+
+void registerCompilePipeline() {
+  PassPipelineRegistration<>("kiln-compile",
+                             "the graph-to-kernel pipeline kilnc runs",
+                             [](OpPassManager &pm) {
+                               buildPlacementPipeline(pm, {});
+                               buildFusionPipeline(pm);
+                               buildLoweringPipeline(pm);
+                               buildKernelPipeline(pm);
+                             });
+}
 
 std::string Compilation::moduleText() {
   std::string text;

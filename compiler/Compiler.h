@@ -1,5 +1,5 @@
 //===- Compiler.h - a compile, stage by stage ---------------------*-
-//C++-*-===//
+// C++-*-===//
 //
 // What kilnc and jit::compile both do, as a library: an ONNX model through
 //
@@ -123,7 +123,8 @@ public:
   mlir::LogicalResult place();
   /// Elementwise fusion.
   mlir::LogicalResult fuse();
-  /// Kernel lowering: the module codegen reads.
+  /// Kernel lowering and the kernel-level passes: the module the emitters
+  /// read.
   mlir::LogicalResult lower();
   /// The plan of the function's steps and the source of every kernel: C++
   /// for each, CUDA C++ for those on cuda devices.
@@ -173,6 +174,10 @@ private:
   std::map<std::string, nlohmann::json> cudaSteps;
   bool cudaHalf = false;
 };
+
+/// Registers `kiln-compile` (kiln-opt): the passes of place, fuse and lower
+/// with default options.
+void registerCompilePipeline();
 
 /// Runs the stages options.emit needs and writes options.output. Fails
 /// without writing it on any error.

@@ -41,55 +41,6 @@ inline constexpr int64_t kReshapeCopy = -2;
 /// picks it (a pad's interior), and the kernel emitters read it only there.
 inline constexpr llvm::StringLiteral kGuardedRead = "kiln.guarded_read";
 
-/// Trailing reductions of at most this many static iterations (a small conv
-/// window's taps) unroll into their loop body: the lowering puts such taps
-/// innermost, and the C++ emitter then vectorizes the loop around them.
-inline constexpr int64_t kUnrolledTaps = 32;
-
-/// A window with such taps whose innermost output dim has a static stride
-/// S > 1 in its input and at least this many outputs reads a padded plane
-/// that the C++ emitter stores split by S, so that each tap's row is
-/// contiguous (a narrower row gains less than the copy costs). Max pools
-/// that qualify put their taps innermost too.
-inline constexpr int64_t kSplitPlaneWidth = 24;
-
-/// A CPU conv over at most this many input channels (a network's stem: RGB
-/// images), stride 1 or 2, a window of at least kRowsConvMinTaps taps and
-/// static output planes at least kRowsConvMinWidth wide, stays a direct
-/// window that the C++ kernel runs by output rows (codegen/Gemm.h's
-/// matchRowsConv), with no im2col: resnet18's 7x7 stem took 1.03-1.13 ms
-/// against 1.15-1.21 (docs/performance.md, step 33), and mobilenet_v2's
-/// 3x3 one, once the kernel ran all channels of a row in turn, 174 against
-/// 218 us with its pad (step 35).
-inline constexpr int64_t kRowsConvChannels = 4;
-inline constexpr int64_t kRowsConvMinTaps = 9;
-inline constexpr int64_t kRowsConvMinWidth = 16;
-/// Whether a conv of these sizes qualifies (the lowering and the C++
-/// emitter both ask).
-inline bool rowsConvSizes(int64_t channels, int64_t kh, int64_t kw,
-                          int64_t outWidth) {
-  return channels <= kRowsConvChannels && kh * kw >= kRowsConvMinTaps &&
-         outWidth >= kRowsConvMinWidth;
-}
-
-/// An integer attribute on a kernel-level linalg.generic that is a CPU GEMM
-/// (codegen/Gemm.h): the number of the kernel input that holds its constant
-/// B packed as [ceil(N / kPackedColumns)][K][kPackedColumns] panels,
-/// zero-padded past N (kiln-pack-weights). The C++ kernel streams the panels
-/// when M is at most kPackedRows (on CPUs with AVX-512, at most 16: there
-/// oneDNN's sgemm runs in vectors of 16, the panels in vectors of 8).
-inline constexpr llvm::StringLiteral kPackedB = "kiln.packed_b";
-inline constexpr int64_t kPackedColumns = 16;
-inline constexpr int64_t kPackedRows = 256;
-
-/// An integer attribute on a kernel-level linalg.generic that is a 3x3
-/// conv codegen/Gemm.h's matchWinograd accepts: the number of the kernel
-/// input that holds its constant weight transformed for Winograd F(2x2,
-/// 3x3), U[16][M][C] = (G w G^T) per (m, c), 16 = the 4x4 tile
-/// (kiln-pack-weights). The C++ kernel then runs the conv as 16 GEMMs
-/// between input and output transforms of 4x4 tiles.
-inline constexpr llvm::StringLiteral kWinogradU = "kiln.winograd_u";
-
 /// A unit attribute on a kernel-level arith.truncf to a float8 type: values
 /// beyond its range become Inf or NaN instead of its largest finite value
 /// (ONNX Cast's saturate=0).

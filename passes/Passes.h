@@ -69,21 +69,17 @@ struct PipelineOptions {
   std::string outputDevice;
 };
 
-/// The graph-to-kernel pipeline kilnc runs: shape inference, canonicalize and
-/// CSE, device placement and copies, elementwise fusion, kernel lowering.
-void buildCompilePipeline(mlir::OpPassManager &pm,
-                          const PipelineOptions &options);
-
-/// The graph-level part of it, up to and including copy insertion: what
+/// The graph-level pipeline, up to and including copy insertion: what
 /// placement reports and pictures show.
 void buildPlacementPipeline(mlir::OpPassManager &pm,
                             const PipelineOptions &options);
 /// Elementwise fusion of the placed graph.
 void buildFusionPipeline(mlir::OpPassManager &pm);
-/// Kernel lowering of the fused graph: what codegen reads.
+/// Kernel lowering of the fused graph (codegen/KernelPipeline.h runs the
+/// kernel-level passes after it).
 void buildLoweringPipeline(mlir::OpPassManager &pm);
 
-/// Registers every kiln pass and the `kiln-compile` pipeline.
+/// Registers every pass of passes/.
 void registerAllPasses();
 
 } // namespace kiln

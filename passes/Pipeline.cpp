@@ -64,32 +64,7 @@ void kiln::buildFusionPipeline(OpPassManager &pm) {
 }
 
 void kiln::buildLoweringPipeline(OpPassManager &pm) {
-  OpPassManager &fn = pm.nest<func::FuncOp>();
-  fn.addPass(createKilnLowerKernels());
-  fn.addPass(createKilnChainImages());
-  // Without two linalg patterns that rely on every operand a loop dim
-  // indexes having that dim's size: InferStaticShapeOfOperands casts a `?`
-  // operand to the static size of another one, and EraseIdentityLinalgOp
-  // replaces a copy from a `?` operand by that operand (cast to the result's
-  // type). In a kernel a `?` dim that is 1 at run time broadcasts instead
-  // (CEmitter::index): the cast would make the loops read past its end, and
-  // the erased copy would lose the broadcast (Expand of a [?, 17] to
-  // [7, 17]).
-  fn.addPass(createCanonicalizerPass(
-      GreedyRewriteConfig(),
-      {"(anonymous namespace)::InferStaticShapeOfOperands",
-       "(anonymous namespace)::EraseIdentityLinalgOp<mlir::linalg::"
-       "GenericOp>"}));
-  // After the canonicalizer: the packed input is named by an attribute, not
-  // read by any op of the kernel body.
-  fn.addPass(createKilnPackWeights());
-}
-
-void kiln::buildCompilePipeline(OpPassManager &pm,
-                                const PipelineOptions &options) {
-  buildPlacementPipeline(pm, options);
-  buildFusionPipeline(pm);
-  buildLoweringPipeline(pm);
+  pm.nest<func::FuncOp>().addPass(createKilnLowerKernels());
 }
 
 std::string kiln::PlacementStrategy::str() const {
@@ -127,9 +102,4 @@ kiln::parsePlacementStrategy(StringRef text) {
   return strategy;
 }
 
-void kiln::registerAllPasses() {
-  registerKilnPasses();
-  PassPipelineRegistration<>(
-      "kiln-compile", "the graph-to-kernel pipeline kilnc runs",
-      [](OpPassManager &pm) { buildCompilePipeline(pm, {}); });
-}
+void kiln::registerAllPasses() { registerKilnPasses(); }

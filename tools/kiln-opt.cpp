@@ -1,5 +1,7 @@
 //===- kiln-opt.cpp - mlir-opt with the kiln dialect and passes -----------===//
 
+#include "codegen/KernelPipeline.h"
+#include "compiler/Compiler.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -10,6 +12,8 @@
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   kiln::registerAllPasses();
+  kiln::registerCodegenPasses();
+  kiln::registerCompilePipeline();
   mlir::DialectRegistry registry;
   registry.insert<kiln::KilnDialect, mlir::func::FuncDialect,
                   mlir::linalg::LinalgDialect, mlir::tensor::TensorDialect,

@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/lowering/KernelShapes.h"
 #include "passes/lowering/Lowering.h"
 
 #include <cmath>
@@ -109,7 +110,7 @@ bool winogradConv(ConvOp op, Value weight, RankedTensorType wType,
 }
 
 // Whether `op` (a conv whose im2col GEMM would run on the CPU) runs by
-// output rows instead (ir/KilnDialect.h, kRowsConvChannels): a 2-D window
+// output rows instead (KernelShapes.h, kRowsConvChannels): a 2-D window
 // of kRowsConvMinTaps or more over a few input channels, strides 1 or 2,
 // output rows at least kRowsConvMinWidth wide.
 bool rowsConv(ConvOp op, RankedTensorType wType, RankedTensorType outType) {

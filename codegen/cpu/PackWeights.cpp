@@ -18,16 +18,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
+#include "codegen/cpu/Passes.h"
 
 #include "codegen/Gemm.h"
+#include "codegen/cpu/Tuning.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNPACKWEIGHTS
-#include "passes/Passes.h.inc"
+#include "codegen/cpu/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
+#include "codegen/cpu/Passes.h"
 
 #include "codegen/CppEmitter.h"
 
@@ -29,7 +29,7 @@
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNCHAINIMAGES
-#include "passes/Passes.h.inc"
+#include "codegen/cpu/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

@@ -1,0 +1,51 @@
+//===- KernelShapes.h - how lowering shapes windows for the emitters ------===//
+//
+// The sizes at which kiln-lower-kernels shapes a window's generic for one
+// of the C++ emitter's ways of running it (taps innermost, a plane split by
+// its stride, a conv by output rows). The emitters recognise those shapes
+// with the same constants, read from here: lowering states the contract,
+// codegen follows it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_LOWERING_KERNELSHAPES_H
+#define KILN_PASSES_LOWERING_KERNELSHAPES_H
+
+#include <cstdint>
+
+namespace kiln {
+
+/// Trailing reductions of at most this many static iterations (a small conv
+/// window's taps) unroll into their loop body: the lowering puts such taps
+/// innermost, and the C++ emitter then vectorizes the loop around them.
+inline constexpr int64_t kUnrolledTaps = 32;
+
+/// A window with such taps whose innermost output dim has a static stride
+/// S > 1 in its input and at least this many outputs reads a padded plane
+/// that the C++ emitter stores split by S, so that each tap's row is
+/// contiguous (a narrower row gains less than the copy costs). Max pools
+/// that qualify put their taps innermost too.
+inline constexpr int64_t kSplitPlaneWidth = 24;
+
+/// A CPU conv over at most this many input channels (a network's stem: RGB
+/// images), stride 1 or 2, a window of at least kRowsConvMinTaps taps and
+/// static output planes at least kRowsConvMinWidth wide, stays a direct
+/// window that the C++ kernel runs by output rows (codegen/Gemm.h's
+/// matchRowsConv), with no im2col: resnet18's 7x7 stem took 1.03-1.13 ms
+/// against 1.15-1.21 (docs/performance.md, step 33), and mobilenet_v2's
+/// 3x3 one, once the kernel ran all channels of a row in turn, 174 against
+/// 218 us with its pad (step 35).
+inline constexpr int64_t kRowsConvChannels = 4;
+inline constexpr int64_t kRowsConvMinTaps = 9;
+inline constexpr int64_t kRowsConvMinWidth = 16;
+/// Whether a conv of these sizes qualifies (the lowering and the C++
+/// emitter both ask).
+inline bool rowsConvSizes(int64_t channels, int64_t kh, int64_t kw,
+                          int64_t outWidth) {
+  return channels <= kRowsConvChannels && kh * kw >= kRowsConvMinTaps &&
+         outWidth >= kRowsConvMinWidth;
+}
+
+} // namespace kiln
+
+#endif // KILN_PASSES_LOWERING_KERNELSHAPES_H
