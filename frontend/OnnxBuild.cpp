@@ -277,3 +277,20 @@ Value int64Constant(NodeContext &c, ArrayRef<int64_t> shape,
 }
 
 } // namespace kiln::onnx_import
+
+SmallVector<Value> kiln::onnx_import::presentInputs(NodeContext &c) {
+  SmallVector<Value> values;
+  for (Value v : c.inputs)
+    if (v)
+      values.push_back(v);
+  return values;
+}
+
+Value kiln::onnx_import::withLength(NodeContext &c, Value v,
+                                    std::optional<int64_t> length) {
+  auto type = typeOf(v);
+  if (!length || *length < 0 || type.getRank() != 1 || !type.isDynamicDim(0))
+    return v;
+  auto fixed = reshapeToDims(c, v, {*length});
+  return succeeded(fixed) ? *fixed : v;
+}

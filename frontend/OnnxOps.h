@@ -8,6 +8,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "llvm/ADT/StringMap.h"
+
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -140,6 +142,43 @@ using Converter =
 /// default one: "ai.onnx.preview.training.Adam"), or null.
 Converter findConverter(llvm::StringRef opType);
 
+/// Op type -> converter (Converters.cpp).
+using ConverterTable = llvm::StringMap<Converter>;
+/// Adds `rows` to `table`; two converters for one op type are a fatal
+/// error (a family file repeating another's row).
+void addRows(
+    ConverterTable &table,
+    std::initializer_list<std::pair<llvm::StringLiteral, Converter>> rows);
+/// Each op family's rows, in its file of frontend/ops/.
+void addAttentionConverters(ConverterTable &table);
+void addCol2ImConverters(ConverterTable &table);
+void addControlFlowConverters(ConverterTable &table);
+void addConvTransposeConverters(ConverterTable &table);
+void addDeformConvConverters(ConverterTable &table);
+void addEinsumConverters(ConverterTable &table);
+void addElementwiseConverters(ConverterTable &table);
+void addFlexAttentionConverters(ConverterTable &table);
+void addGeneratorsConverters(ConverterTable &table);
+void addIndexedConverters(ConverterTable &table);
+void addLayoutConverters(ConverterTable &table);
+void addLinearConverters(ConverterTable &table);
+void addLossesConverters(ConverterTable &table);
+void addMlConverters(ConverterTable &table);
+void addNonMaxSuppressionConverters(ConverterTable &table);
+void addNormalizationConverters(ConverterTable &table);
+void addQuantizeConverters(ConverterTable &table);
+void addRandomConverters(ConverterTable &table);
+void addRecurrentConverters(ConverterTable &table);
+void addReductionsConverters(ConverterTable &table);
+void addResizeConverters(ConverterTable &table);
+void addSelectionConverters(ConverterTable &table);
+void addShapesConverters(ConverterTable &table);
+void addSlicingConverters(ConverterTable &table);
+void addSpectralConverters(ConverterTable &table);
+void addStatefulConverters(ConverterTable &table);
+void addTrainingConverters(ConverterTable &table);
+void addWindowsConverters(ConverterTable &table);
+
 /// Evaluates a node whose inputs are all small integer constants (shape
 /// computations) into constants. nullopt: not such a node, convert it.
 std::optional<mlir::FailureOr<llvm::SmallVector<mlir::Value>>>
@@ -186,6 +225,14 @@ using Values = llvm::SmallVector<mlir::Value>;
 mlir::FailureOr<Values> single(mlir::FailureOr<mlir::Value> v);
 /// Checks min <= inputs <= max and that the first `min` are present.
 mlir::LogicalResult arity(NodeContext &c, size_t min, size_t max);
+/// The node's inputs without the omitted optional ones.
+llvm::SmallVector<mlir::Value> presentInputs(NodeContext &c);
+/// A 1-D shape or axes input of symbolic length (a graph input under
+/// symbolic dims) as one of `length` entries, when the model's declared
+/// ranks give it: the ops taking it need its length to know their result's
+/// rank. The reshape checks the length at run time.
+mlir::Value withLength(NodeContext &c, mlir::Value v,
+                       std::optional<int64_t> length);
 /// An ints attribute, or `fallback` when absent.
 std::vector<int64_t> ints(NodeContext &c, llvm::StringRef name,
                           std::vector<int64_t> fallback);
@@ -316,7 +363,7 @@ inline std::optional<int64_t> constantScalar(mlir::Value v) {
 }
 
 //===----------------------------------------------------------------------===//
-// Op families in frontend/ops/, registered in the table of OnnxOps.cpp.
+// Op families in frontend/ops/, each adding its rows to the table.
 //===----------------------------------------------------------------------===//
 
 // ops/Attention.cpp
@@ -417,7 +464,7 @@ mlir::FailureOr<Values> convertMatMulInteger(NodeContext &c);
 mlir::FailureOr<Values> convertConvInteger(NodeContext &c);
 mlir::FailureOr<Values> convertQLinear(NodeContext &c);
 
-/// Conv (in OnnxOps.cpp), for ops that build on it.
+/// Conv (ops/Windows.cpp), for ops that build on it.
 mlir::FailureOr<Values> convertConv(NodeContext &c);
 // ops/ControlFlow.cpp
 mlir::FailureOr<Values> convertIf(NodeContext &c);
@@ -447,6 +494,20 @@ mlir::FailureOr<Values> computeInFloat32(NodeContext &c, Converter convert,
 template <Converter Convert, int NarrowResults = -1>
 mlir::FailureOr<Values> inFloat32(NodeContext &c) {
   return computeInFloat32(c, Convert, NarrowResults);
+}
+
+/// OpTy on the node's one input.
+template <typename OpTy> mlir::FailureOr<Values> unary(NodeContext &c) {
+  if (mlir::failed(arity(c, 1, 1)))
+    return mlir::failure();
+  return single(c.create(OpTy::getOperationName(), c.inputs));
+}
+/// OpTy on exactly the node's N inputs.
+template <typename OpTy, size_t N = 2>
+mlir::FailureOr<Values> binary(NodeContext &c) {
+  if (mlir::failed(arity(c, N, N)))
+    return mlir::failure();
+  return single(c.create(OpTy::getOperationName(), c.inputs));
 }
 
 } // namespace kiln::onnx_import

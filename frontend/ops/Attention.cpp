@@ -592,4 +592,12 @@ FailureOr<Values> convertRotaryEmbedding(NodeContext &c) {
   return Values{out};
 }
 
+void addAttentionConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"Attention", convertAttention},
+                     {"RMSNormalization", inFloat32<convertRMSNormalization>},
+                     {"RotaryEmbedding", convertRotaryEmbedding},
+                 });
+}
+
 } // namespace kiln::onnx_import

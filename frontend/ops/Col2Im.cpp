@@ -157,4 +157,10 @@ FailureOr<Value> col2imAtRunTime(NodeContext &c, Value x, ArrayRef<Value> image,
   return out;
 }
 
+void addCol2ImConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"Col2Im", convertCol2Im},
+                 });
+}
+
 } // namespace kiln::onnx_import

@@ -254,3 +254,10 @@ FailureOr<Values> kiln::onnx_import::convertScan(NodeContext &c) {
   }
   return results;
 }
+
+void kiln::onnx_import::addControlFlowConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"If", convertIf},
+                     {"Scan", convertScan},
+                 });
+}

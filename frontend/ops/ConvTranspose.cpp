@@ -331,4 +331,10 @@ FailureOr<Values> convertConvTranspose(NodeContext &c) {
        b.getNamedAttr("group", b.getI64IntegerAttr(group))}));
 }
 
+void addConvTransposeConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"ConvTranspose", convertConvTranspose},
+                 });
+}
+
 } // namespace kiln::onnx_import

@@ -110,3 +110,9 @@ FailureOr<Values> kiln::onnx_import::convertDeformConv(NodeContext &c) {
     return failure();
   return Values{out};
 }
+
+void kiln::onnx_import::addDeformConvConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"DeformConv", convertDeformConv},
+                 });
+}

@@ -204,4 +204,10 @@ FailureOr<Values> convertEinsum(NodeContext &c) {
   return single(transposed(c, result, perm));
 }
 
+void addEinsumConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"Einsum", convertEinsum},
+                 });
+}
+
 } // namespace kiln::onnx_import

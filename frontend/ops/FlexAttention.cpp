@@ -116,3 +116,9 @@ FailureOr<Values> kiln::onnx_import::convertFlexAttention(NodeContext &c) {
     return failure();
   return Values{y};
 }
+
+void kiln::onnx_import::addFlexAttentionConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"ai.onnx.preview.FlexAttention", convertFlexAttention},
+                 });
+}

@@ -305,4 +305,16 @@ FailureOr<Values> convertAffineGrid(NodeContext &c) {
   return Values{*grid};
 }
 
+void addGeneratorsConverters(ConverterTable &table) {
+  addRows(table,
+          {
+              {"AffineGrid", convertAffineGrid},
+              {"OneHot", convertOneHot},
+              {"HannWindow", convertWindow},
+              {"HammingWindow", convertWindow},
+              {"BlackmanWindow", convertWindow},
+              {"Range", binary<RangeOp, 3>}, // constant inputs fold at import
+          });
+}
+
 } // namespace kiln::onnx_import

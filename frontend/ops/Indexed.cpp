@@ -219,4 +219,15 @@ FailureOr<Values> convertMaxUnpool(NodeContext &c) {
   return single(padBy(c, *y, *padSpec, Value(), Value(), "constant"));
 }
 
+void addIndexedConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"ScatterElements", convertScatterElements},
+                     {"Scatter", convertScatterElements},
+                     {"ScatterND", convertScatterND},
+                     {"TensorScatter", convertTensorScatter},
+                     {"GatherND", convertGatherND},
+                     {"MaxUnpool", convertMaxUnpool},
+                 });
+}
+
 } // namespace kiln::onnx_import

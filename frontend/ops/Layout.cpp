@@ -456,4 +456,17 @@ FailureOr<Values> convertNonZero(NodeContext &c) {
   return single(concatOf(c, coordinates, 0));
 }
 
+void addLayoutConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"DepthToSpace", convertDepthToSpace},
+                     {"SpaceToDepth", convertSpaceToDepth},
+                     {"EyeLike", convertEyeLike},
+                     {"NonZero", convertNonZero},
+                     {"Tile", convertTile},
+                     {"Compress", convertCompress},
+                     {"CenterCropPad", convertCenterCropPad},
+                     {"ReverseSequence", convertReverseSequence},
+                 });
+}
+
 } // namespace kiln::onnx_import

@@ -228,4 +228,12 @@ FailureOr<Values> convertSoftmaxCrossEntropyLoss(NodeContext &c) {
   return Values{*loss};
 }
 
+void addLossesConverters(ConverterTable &table) {
+  addRows(table,
+          {
+              {"NegativeLogLikelihoodLoss", convertNegativeLogLikelihoodLoss},
+              {"SoftmaxCrossEntropyLoss", convertSoftmaxCrossEntropyLoss},
+          });
+}
+
 } // namespace kiln::onnx_import

@@ -51,3 +51,11 @@ kiln::onnx_import::convertArrayFeatureExtractor(NodeContext &c) {
     return failure();
   return Values{y};
 }
+
+void kiln::onnx_import::addMlConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"ai.onnx.ml.Binarizer", convertBinarizer},
+                     {"ai.onnx.ml.ArrayFeatureExtractor",
+                      convertArrayFeatureExtractor},
+                 });
+}

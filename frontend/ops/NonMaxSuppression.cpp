@@ -170,3 +170,9 @@ FailureOr<Values> kiln::onnx_import::convertNonMaxSuppression(NodeContext &c) {
     return failure();
   return single(concatOf(c, {*cb, *cc, *cx}, 1));
 }
+
+void kiln::onnx_import::addNonMaxSuppressionConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"NonMaxSuppression", convertNonMaxSuppression},
+                 });
+}

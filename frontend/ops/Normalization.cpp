@@ -369,4 +369,18 @@ FailureOr<Values> convertLRN(NodeContext &c) {
   return single(binaryOp(c, DivOp::getOperationName(), x, *denominator));
 }
 
+void addNormalizationConverters(ConverterTable &table) {
+  addRows(
+      table,
+      {
+          {"LayerNormalization", inFloat32<convertLayerNormalization, 1>},
+          {"BatchNormalization", convertBatchNormalization},
+          {"InstanceNormalization", inFloat32<convertInstanceNormalization>},
+          {"GroupNormalization", inFloat32<convertGroupNormalization>},
+          {"MeanVarianceNormalization",
+           inFloat32<convertMeanVarianceNormalization>},
+          {"LRN", convertLRN},
+      });
+}
+
 } // namespace kiln::onnx_import

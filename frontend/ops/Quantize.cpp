@@ -478,4 +478,16 @@ FailureOr<Values> convertQLinear(NodeContext &c) {
   return requantize(c, acc, *scale, yZp, yType);
 }
 
+void addQuantizeConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"QuantizeLinear", convertQuantizeLinear},
+                     {"DequantizeLinear", convertDequantizeLinear},
+                     {"DynamicQuantizeLinear", convertDynamicQuantizeLinear},
+                     {"MatMulInteger", convertMatMulInteger},
+                     {"ConvInteger", convertConvInteger},
+                     {"QLinearMatMul", convertQLinear},
+                     {"QLinearConv", convertQLinear},
+                 });
+}
+
 } // namespace kiln::onnx_import

@@ -223,3 +223,13 @@ FailureOr<Values> kiln::onnx_import::trainingDropout(NodeContext &c,
     out.push_back(mask);
   return out;
 }
+
+void kiln::onnx_import::addRandomConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"RandomUniform", convertRandomUniform},
+                     {"RandomUniformLike", convertRandomUniformLike},
+                     {"RandomNormal", convertRandomNormal},
+                     {"RandomNormalLike", convertRandomNormalLike},
+                     {"Bernoulli", convertBernoulli},
+                 });
+}

@@ -326,4 +326,12 @@ FailureOr<Values> convertRecurrent(NodeContext &c) {
   return results;
 }
 
+void addRecurrentConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"RNN", convertRecurrent},
+                     {"GRU", convertRecurrent},
+                     {"LSTM", convertRecurrent},
+                 });
+}
+
 } // namespace kiln::onnx_import

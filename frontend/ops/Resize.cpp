@@ -233,4 +233,12 @@ FailureOr<Values> convertGridSample(NodeContext &c) {
                       b.getBoolAttr(c.getInt("align_corners", 0) != 0))}));
 }
 
+void addResizeConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"Resize", convertResize},
+                     {"Upsample", convertResize},
+                     {"GridSample", convertGridSample},
+                 });
+}
+
 } // namespace kiln::onnx_import

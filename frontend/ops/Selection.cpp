@@ -485,4 +485,17 @@ FailureOr<Values> convertUnique(NodeContext &c) {
   return out;
 }
 
+void addSelectionConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"ArgMax", convertArgMax},
+                     {"ArgMin", convertArgMin},
+                     {"Trilu", convertTrilu},
+                     {"Hardmax", convertHardmax},
+                     {"CumSum", convertCumSum},
+                     {"CumProd", convertCumProd},
+                     {"TopK", convertTopK},
+                     {"Unique", convertUnique},
+                 });
+}
+
 } // namespace kiln::onnx_import

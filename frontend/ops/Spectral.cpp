@@ -294,4 +294,12 @@ FailureOr<Values> convertDet(NodeContext &c) {
   return single(reduce(c, "sum", {rank - 2, rank - 1}, false, sum));
 }
 
+void addSpectralConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"Det", convertDet},
+                     {"DFT", convertDFT},
+                     {"STFT", convertSTFT},
+                 });
+}
+
 } // namespace kiln::onnx_import

@@ -190,3 +190,10 @@ FailureOr<Values> kiln::onnx_import::convertLinearAttention(NodeContext &c) {
     return failure();
   return Values{out, present};
 }
+
+void kiln::onnx_import::addStatefulConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"CausalConvWithState", convertCausalConvWithState},
+                     {"LinearAttention", convertLinearAttention},
+                 });
+}

@@ -109,3 +109,11 @@ FailureOr<Values> kiln::onnx_import::convertAdam(NodeContext &c) {
 FailureOr<Values> kiln::onnx_import::convertMomentum(NodeContext &c) {
   return optimizerStep(c, Optimizer::Momentum);
 }
+
+void kiln::onnx_import::addTrainingConverters(ConverterTable &table) {
+  addRows(table, {
+                     {"ai.onnx.preview.training.Adagrad", convertAdagrad},
+                     {"ai.onnx.preview.training.Adam", convertAdam},
+                     {"ai.onnx.preview.training.Momentum", convertMomentum},
+                 });
+}
