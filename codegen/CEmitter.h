@@ -240,6 +240,19 @@ bool needsDimsFunction(KernelOp kernel);
 mlir::LogicalResult checkElementTypes(KernelOp kernel, const CStyle &style,
                                       llvm::StringRef backend);
 
+/// What CEmitter.cpp and CScalar.cpp share.
+namespace cdetail {
+/// `attr` as a C literal ("" when it has none).
+std::string literal(mlir::Attribute attr);
+/// `e` in C, dim i spelled dims[i] (loop variables d0, d1, ... by default)
+/// and symbol j spelled syms[j].
+std::string cAffine(mlir::AffineExpr e, llvm::ArrayRef<std::string> dims = {},
+                    llvm::ArrayRef<std::string> syms = {});
+/// The row-major offset of `indices` in C, dim i's size spelled dimSize(i).
+std::string rowMajor(llvm::ArrayRef<std::string> indices,
+                     llvm::function_ref<std::string(int64_t)> dimSize);
+} // namespace cdetail
+
 } // namespace kiln
 
 #endif // KILN_CODEGEN_CEMITTER_H
