@@ -207,7 +207,7 @@ int64_t cpp::perImageBytes(KernelOp kernel) {
 /// ran 15.2 ms one image (128 rows) at a time and 12.4 ms in groups of 16;
 /// groups of 4 gained nothing. resnet18's convs, whose images are a batch
 /// of GEMMs, lost up to 18% in groups: their intermediates left the L2
-/// cache (docs/performance.md, step 31).
+/// cache (docs/performance-log.md, step 31).
 static bool gemmGrowsWithImages(KernelOp kernel) {
   WalkResult walk = kernel.getBody().walk([](linalg::GenericOp op) {
     std::optional<GemmMatch> g = cpp::libraryGemm(op);
@@ -312,7 +312,7 @@ void cpp::emitImageLoop(KernelOp kernel, int64_t bytes, StringRef symbol,
   // loops and GEMMs then run on that thread alone): no barrier between
   // passes, and each image's intermediates stay in its core's cache.
   // resnet18 at batch 8 0.93-0.97x the time of each image on all threads,
-  // at batch 2 0.93-0.96x (docs/performance.md, step 53). The images left
+  // at batch 2 0.93-0.96x (docs/performance-log.md, step 53). The images left
   // over then run on all threads, one at a time (at batch 3, one thread
   // taking 2 of 3 images lost 11-15%).
   os << "    " << imageSymbol << "(image);\n  };\n";

@@ -7,7 +7,7 @@
 // (CppGemm.cpp) for their epilogue tiles. A 3x3 max pool (matchMaxPool3x3,
 // kiln_maxpool3x3) takes a row of outputs at a time: the max of its three
 // input rows, then of each output's three columns (resnet18's pool after
-// its stem: 89-132 us against 151-174 in the model; docs/performance.md,
+// its stem: 89-132 us against 151-174 in the model; docs/performance-log.md,
 // step 44).
 //
 //===----------------------------------------------------------------------===//

@@ -224,7 +224,7 @@ LogicalResult CppEmitter::emitRows() {
     // are read once before its loop. Read in the loop just after the store
     // of that result, GCC 12 took them for a dependence and left a
     // softmax's exp loop scalar whenever the sizes were static (BERT at a
-    // static batch of 1: 133 us a softmax against 35; docs/performance.md,
+    // static batch of 1: 133 us a softmax against 35; docs/performance-log.md,
     // step 52).
     SmallVector<Value> hoisted;
     SmallVector<AffineMap> maps = generic.getIndexingMapsArray();

@@ -48,7 +48,8 @@ size_t alignUp(size_t n) {
 
 uint32_t crc32(const void *data, size_t size) {
   // Eight bytes a step (slicing-by-8): loading resnet18's 116 MB artifact
-  // spent half its time here a byte at a time (docs/performance.md, step 58).
+  // spent half its time here a byte at a time (docs/performance-log.md, step
+  // 58).
   static const CrcTables table = makeTables();
   uint32_t c = 0xFFFFFFFFu;
   const auto *p = static_cast<const uint8_t *>(data);

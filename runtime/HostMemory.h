@@ -6,7 +6,7 @@
 // distributions: "madvise") a model's weights and its large temps sit in
 // huge pages: a kernel streaming a 9 MB weight then takes one TLB entry per
 // 2 MiB instead of one per 4 KiB, and the hardware prefetcher does not stop
-// at every 4 KiB page boundary (docs/performance.md, step 50). Smaller
+// at every 4 KiB page boundary (docs/performance-log.md, step 50). Smaller
 // blocks are 64-byte aligned. KILN_HUGE_PAGES=0 in the environment turns
 // the advice off. Free with std::free.
 //

@@ -15,7 +15,7 @@
 //
 // A kernel that runs row by row (softmax, layer norm; codegen/CppRows.cpp)
 // joins no chain: merged with others it would run op by op (BERT's
-// attention did, 1.4x slower; docs/performance.md step 28). A chain whose
+// attention did, 1.4x slower; docs/performance-log.md step 28). A chain whose
 // batch is small enough to stay in cache runs on the whole batch at once,
 // as its kernels did.
 //

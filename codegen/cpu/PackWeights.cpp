@@ -7,14 +7,14 @@
 // as [ceil(N / 16)][K][16] panels (zero-padded past N), passed to its kernel
 // as one more input; the generic names that input in kPackedB, and the C++
 // kernel (kiln_sgemm_packed) runs M <= kPackedRows through the panels, and
-// larger M through oneDNN on B as it was (docs/performance.md, step 17).
+// larger M through oneDNN on B as it was (docs/performance-log.md, step 17).
 // Up to 256 rows (a sequence of 128 through a transformer's linear layers)
 // the panels beat oneDNN packing B on every call, without AVX-512 (step 56).
 //
 // A 3x3 conv that codegen/Gemm.h's matchWinograd accepts, with a constant
 // weight w[M][C][3][3], gets it transformed for Winograd F(2x2, 3x3) as
 // U[16][M][C] (U = G w G^T per (m, c), in float64, then rounded), named by
-// kWinogradU (docs/performance.md, step 21).
+// kWinogradU (docs/performance-log.md, step 21).
 //
 //===----------------------------------------------------------------------===//
 

@@ -32,7 +32,7 @@ inline constexpr int64_t kSplitPlaneWidth = 24;
 /// static output planes at least kRowsConvMinWidth wide, stays a direct
 /// window that the C++ kernel runs by output rows (codegen/Gemm.h's
 /// matchRowsConv), with no im2col: resnet18's 7x7 stem took 1.03-1.13 ms
-/// against 1.15-1.21 (docs/performance.md, step 33), and mobilenet_v2's
+/// against 1.15-1.21 (docs/performance-log.md, step 33), and mobilenet_v2's
 /// 3x3 one, once the kernel ran all channels of a row in turn, 174 against
 /// 218 us with its pad (step 35).
 inline constexpr int64_t kRowsConvChannels = 4;

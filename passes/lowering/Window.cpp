@@ -87,7 +87,7 @@ int64_t taps(ArrayRef<int64_t> kernel, int64_t channels) {
 // A 3x3 conv on planes narrower than this runs through im2col. resnet18's
 // layer4 (7x7, 16 tiles per image) measured even at batch 1 and made the
 // model 0.80x at batch 8, where the chunks of images make wider GEMMs
-// (docs/performance.md, step 21).
+// (docs/performance-log.md, step 21).
 constexpr int64_t kWinogradMinWidth = 7;
 
 // Whether `op` (a conv whose im2col GEMM would run on the CPU) runs as

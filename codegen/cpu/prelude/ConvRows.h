@@ -25,7 +25,7 @@
 // the block's 2 vectors of 16 channels: per tap 2 weight vectors (packed
 // tap by tap, aligned) and 14 broadcast inputs feed 28 sums, which a 16x16
 // transpose per vector turns into 14 outputs of each channel's row
-// (docs/performance.md, step 51: resnet18's stem 630-690 us against
+// (docs/performance-log.md, step 51: resnet18's stem 630-690 us against
 // 900-1010 with the outputs in the vectors). With AVX2 and FMA (16
 // registers of 8) a block is 16 channels and a tile 6 outputs: 12 sums,
 // 2 weight vectors and a broadcast input; an 8x8 transpose per vector

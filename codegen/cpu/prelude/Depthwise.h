@@ -28,7 +28,7 @@
 // against 28-31; its 28x28 ones, flattened, 67-69 against 55-59. Threads take
 // planes, and run `epilogue(n, ch, ch + 1, 0, HO)` on each right after it (as
 // kiln_sgemm_tiles does for a GEMM's tiles): em must be c and en HO, else
-// false, having written nothing (docs/performance.md, steps 39 and 42).
+// false, having written nothing (docs/performance-log.md, steps 39 and 42).
 // An output of kiln_dwconv3x3 at input column q (its first tap's) whose taps
 // may lie outside the w columns of rows r0, r1, r2 (zeros there).
 inline float kiln_dw_edge(const float *r0, const float *r1, const float *r2, int64_t q,
@@ -152,7 +152,7 @@ inline bool kiln_dwconv3x3_tiles(int64_t batch, int64_t c, const float *x, const
   // Rows of fewer than 24 outputs go by planeRows: mobilenet_v2's planes
   // of 7 outputs took 61-68 us split against 35-50 (batch 1), of 14 55-71
   // against 45-54; 16 and 20 came out even, 24 and 28 faster split
-  // (docs/performance.md, step 57).
+  // (docs/performance-log.md, step 57).
   if constexpr (S == 2 && WO >= 24 && WO <= 1024) {
 #pragma omp parallel for schedule(static) if (batch * c * HO * WO >= 4096)
     for (int64_t plane = 0; plane < batch * c; ++plane) {

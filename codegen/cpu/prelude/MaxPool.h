@@ -21,7 +21,7 @@
 // image's output rows, as the stem conv before (kiln_conv_rows) and the
 // Winograd bands after it in resnet18 do: its pool took 89-132 us in the
 // model against 151-174 for the window's loops over planes padded per
-// thread, which took planes (docs/performance.md, step 44).
+// thread, which took planes (docs/performance-log.md, step 44).
 template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top, int64_t Left>
 inline bool kiln_maxpool3x3(int64_t batch, int64_t c, const float *x, float pad, float init,
                             float *y) {

@@ -35,7 +35,7 @@ inline kiln_sgemm_fn kiln_dnnl_sgemm_entry() {
 // plane: 49 columns) runs as one call on all columns but the last and one
 // on the last: oneDNN 2.6 takes a slow path for a single column left over,
 // and the two calls took 0.73-0.91x the time of one (M 160-1280, N 17-145,
-// K 160-4608, 2 threads; docs/performance.md, step 30). N = 1025 gained
+// K 160-4608, 2 threads; docs/performance-log.md, step 30). N = 1025 gained
 // nothing: from 1024 on, one call. Nonzero, having written nothing, when
 // oneDNN rejects the call.
 inline int kiln_sgemm_split(char transA, char transB, int64_t m, int64_t n, int64_t k,
@@ -64,7 +64,7 @@ inline kiln_sgemm_fn kiln_dnnl_sgemm() {
 // in vectors of 16 and these panels in vectors of 8). Without AVX-512 the
 // panels ran BERT's linear layers (128 rows, K and N 256 and 1024) in
 // 0.89-0.99x oneDNN's time in a harness, and the model at batch 1 in
-// 0.70-0.92x (docs/performance.md, step 56).
+// 0.70-0.92x (docs/performance-log.md, step 56).
 typedef float kiln_v8 __attribute__((vector_size(32)));
 inline kiln_v8 kiln_load8(const float *p) {
   kiln_v8 v;
@@ -177,7 +177,7 @@ inline bool kiln_sgemm_packed(int64_t batch, int64_t m, int64_t n, int64_t k, co
 // spends most of such a GEMM on its setup per call (packing, K loop): 274-287
 // us against 373-379 in the model, and the depthwise conv after it 133-135
 // against 152-154, its planes now on the core that wrote them
-// (docs/performance.md, step 41). Larger K ran slower than oneDNN in the
+// (docs/performance-log.md, step 41). Larger K ran slower than oneDNN in the
 // model (the 56x56 expansions of K 24 by 25 us and more), and a product of
 // 16 rows (K 32) took 1.25-1.35x oneDNN's time in a harness. The sums run in
 // the order of K, as oneDNN's do at this size (bit-identical in the harness).
@@ -336,7 +336,7 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
   // Small GEMMs (attention's per-head products, 2^20 multiply-adds each)
   // run one per thread at a time: oneDNN's threads inside each one cost
   // more than they share out (BERT's at batch 32: 15.3-16.6 ms against
-  // 8.4-8.8 in all, docs/performance.md step 32).
+  // 8.4-8.8 in all, docs/performance-log.md step 32).
   // Larger ones run outside any parallel region: inside one, even an
   // inactive one (an `if` clause), oneDNN runs on one thread. oneDNN
   // rejects a call for its arguments alone, which all the calls share: all
@@ -369,7 +369,7 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
 // rows of B that the depthwise conv before wrote on its core, not all of B:
 // those projections took 31-44 us against 52-71 at 28x28, and at 14x14
 // 36-40 against 44-48 (K 384) and 80-82 against 86-92 (K 576) in the model
-// (docs/performance.md, step 45). The steps go by rows where M splits so
+// (docs/performance-log.md, step 45). The steps go by rows where M splits so
 // (as in kiln_sgemm_tiles), else by columns. The partial sums round
 // differently from one product over K, so the plain call's results are not
 // these bit for bit.
@@ -418,7 +418,7 @@ inline void kiln_sgemm_split_k(kiln_sgemm_fn gemm, int64_t batch, int64_t m, int
 // of n / en columns; tiles split the larger of M and N, but M first with K
 // above 64 while half the rows are 16 or more (mobilenet_v2's 14x14
 // projections, 96x196x576: 59 against 67 us, 0.79-0.88x in the model;
-// docs/performance.md, step 34), and the epilogue gets step ranges. (Smaller
+// docs/performance-log.md, step 34), and the epilogue gets step ranges. (Smaller
 // tiles, to keep each in L2, were slower on mobilenet_v2's 1x1 convs of K 960
 // and BERT's linear layers: oneDNN's sgemm works best on large ones.) With K at
 // most 64 the GEMM is bound by writing C, and tiles of at most 128 KiB of C,
@@ -430,7 +430,7 @@ inline void kiln_sgemm_split_k(kiln_sgemm_fn gemm, int64_t batch, int64_t m, int
 // the same GEMM without an epilogue (a plan that puts the epilogue in another
 // kernel, on another device). Nor when B is one matrix for the whole batch (a
 // linear layer's weight) and K is above 64: oneDNN's own threading ran BERT's
-// linear layers faster than one tile per thread (docs/performance.md, step 27).
+// linear layers faster than one tile per thread (docs/performance-log.md, step 27).
 template <typename F>
 inline bool kiln_sgemm_tiles(int64_t batch, bool transA, bool transB, int64_t m, int64_t n,
                              int64_t k, const float *a, int64_t strideA, const float *b,

@@ -137,7 +137,7 @@ inline bool kiln_winograd_band(kiln_sgemm_fn gemm, int64_t n, int64_t t0, int64_
 // 2x2 outputs. With fewer than 32 tiles in all (resnet18's layer4 at batch
 // 1: 16), the 16 GEMMs are too narrow to pay for reading U, 16/9 the size
 // of w: the conv runs as im2col and one GEMM on w[m][c][3][3] per image
-// instead (docs/performance.md, step 25). With an image's tiles at least
+// instead (docs/performance-log.md, step 25). With an image's tiles at least
 // as many as the output channels (U no bigger than an image's transformed
 // tiles: resnet18's layers 1 and 2), each thread takes bands of an image's
 // tiles of at most 2 MiB of transformed tiles and products
