@@ -47,23 +47,23 @@ Operation *KilnDialect::materializeConstant(OpBuilder &builder, Attribute value,
 
 LogicalResult DeviceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  StringRef kind, int64_t ordinal) {
-  if (kind == "cpu") {
+  const DeviceKind *known = lookupDeviceKind(kind);
+  if (!known)
+    return emitError() << "unknown device kind '" << kind << "' (expected "
+                       << deviceNameForms() << ")";
+  if (!known->numbered) {
     if (ordinal != -1)
-      return emitError() << "device 'cpu' takes no ordinal";
+      return emitError() << "device '" << kind << "' takes no ordinal";
     return success();
   }
-  if (kind == "cuda" || kind == "sim") {
-    if (ordinal < 0)
-      return emitError() << "device '" << kind << "' needs an ordinal, e.g. "
-                         << kind << ":0";
-    if (ordinal > kMaxDeviceOrdinal)
-      return emitError() << "device ordinal " << ordinal
-                         << " is out of range (at most " << kMaxDeviceOrdinal
-                         << ")";
-    return success();
-  }
-  return emitError() << "unknown device kind '" << kind
-                     << "' (expected cpu, cuda:N or sim:N)";
+  if (ordinal < 0)
+    return emitError() << "device '" << kind << "' needs an ordinal, e.g. "
+                       << kind << ":0";
+  if (ordinal > kMaxDeviceOrdinal)
+    return emitError() << "device ordinal " << ordinal
+                       << " is out of range (at most " << kMaxDeviceOrdinal
+                       << ")";
+  return success();
 }
 
 std::string DeviceAttr::str() const {
@@ -77,12 +77,13 @@ DeviceAttr DeviceAttr::parseName(MLIRContext *ctx, StringRef name,
   auto [kind, rest] = name.split(':');
   int64_t ordinal = -1;
   bool hasOrdinal = name.contains(':');
-  bool ok = (kind == "cpu" && !hasOrdinal) ||
-            ((kind == "cuda" || kind == "sim") && hasOrdinal &&
-             !rest.getAsInteger(10, ordinal) && ordinal >= 0);
+  const DeviceKind *known = lookupDeviceKind(kind);
+  bool ok = known && known->numbered == hasOrdinal &&
+            (!hasOrdinal || (!rest.getAsInteger(10, ordinal) && ordinal >= 0));
   if (!ok) {
     error =
-        ("invalid device '" + name + "' (expected cpu, cuda:N or sim:N)").str();
+        ("invalid device '" + name + "' (expected " + deviceNameForms() + ")")
+            .str();
     return {};
   }
   if (ordinal > kMaxDeviceOrdinal) {
@@ -120,8 +121,13 @@ DeviceAttr kiln::getDevice(Type type) {
                 : DeviceAttr();
 }
 
+const DeviceKind *kiln::kindOf(DeviceAttr device) {
+  return device ? lookupDeviceKind(device.getKind()) : nullptr;
+}
+
 bool kiln::runsCppKernels(DeviceAttr device) {
-  return device && (device.getKind() == "cpu" || device.getKind() == "sim");
+  const DeviceKind *kind = kindOf(device);
+  return kind && kind->runsCppKernels;
 }
 
 ConstantOp kiln::boundConstant(Value v) {

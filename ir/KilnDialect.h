@@ -22,6 +22,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ir/DeviceKinds.h"
+
 #include "ir/KilnDialect.h.inc"
 
 #define GET_ATTRDEF_CLASSES
@@ -100,6 +102,8 @@ mlir::Type toSignless(mlir::Type type);
 #include "ir/KilnOps.h.inc"
 
 namespace kiln {
+/// The kind of `device` (ir/DeviceKinds.h); null for no device.
+const DeviceKind *kindOf(DeviceAttr device);
 /// Whether kernels on `device` run as generated C++ (cpu, and sim, which
 /// must match cpu bit for bit); false for cuda and for no device.
 bool runsCppKernels(DeviceAttr device);

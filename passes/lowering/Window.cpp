@@ -132,7 +132,7 @@ bool rowsConv(ConvOp op, RankedTensorType wType, RankedTensorType outType) {
 bool cudnnConv(ConvOp op, RankedTensorType inType, RankedTensorType wType,
                RankedTensorType outType) {
   DeviceAttr device = getDevice(op.getResult().getType());
-  if (!device || device.getKind() != "cuda" ||
+  if (!device || !kindOf(device)->libraryConvs ||
       !outType.getElementType().isF32() || wType.getRank() != 4 ||
       !inType.hasStaticShape() || !wType.hasStaticShape() ||
       !outType.hasStaticShape() || op.getGroup() < 1 ||

@@ -86,7 +86,7 @@ struct PlaceFallback : kiln::impl::KilnPlaceFallbackBase<PlaceFallback> {
               op->emitRemark()
                   << device.str() << " cannot run "
                   << op->getName().getStringRef()
-                  << (device.getKind() == "cuda" && hasDynamicShape(op)
+                  << (kindOf(device)->needsStaticShapes && hasDynamicShape(op)
                           ? " with dynamic shapes"
                           : "")
                   << ": placed on " << p.device.str();
@@ -96,7 +96,7 @@ struct PlaceFallback : kiln::impl::KilnPlaceFallbackBase<PlaceFallback> {
           std::string names;
           for (const DeviceProfile &p : *loaded)
             names += (names.empty() ? "" : ", ") + p.device.str();
-          if (device.getKind() == "cuda" && hasDynamicShape(op)) {
+          if (kindOf(device)->needsStaticShapes && hasDynamicShape(op)) {
             op->emitOpError()
                 << "has dynamic shapes, which " << device.str()
                 << " cannot run yet; add the cpu to the devices (--devices "

@@ -72,8 +72,7 @@ OpCost kiln::estimateCost(Operation *op) {
 
 bool DeviceProfile::supports(Operation *op) const {
   StringRef name = op->getName().stripDialect();
-  // CUDA kernels are generated for static shapes only (launch sizes).
-  if (device.getKind() == "cuda" && hasDynamicShape(op))
+  if (kindOf(device)->needsStaticShapes && hasDynamicShape(op))
     return false;
   if (llvm::is_contained(unsupportedOps, name.str()))
     return false;
@@ -95,7 +94,7 @@ double DeviceProfile::transferSeconds(uint64_t bytes,
   // The slower of the two host links, and both latencies when neither end
   // is the host itself.
   auto link = [](const DeviceProfile &p) {
-    return p.device.getKind() == "cpu" ? 0.0 : p.linkGbps;
+    return kindOf(p.device)->host ? 0.0 : p.linkGbps;
   };
   double gbps = link(*this) && link(other) ? std::min(link(*this), link(other))
                                            : std::max(link(*this), link(other));
@@ -106,21 +105,13 @@ double DeviceProfile::transferSeconds(uint64_t bytes,
 DeviceProfile kiln::defaultProfile(DeviceAttr device) {
   DeviceProfile p;
   p.device = device;
-  StringRef kind = device.getKind();
-  if (kind == "cuda") {
-    p.peakGflops = 67000;
-    p.memoryGbps = 4800;
-    p.capacityBytes = 141ull << 30;
-    p.linkGbps = 50;
-    p.linkLatencyUs = 10;
-    p.launchUs = 5;
-  } else {
-    p.peakGflops = 34;
-    p.memoryGbps = 12;
-    p.linkGbps = kind == "sim" ? 12 : 0;
-    p.linkLatencyUs = kind == "sim" ? 5 : 0;
-    p.launchUs = kind == "sim" ? 2 : 0;
-  }
+  const DeviceKind &kind = *kindOf(device);
+  p.peakGflops = kind.peakGflops;
+  p.memoryGbps = kind.memoryGbps;
+  p.capacityBytes = kind.capacityBytes;
+  p.linkGbps = kind.linkGbps;
+  p.linkLatencyUs = kind.linkLatencyUs;
+  p.launchUs = kind.launchUs;
   return p;
 }
 

@@ -40,8 +40,8 @@ struct DeviceProfile {
   std::vector<std::string> ops;
   std::vector<std::string> unsupportedOps;
 
-  /// Whether the device can run `op` (its profile's op lists; cuda devices
-  /// need static shapes).
+  /// Whether the device can run `op` (its profile's op lists; kinds that
+  /// need static shapes, cuda, not an op with dynamic shapes).
   bool supports(mlir::Operation *op) const;
   /// Estimated seconds for `op` on this device.
   double seconds(mlir::Operation *op) const;
