@@ -1,5 +1,4 @@
-//===- DeviceKinds.h - what the compiler knows of each kind of device -*- C++
-//-*-===//
+//===- DeviceKinds.h - what the compiler knows of each device kind -------===//
 //
 // One row per kind of device (DeviceKinds.cpp): how it is named, whether it
 // is the host, whether its kernels are the generated C++ run by host
