@@ -228,14 +228,41 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
     }
     return out;
   }
-  if (op == "Unsqueeze" || op == "Squeeze") {
-    // Scalars and vectors only: shape tensors.
+  if (op == "Unsqueeze") {
+    // Scalars only (tryFold): the one place a dim can go is in front.
     IntTensor out = in[0];
-    if (op == "Unsqueeze")
-      out.shape.insert(out.shape.begin(), 1);
-    else
-      out.shape.erase(std::remove(out.shape.begin(), out.shape.end(), 1),
-                      out.shape.end());
+    out.shape.insert(out.shape.begin(), 1);
+    return out;
+  }
+  if (op == "Squeeze") {
+    // The dims `axes` names (an input since opset 13, an attribute before),
+    // each of size 1; all dims of size 1 without it.
+    IntTensor out = in[0];
+    int64_t rank = out.shape.size();
+    std::vector<int64_t> axes = ints(c, "axes", {});
+    if (in.size() > 1) {
+      auto given = constants(in[1]);
+      if (!given)
+        return fail("axes known only at run time");
+      axes = *given;
+    }
+    std::vector<bool> drop(rank, axes.empty());
+    for (int64_t axis : axes) {
+      if (axis < -rank || axis >= rank)
+        return fail("axis " + Twine(axis) + " is outside rank " + Twine(rank));
+      drop[axis < 0 ? axis + rank : axis] = true;
+    }
+    out.shape.clear();
+    for (int64_t i = 0; i < rank; ++i) {
+      if (drop[i] && in[0].shape[i] != 1) {
+        if (!axes.empty())
+          return fail("dim " + Twine(i) + " of size " + Twine(in[0].shape[i]) +
+                      " cannot be squeezed");
+        drop[i] = false;
+      }
+      if (!drop[i])
+        out.shape.push_back(in[0].shape[i]);
+    }
     if (out.shape.size() > 1)
       return fail("only scalars and vectors are evaluated");
     return out;
@@ -400,8 +427,9 @@ kiln::onnx_import::tryFold(NodeContext &c) {
   // Only shape vectors are evaluated; anything bigger is converted as usual.
   if (op == "Unsqueeze" && !in[0].shape.empty())
     return std::nullopt;
-  // Unsqueeze/Squeeze axes come as a second input since opset 13.
-  if ((op == "Unsqueeze" || op == "Squeeze") && in.size() > 1)
+  // Unsqueeze's axes come as a second input since opset 13; a scalar's one
+  // place to add a dim is in front. Squeeze reads its axes (evaluate).
+  if (op == "Unsqueeze" && in.size() > 1)
     in.resize(1);
   // Integers cast to floats (e.g. a head size turned into a scale).
   if (op == "Cast" && (c.getInt("to", 0) == onnx::TensorProto::FLOAT ||
