@@ -4,7 +4,6 @@
 #include "compiler/Diagnostics.h"
 
 #include "codegen/CppEmitter.h"
-#include "codegen/CudaEmitter.h"
 #include "codegen/KernelPipeline.h"
 #include "codegen/Plan.h"
 #include "passes/placement/Report.h"
@@ -43,7 +42,8 @@ Compilation::Compilation(const CompileOptions &options)
     : options(options),
       errs(options.diagnostics ? *options.diagnostics : llvm::errs()),
       prefix(options.diagnostics ? "" : "kilnc: "),
-      progress(std::make_unique<Progress>(options.progress)) {
+      progress(std::make_unique<Progress>(options.progress)),
+      backends(createDeviceBackends({options.cuda})) {
   context_.loadDialect<KilnDialect, func::FuncDialect, linalg::LinalgDialect,
                        tensor::TensorDialect, arith::ArithDialect,
                        math::MathDialect>();
@@ -163,22 +163,17 @@ LogicalResult Compilation::generate() {
       return failure();
     sources.push_back({symbol, *text});
   }
-  // Kernels on cuda devices: CUDA C++ too, for NVRTC. Their C++ twins stay
-  // in the code section, for roles bound to a host.
+  // Kernels of kinds with a device backend (cuda): its source too. Their
+  // C++ twins stay in the code section, for roles bound to a host.
   for (auto &[kernel, symbol] : plan->kernels) {
-    DeviceAttr device = kernel.getNumResults()
-                            ? getDevice(kernel.getResult(0).getType())
-                            : DeviceAttr();
-    if (!device || device.getKind() != "cuda")
+    const DeviceKind *kind =
+        kernel.getNumResults()
+            ? kindOf(getDevice(kernel.getResult(0).getType()))
+            : nullptr;
+    if (!kind || kind->backend == "cpp")
       continue;
-    FailureOr<CudaKernel> cuda = emitKernelCuda(kernel, symbol, options.cuda);
-    if (failed(cuda))
+    if (failed(backend(kind->backend).addKernel(kernel, symbol)))
       return failure();
-    cudaHalf |= cuda->usesHalf;
-    cudaSource += "\n" + cuda->source;
-    cudaSteps[symbol] = {{"slots", cuda->slots},
-                         {"scratch", cuda->scratch},
-                         {"launches", cuda->launches}};
   }
   return success();
 }
@@ -190,14 +185,28 @@ std::string Compilation::cppText() {
   return all + abiSource();
 }
 
-std::string Compilation::cudaText() {
-  return cudaPrelude(cudaHalf) + cudaSource; // the whole translation unit
+DeviceBackend &Compilation::backend(StringRef name) {
+  for (std::unique_ptr<DeviceBackend> &b : backends)
+    if (b->name() == name)
+      return *b;
+  llvm::report_fatal_error("no device backend named '" + name +
+                           "' (ir/DeviceKinds.cpp names one that "
+                           "codegen/Backends.cpp does not create)");
 }
 
-FailureOr<std::string> Compilation::ptxText() {
-  progress->stage("compiling " + std::to_string(cudaSteps.size()) +
-                  " CUDA kernels");
-  auto compiled = compilePtx(cudaText(), options.cuda, cudaHalf);
+std::string Compilation::backendSource(StringRef name) {
+  return backend(name).source();
+}
+
+size_t Compilation::backendKernels(StringRef name) {
+  return backend(name).kernelCount();
+}
+
+FailureOr<std::string> Compilation::backendCompiled(StringRef name) {
+  DeviceBackend &b = backend(name);
+  progress->stage("compiling " + std::to_string(b.kernelCount()) + " " +
+                  name.str() + " kernels");
+  auto compiled = b.compile();
   progress->done();
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));
@@ -207,18 +216,21 @@ FailureOr<std::string> Compilation::ptxText() {
 LogicalResult Compilation::saveCudaText() {
   if (options.cuda.saveSource.empty())
     return success();
-  return writeOutput(options.cuda.saveSource, cudaText());
+  return writeOutput(options.cuda.saveSource, backendSource("cuda"));
 }
 
 LogicalResult Compilation::package() {
   if (failed(saveCudaText()))
     return failure();
-  std::string ptx;
-  if (!cudaSteps.empty()) {
-    FailureOr<std::string> compiled = ptxText();
-    if (failed(compiled))
+  // Device code first: its compiler's errors come before the C++ build.
+  std::vector<std::pair<DeviceBackend *, std::string>> compiled;
+  for (std::unique_ptr<DeviceBackend> &b : backends) {
+    if (!b->kernelCount())
+      continue;
+    FailureOr<std::string> code = backendCompiled(b->name());
+    if (failed(code))
       return failure();
-    ptx = std::move(*compiled);
+    compiled.emplace_back(b.get(), std::move(*code));
   }
 
   std::vector<CxxSource> all = sources;
@@ -245,13 +257,13 @@ LogicalResult Compilation::package() {
     manifest["target"]["sanitize"] = options.cxx.sanitize;
   std::vector<artifact::Section> sections = {
       {"code", std::move(*code)}, {"weights", std::move(plan->weights)}};
-  if (!cudaSteps.empty()) {
-    manifest["target"]["cuda_arch"] = options.cuda.arch;
+  for (auto &[b, bytes] : compiled) {
+    b->describeTarget(manifest["target"]);
     for (nlohmann::json &step : manifest["steps"])
       if (step.contains("kernel"))
-        if (auto it = cudaSteps.find(step["kernel"]); it != cudaSteps.end())
-          step["cuda"] = it->second;
-    sections.push_back({"ptx", std::vector<char>(ptx.begin(), ptx.end())});
+        b->describeStep(step["kernel"].get<std::string>(), step);
+    sections.push_back(
+        {b->section().str(), std::vector<char>(bytes.begin(), bytes.end())});
   }
   std::vector<char> file = artifact::write(manifest, sections);
   if (options.artifact) {
@@ -283,18 +295,18 @@ LogicalResult compileModel(const CompileOptions &options) {
   if (failed(c.generate()))
     return failure();
   if ((options.emit == EmitKind::Cuda || options.emit == EmitKind::Ptx) &&
-      !c.cudaKernels())
+      !c.backendKernels("cuda"))
     c.warn("no kernel runs on a cuda device (place some with --device "
            "cuda:0, --devices or --pin)");
   switch (options.emit) {
   case EmitKind::Cpp:
     return c.writeOutput(options.output, c.cppText());
   case EmitKind::Cuda:
-    return c.writeOutput(options.output, c.cudaText());
+    return c.writeOutput(options.output, c.backendSource("cuda"));
   case EmitKind::Ptx: {
     if (failed(c.saveCudaText()))
       return failure();
-    FailureOr<std::string> ptx = c.ptxText();
+    FailureOr<std::string> ptx = c.backendCompiled("cuda");
     return failed(ptx) ? failure() : c.writeOutput(options.output, *ptx);
   }
   default:

@@ -14,8 +14,9 @@
 #ifndef KILN_COMPILER_COMPILER_H
 #define KILN_COMPILER_COMPILER_H
 
-#include "codegen/Nvrtc.h"
+#include "codegen/Backend.h"
 #include "codegen/Toolchain.h"
+#include "codegen/cuda/Nvrtc.h"
 #include "kiln/safetensors.h"
 #include "passes/Passes.h"
 
@@ -129,21 +130,23 @@ public:
   /// The plan of the function's steps and the source of every kernel: C++
   /// for each, CUDA C++ for those on cuda devices.
   mlir::LogicalResult generate();
-  /// PTX through NVRTC, the code section through the system C++ compiler,
-  /// and the artifact (written, signed, or stored in options.artifact).
+  /// Each device backend's code (PTX through NVRTC), the code section
+  /// through the system C++ compiler, and the artifact (written, signed,
+  /// or stored in options.artifact).
   mlir::LogicalResult package();
 
   /// The texts kilnc --emit prints, after the stage that makes each.
   std::string moduleText(); // after lower
   std::string dotText();    // after lower
   std::string cppText();    // after generate
-  std::string cudaText();   // after generate
-  /// PTX of the CUDA text (NVRTC), after generate.
-  mlir::FailureOr<std::string> ptxText();
-  /// Writes the CUDA text to options.cuda.saveSource when that is set.
+  /// After generate: the translation unit of device backend `name`
+  /// ("cuda"), that unit compiled (PTX), and how many kernels it holds.
+  std::string backendSource(llvm::StringRef name);
+  mlir::FailureOr<std::string> backendCompiled(llvm::StringRef name);
+  size_t backendKernels(llvm::StringRef name);
+  /// Writes the cuda backend's source to options.cuda.saveSource when that
+  /// is set.
   mlir::LogicalResult saveCudaText();
-  /// How many kernels run on cuda devices, after generate.
-  size_t cudaKernels() const { return cudaSteps.size(); }
   void warn(const llvm::Twine &message);
 
   /// Writes `bytes` to `path` ("-": stdout), with an error when it cannot.
@@ -169,10 +172,10 @@ private:
   std::vector<std::string> inputShapes;
   std::unique_ptr<Plan> plan;
   std::vector<CxxSource> sources;
-  /// The CUDA translation unit, and each cuda kernel's step["cuda"].
-  std::string cudaSource;
-  std::map<std::string, nlohmann::json> cudaSteps;
-  bool cudaHalf = false;
+  DeviceBackend &backend(llvm::StringRef name);
+
+  /// The code generators of kinds whose kernels are not the C++.
+  std::vector<std::unique_ptr<DeviceBackend>> backends;
 };
 
 /// Registers `kiln-compile` (kiln-opt): the passes of place, fuse and lower

@@ -9,13 +9,13 @@ namespace {
 // H200-class GPU behind a PCIe 5 link; sim is the CPU's numbers behind a
 // slow link, so that placement tests see transfers cost something.
 const DeviceKind kKinds[] = {
-    // name    numbered host  C++    static library
-    {"cpu", false, true, true, false, false, //
-     34, 12, 0, 0, 0, 0},
-    {"cuda", true, false, false, true, true, //
-     67000, 4800, 141ull << 30, 50, 10, 5},
-    {"sim", true, false, true, false, false, //
-     34, 12, 0, 12, 5, 2},
+    // name, numbered, host, backend, static shapes, library convs,
+    // then the profile: GFLOP/s, GB/s, capacity, link GB/s, link us,
+    // launch us.
+    {"cpu", false, true, "cpp", false, false, 34, 12, 0, 0, 0, 0},
+    {"cuda", true, false, "cuda", true, true, 67000, 4800, 141ull << 30, 50, 10,
+     5},
+    {"sim", true, false, "cpp", false, false, 34, 12, 0, 12, 5, 2},
 };
 } // namespace
 

@@ -5,7 +5,8 @@
 // threads, what its kernels need, and its default cost profile. The
 // dialect's device attribute, placement and lowering read these traits
 // instead of comparing kind names. A new kind of device is a row here, its
-// backend (codegen/Backends.cpp) and its runtime device (runtime/Device.cpp).
+// runtime device (runtime/Device.cpp), and, unless its kernels are the
+// generated C++, its backend (codegen/Backends.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +28,10 @@ struct DeviceKind {
   bool numbered;
   /// The host itself: data moves to and from it over no link.
   bool host;
-  /// Its kernels are the generated C++, run by host threads.
-  bool runsCppKernels;
+  /// The code generator of its kernels: "cpp" for the generated C++, run
+  /// by host threads (every kernel also gets it as the host's twin); else
+  /// a device backend's name (codegen/Backend.h).
+  llvm::StringLiteral backend;
   /// Its kernels need every dim at compile time (launch sizes fixed in the
   /// generated code), so ops with dynamic shapes fall back elsewhere.
   bool needsStaticShapes;

@@ -127,7 +127,7 @@ const DeviceKind *kiln::kindOf(DeviceAttr device) {
 
 bool kiln::runsCppKernels(DeviceAttr device) {
   const DeviceKind *kind = kindOf(device);
-  return kind && kind->runsCppKernels;
+  return kind && kind->backend == "cpp";
 }
 
 ConstantOp kiln::boundConstant(Value v) {

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CppEmitter.h"
-#include "codegen/CudaEmitter.h"
+#include "codegen/cuda/CudaEmitter.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

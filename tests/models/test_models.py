@@ -208,7 +208,7 @@ class ModelTest(kt.KilnTestCase):
         self.assertEqual(fused, self.fused_convs)
         self.assertLessEqual(err, TOLERANCE)
         # The same artifact where neither cuBLAS nor cuDNN loads: every GEMM
-        # and conv runs its generated stand-in (codegen/CudaFallback.cpp).
+        # and conv runs its generated stand-in (codegen/cuda/CudaFallback.cpp).
         start = time.time()
         (y,), proc = self.run_artifact(artifact, [self.x[:3].numpy()], "emu_stand_ins",
                                        env=dict(env, KILN_CUBLAS="none", KILN_CUDNN="none"))

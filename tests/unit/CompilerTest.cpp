@@ -97,7 +97,7 @@ TEST(Compilation, EachStageLeavesTheModuleItPromises) {
   ASSERT_TRUE(mlir::succeeded(c.generate())) << messages;
   std::string cpp = c.cppText();
   EXPECT_NE(cpp.find("kiln_abi_version"), std::string::npos);
-  EXPECT_EQ(c.cudaKernels(), 0u);
+  EXPECT_EQ(c.backendKernels("cuda"), 0u);
   EXPECT_TRUE(artifact.empty());
   ASSERT_TRUE(mlir::succeeded(c.package())) << messages;
   EXPECT_GT(artifact.size(), 64u);
@@ -146,6 +146,50 @@ TEST(Compilation, BadOptionsFailBeforeAnyWork) {
     EXPECT_NE(messages.find("error: " + test.message), std::string::npos)
         << messages;
     EXPECT_EQ(messages.find("nonexistent"), std::string::npos) << messages;
+  }
+}
+
+// Every device kind names a code generator that exists: the generated C++
+// ("cpp"), or a device backend createDeviceBackends makes (else a compile
+// for that kind stops with a fatal error).
+TEST(Backends, EveryDeviceKindHasItsCodeGenerator) {
+  auto backends = kiln::createDeviceBackends({});
+  ASSERT_FALSE(backends.empty());
+  for (const kiln::DeviceKind &kind : kiln::deviceKinds()) {
+    if (kind.backend == "cpp")
+      continue;
+    bool found = false;
+    for (const auto &backend : backends)
+      found |= backend->name() == kind.backend;
+    EXPECT_TRUE(found) << "kind '" << kind.name.str() << "' names backend '"
+                       << kind.backend.str() << "', which none is";
+  }
+}
+
+// On cuda:0 the kernel goes to the cuda backend as well as to the C++ (its
+// host twin); on cpu only to the C++.
+TEST(Backends, KernelsGoToTheirKindsBackend) {
+  onnx::ModelProto model = smallModel();
+  for (const char *device : {"cuda:0", "cpu"}) {
+    std::string messages;
+    llvm::raw_string_ostream diagnostics(messages);
+    kiln::CompileOptions options;
+    options.input = "small.onnx";
+    options.model = &model;
+    options.diagnostics = &diagnostics;
+    options.pipeline.devices = {device};
+    kiln::Compilation c(options);
+    ASSERT_TRUE(mlir::succeeded(c.checkOptions()) &&
+                mlir::succeeded(c.import()) && mlir::succeeded(c.place()) &&
+                mlir::succeeded(c.fuse()) && mlir::succeeded(c.lower()) &&
+                mlir::succeeded(c.generate()))
+        << device << ": " << messages;
+    bool cuda = std::string(device) == "cuda:0";
+    EXPECT_EQ(c.backendKernels("cuda"), cuda ? 1u : 0u) << device;
+    std::string source = c.backendSource("cuda");
+    EXPECT_EQ(source.find("__global__") != std::string::npos, cuda) << source;
+    EXPECT_NE(c.cppText().find("kiln_k0"), std::string::npos)
+        << "every kernel has its C++";
   }
 }
 

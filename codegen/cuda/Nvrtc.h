@@ -31,7 +31,7 @@ struct CudaOptions {
   /// a ReLU after it (cudnnConvolutionBiasActivationForward).
   bool convFusion = true;
   /// Give each GEMM and conv launch a generated stand-in, which the runtime
-  /// runs where cuBLAS or cuDNN does not load (codegen/CudaFallback.h).
+  /// runs where cuBLAS or cuDNN does not load (codegen/cuda/CudaFallback.h).
   bool libraryFallbacks = true;
   /// Where to write the CUDA C++ NVRTC compiles, besides the artifact
   /// (none when empty).

@@ -14,10 +14,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/CudaEmitter.h"
+#include "codegen/cuda/CudaEmitter.h"
 #include "codegen/CEmitter.h"
 #include "codegen/CppKernel.h"
-#include "codegen/CudaFallback.h"
+#include "codegen/cuda/CudaFallback.h"
 #include "codegen/Gemm.h"
 
 #include "mlir/IR/Matchers.h"

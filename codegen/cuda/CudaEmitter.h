@@ -16,7 +16,7 @@
 #ifndef KILN_CODEGEN_CUDAEMITTER_H
 #define KILN_CODEGEN_CUDAEMITTER_H
 
-#include "codegen/Nvrtc.h"
+#include "codegen/cuda/Nvrtc.h"
 #include "ir/KilnDialect.h"
 
 #include <nlohmann/json.hpp>
@@ -54,7 +54,7 @@ std::string cudaPrelude(bool half);
 /// `convLibrary`, direct 2-D convs cuDNN can do become conv launches, which
 /// with `convFusion` also do a bias + ReLU (+ residual) after them
 /// (matchConvEpilogue). With `libraryFallbacks`, each such launch also
-/// names a generated entry computing the same (codegen/CudaFallback.h).
+/// names a generated entry computing the same (codegen/cuda/CudaFallback.h).
 mlir::FailureOr<CudaKernel> emitKernelCuda(KernelOp kernel,
                                            llvm::StringRef symbol,
                                            const CudaOptions &options = {});

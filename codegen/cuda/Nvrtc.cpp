@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Nvrtc.h"
+#include "codegen/cuda/Nvrtc.h"
 #include "codegen/Toolchain.h"
 
 #include "llvm/ADT/StringExtras.h"

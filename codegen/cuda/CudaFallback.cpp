@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/CudaFallback.h"
-#include "codegen/CudaEmitter.h"
+#include "codegen/cuda/CudaFallback.h"
+#include "codegen/cuda/CudaEmitter.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
