@@ -17,7 +17,8 @@ using namespace kiln;
 using namespace kiln::onnx_import;
 
 namespace {
-FailureOr<Values> gather(NodeContext &c) {
+// Gather and GatherElements: OpTy on (data, indices) along `axis`.
+template <typename OpTy> FailureOr<Values> gatherOnAxis(NodeContext &c) {
   if (failed(arity(c, 2, 2)))
     return failure();
   auto axis =
@@ -25,7 +26,7 @@ FailureOr<Values> gather(NodeContext &c) {
   if (failed(axis))
     return failure();
   return single(c.create(
-      GatherOp::getOperationName(), c.inputs,
+      OpTy::getOperationName(), c.inputs,
       {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(*axis))}));
 }
 
@@ -294,18 +295,6 @@ FailureOr<Values> split(NodeContext &c) {
   return out;
 }
 
-FailureOr<Values> gatherElements(NodeContext &c) {
-  if (failed(arity(c, 2, 2)))
-    return failure();
-  auto axis =
-      normalizeAxis(c, c.getInt("axis", 0), typeOf(c.inputs[0]).getRank());
-  if (failed(axis))
-    return failure();
-  return single(c.create(
-      GatherElementsOp::getOperationName(), c.inputs,
-      {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(*axis))}));
-}
-
 // ONNX Pad: pads (and value) as attributes before opset 11, as inputs
 // (with optional axes from opset 18) since.
 FailureOr<Values> pad(NodeContext &c) {
@@ -337,9 +326,9 @@ FailureOr<Values> pad(NodeContext &c) {
 
 void kiln::onnx_import::addSlicingConverters(ConverterTable &table) {
   addRows(table, {
-                     {"Gather", gather},
+                     {"Gather", gatherOnAxis<GatherOp>},
                      {"Pad", pad},
-                     {"GatherElements", gatherElements},
+                     {"GatherElements", gatherOnAxis<GatherElementsOp>},
                      {"Concat", concat},
                      {"Slice", slice},
                      {"Split", split},
