@@ -69,35 +69,6 @@ std::string buildIdentity() {
   return identity;
 }
 
-// Everything besides the model that changes the artifact.
-std::string optionsKey(const jit::Options &o) {
-  std::string key = buildIdentity() + "\n" + o.device + "\n" + join(o.devices) +
-                    "\n" + o.placement + "\n" + std::to_string(o.microbatches) +
-                    "\n" + join(o.splitDims) + "\n" + o.outputDevice + "\n" +
-                    join(o.inputShapes) + "\n" + std::to_string(o.optLevel) +
-                    "\n" + o.targetCpu + "\n" + o.cudaArch + "\n";
-  // Files the placement reads: their contents, not only their names.
-  std::vector<std::string> files = {o.pins};
-  for (const std::string &profile : o.profiles)
-    files.push_back(profile.substr(profile.find('=') + 1));
-  for (const std::string &file : files) {
-    if (file.empty())
-      continue;
-    std::ifstream in(file, std::ios::binary);
-    key += file + "\n" + std::string(std::istreambuf_iterator<char>(in), {}) +
-           "\n";
-  }
-  key += join(o.profiles) + "\n";
-  key += join(targetCpuFeatures(o.targetCpu)) + "\n";
-  // The C++ compiler that builds the kernels, and the CUDA toolkit.
-  CxxOptions cxx;
-  cxx.targetCpu = o.targetCpu;
-  key += compilerIdentity(cxx) + "\n";
-  const char *cuda = std::getenv("KILN_CUDA_HOME");
-  key += std::string(cuda ? cuda : "") + "\n";
-  return key;
-}
-
 CompileOptions compileOptions(const jit::Options &o) {
   CompileOptions c;
   PipelineOptions &p = c.pipeline;
@@ -117,6 +88,36 @@ CompileOptions compileOptions(const jit::Options &o) {
   c.cuda.arch = o.cudaArch;
   c.cuda.cacheDir = o.cacheDir;
   return c;
+}
+
+// Everything besides the model that changes the artifact: the compile's
+// options as the compile reads them (so one list of options serves both).
+std::string optionsKey(const CompileOptions &c) {
+  const PipelineOptions &p = c.pipeline;
+  std::string key = buildIdentity() + "\n" + join(p.devices) + "\n" +
+                    p.placement.str() + "\n" + std::to_string(p.microbatches) +
+                    "\n" + join(p.splitDims) + "\n" + p.outputDevice + "\n" +
+                    join(p.inputShapes) + "\n" +
+                    std::to_string(c.cxx.optLevel) + "\n" + c.cxx.targetCpu +
+                    "\n" + c.cuda.arch + "\n";
+  // Files the placement reads: their contents, not only their names.
+  std::vector<std::string> files = {p.pins};
+  for (const std::string &profile : p.profiles)
+    files.push_back(profile.substr(profile.find('=') + 1));
+  for (const std::string &file : files) {
+    if (file.empty())
+      continue;
+    std::ifstream in(file, std::ios::binary);
+    key += file + "\n" + std::string(std::istreambuf_iterator<char>(in), {}) +
+           "\n";
+  }
+  key += join(p.profiles) + "\n";
+  key += join(targetCpuFeatures(c.cxx.targetCpu)) + "\n";
+  // The C++ compiler that builds the kernels, and the CUDA toolkit.
+  key += compilerIdentity(c.cxx) + "\n";
+  const char *cuda = std::getenv("KILN_CUDA_HOME");
+  key += std::string(cuda ? cuda : "") + "\n";
+  return key;
 }
 
 // Diagnostics collected for the kiln::Error a failed step throws: from
@@ -193,6 +194,9 @@ Function compileProto(const onnx::ModelProto &model, const std::string &source,
         .count();
   };
   CompileInfo info;
+  CompileOptions c = compileOptions(o);
+  c.input = source;
+  c.model = &model;
   // A dump wants the whole pipeline to run, so it skips the cache lookup.
   std::string dir = cacheable ? jit::cacheDirectory(o.cacheDir) : "";
   bool lookUp = o.dumpDir.empty();
@@ -205,7 +209,7 @@ Function compileProto(const onnx::ModelProto &model, const std::string &source,
         llvm::xxh3_128bits(llvm::arrayRefFromStringRef(serialized));
     llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::arrayRefFromStringRef(
         llvm::utohexstr(m.high64) + llvm::utohexstr(m.low64) + "\x1e" + source +
-        "\x1e" + optionsKey(o)));
+        "\x1e" + optionsKey(c)));
     info.cacheKey = llvm::utohexstr(h.high64, false, 16) +
                     llvm::utohexstr(h.low64, false, 16);
     llvm::SmallString<128> path(dir);
@@ -230,9 +234,6 @@ Function compileProto(const onnx::ModelProto &model, const std::string &source,
     }
   }
 
-  CompileOptions c = compileOptions(o);
-  c.input = source;
-  c.model = &model;
   if (!o.dumpDir.empty()) {
     if (auto ec = llvm::sys::fs::create_directories(o.dumpDir))
       throw Error(o.dumpDir + ": cannot create folder: " + ec.message());
