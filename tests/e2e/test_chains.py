@@ -1,4 +1,4 @@
-"""Kernels chained to run image by image (passes/ChainImages.cpp): a 1x1
+"""Kernels chained to run image by image (codegen/cpu/ChainImages.cpp): a 1x1
 conv, a depthwise conv and a projection, each working on every image on its
 own, become one CPU kernel whose intermediates are locals of one image when
 the batch is large (over 8 MiB for its largest tensor), of the whole batch
