@@ -4,7 +4,10 @@
 // (codegen/cpu/prelude/), compiled here as the kernels are (-fopenmp,
 // -fno-math-errno, -fno-trapping-math) once per instruction set kiln
 // generates code for: the build makes one test binary per -march level
-// (KILN_PRELUDE_ISA names it), and each skips where this CPU lacks it.
+// (KILN_PRELUDE_ISA names it). ctest starts the v3 and v4 binaries only on
+// a CPU with that level (run_if_cpu.py: one built for a level the CPU
+// lacks may die of SIGILL before main); run by hand, each also skips its
+// tests where the CPU lacks the level.
 // References are plain loops in double, or libm.
 //
 //===----------------------------------------------------------------------===//
