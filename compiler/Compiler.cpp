@@ -279,10 +279,15 @@ LogicalResult Compilation::package() {
       signature::sign(options.signingKey, file.data(), file.size()));
 }
 
+LogicalResult Compilation::toKernels() {
+  return success(succeeded(checkOptions()) && succeeded(import()) &&
+                 succeeded(verify()) && succeeded(place()) &&
+                 succeeded(fuse()) && succeeded(lower()));
+}
+
 LogicalResult compileModel(const CompileOptions &options) {
   Compilation c(options);
-  if (failed(c.checkOptions()) || failed(c.import()) || failed(c.verify()) ||
-      failed(c.place()) || failed(c.fuse()) || failed(c.lower()))
+  if (failed(c.toKernels()))
     return failure();
   switch (options.emit) {
   case EmitKind::MLIR:

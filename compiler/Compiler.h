@@ -28,7 +28,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -127,8 +126,12 @@ public:
   /// Kernel lowering and the kernel-level passes: the module the emitters
   /// read.
   mlir::LogicalResult lower();
+  /// The stages from checkOptions through lower, stopping at the first that
+  /// fails: every output but the graph-level MLIR starts from their module.
+  mlir::LogicalResult toKernels();
   /// The plan of the function's steps and the source of every kernel: C++
-  /// for each, CUDA C++ for those on cuda devices.
+  /// for each, and its device backend's source for a kernel on a kind that
+  /// has one (CUDA C++ on cuda).
   mlir::LogicalResult generate();
   /// Each device backend's code (PTX through NVRTC), the code section
   /// through the system C++ compiler, and the artifact (written, signed,

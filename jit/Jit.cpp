@@ -170,12 +170,7 @@ std::vector<char> compileToArtifact(CompileOptions c,
     if (mlir::failed(result))
       throw diagnostics.error();
   };
-  check(compilation.checkOptions());
-  check(compilation.import());
-  check(compilation.verify());
-  check(compilation.place());
-  check(compilation.fuse());
-  check(compilation.lower());
+  check(compilation.toKernels());
   if (!dumpDir.empty())
     writeFile(dumpDir + "/kernels.mlir", compilation.moduleText());
   check(compilation.generate());

@@ -81,14 +81,15 @@ struct PlaceFallback : kiln::impl::KilnPlaceFallbackBase<PlaceFallback> {
           }
           if (known.get(device).supports(op))
             return WalkResult::advance();
+          // The reason the device cannot run it, when it is the shapes.
+          bool shapesTooDynamic =
+              kindOf(device)->needsStaticShapes && hasDynamicShape(op);
           for (const DeviceProfile &p : *loaded)
             if (p.supports(op)) {
               op->emitRemark()
                   << device.str() << " cannot run "
                   << op->getName().getStringRef()
-                  << (kindOf(device)->needsStaticShapes && hasDynamicShape(op)
-                          ? " with dynamic shapes"
-                          : "")
+                  << (shapesTooDynamic ? " with dynamic shapes" : "")
                   << ": placed on " << p.device.str();
               op->setAttr(kPlaceAttr, p.device);
               return WalkResult::advance();
@@ -96,7 +97,7 @@ struct PlaceFallback : kiln::impl::KilnPlaceFallbackBase<PlaceFallback> {
           std::string names;
           for (const DeviceProfile &p : *loaded)
             names += (names.empty() ? "" : ", ") + p.device.str();
-          if (kindOf(device)->needsStaticShapes && hasDynamicShape(op)) {
+          if (shapesTooDynamic) {
             op->emitOpError()
                 << "has dynamic shapes, which " << device.str()
                 << " cannot run yet; add the cpu to the devices (--devices "

@@ -179,10 +179,7 @@ TEST(Backends, KernelsGoToTheirKindsBackend) {
     options.diagnostics = &diagnostics;
     options.pipeline.devices = {device};
     kiln::Compilation c(options);
-    ASSERT_TRUE(mlir::succeeded(c.checkOptions()) &&
-                mlir::succeeded(c.import()) && mlir::succeeded(c.place()) &&
-                mlir::succeeded(c.fuse()) && mlir::succeeded(c.lower()) &&
-                mlir::succeeded(c.generate()))
+    ASSERT_TRUE(mlir::succeeded(c.toKernels()) && mlir::succeeded(c.generate()))
         << device << ": " << messages;
     bool cuda = std::string(device) == "cuda:0";
     EXPECT_EQ(c.backendKernels("cuda"), cuda ? 1u : 0u) << device;
