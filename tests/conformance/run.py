@@ -45,6 +45,7 @@ expected_failures_symbolic.txt by default.
 import argparse
 import contextlib
 import io
+import json
 import multiprocessing
 import os
 import re
@@ -469,6 +470,25 @@ def run_case(task):
     return result
 
 
+def _extract_section(artifact, name, path):
+    """Writes the artifact's section `name` (runtime/Artifact.h's format) to
+    `path`, nothing when it has none; None or why the file is unreadable."""
+    with open(artifact, "rb") as f:
+        data = f.read()
+    if len(data) < 20 or data[:8] != b"KILNART\0":
+        return "%s: not a kiln artifact" % artifact
+    size = int.from_bytes(data[12:16], "little")
+    try:
+        manifest = json.loads(data[20:20 + size])
+    except ValueError as e:
+        return "%s: unreadable manifest: %s" % (artifact, e)
+    for section in manifest.get("sections", []):
+        if section.get("name") == name:
+            with open(path, "wb") as f:
+                f.write(data[section["offset"]:section["offset"] + section["size"]])
+    return None
+
+
 def _compile_case(task, kilnc, timeout, result, artifact):
     """kilnc (and, for --cuda-compile, ptxas); None or why it failed."""
     case_dir = task["dir"]
@@ -500,6 +520,20 @@ def _compile_case(task, kilnc, timeout, result, artifact):
         result["compile_s"] += secs
         return _check_tool("ptxas", proc, err, argv, case_dir, result)
     if _CONFIG.get("cuda_emulate"):
+        if _CONFIG.get("ptxas"):
+            # The artifact's PTX assembles for a real GPU too, so one compile
+            # checks what --cuda-compile would.
+            ptx = os.path.join(case_dir, "model.ptx")
+            reason = _extract_section(artifact, "ptx", ptx)
+            if reason:
+                return reason
+            if os.path.isfile(ptx):
+                argv = [_CONFIG["ptxas"], "-arch=" + _CONFIG["ptxas_arch"], ptx, "-o", os.devnull]
+                proc, secs, err = _exec(argv, timeout)
+                result["compile_s"] += secs
+                reason = _check_tool("ptxas", proc, err, argv, case_dir, result)
+                if reason:
+                    return reason
         # The same kernels as CUDA C (kilnc --save-cuda), built for the host
         # (tests/emu).
         start = time.monotonic()
@@ -662,13 +696,14 @@ def parse_args(argv):
     p.add_argument("--cuda-emulate", action="store_true",
                    help="compile every test not on the expected-failure list for "
                         "--device (default cuda:0) and run it on the fake CUDA driver, "
-                        "which runs the generated CUDA kernels on the host (tests/emu)")
+                        "which runs the generated CUDA kernels on the host (tests/emu); "
+                        "the artifact's PTX is assembled with ptxas as in --cuda-compile")
     p.add_argument("--cuda-stand-ins", action="store_true",
                    help="with --cuda-emulate: run the GEMM and conv launches as their "
                         "generated stand-ins instead of through the (fake) cuBLAS and "
                         "cuDNN (KILN_CUBLAS=none KILN_CUDNN=none)")
     p.add_argument("--ptxas-arch", default="sm_90",
-                   help="GPU for ptxas in --cuda-compile (default %(default)s)")
+                   help="GPU for ptxas in --cuda-compile and --cuda-emulate (default %(default)s)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="do not print PASS and XFAIL lines")
     return p.parse_args(argv)
@@ -719,6 +754,10 @@ def main(argv=None):
         if not (os.path.isdir(lib) and any(n.startswith("libnvrtc.so") for n in os.listdir(lib))):
             say("skipped: no CUDA toolkit with NVRTC at %s (set KILN_CUDA_HOME)" % home)
             return 77
+        ptxas = os.path.join(home, "bin", "ptxas")
+        if not os.access(ptxas, os.X_OK):
+            say("note: no ptxas at %s: the PTX is not assembled" % home)
+            ptxas = None
         if not os.path.isfile(os.path.join(args.bin, "libkiln-fake-cuda.so")):
             say("error: no libkiln-fake-cuda.so in %s (build the tests)" % args.bin)
             return 1
