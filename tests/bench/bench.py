@@ -4,7 +4,7 @@ torch.compile, on the same models, weights and inputs.
 
     scripts/bench [--models resnet18,mobilenet_v2,bert,mlp] [--batches 1,8]
                   [--systems kiln,ort,eager,compile] [--rounds 5] [--iters K]
-                  [--static-shapes]
+                  [--static-shapes] [--baseline DIR]
                   [--bin DIR] [--work DIR] [--json FILE]
 
 Models: torchvision resnet18 and mobilenet_v2 (weights=None, seed 0, with
@@ -57,6 +57,10 @@ The tables come last: kilnc time and peak RSS per model and system, then per
 model and batch the median latency of each system, the ratios kiln/ort,
 kiln/eager and kiln/compile, and their geometric means per batch. A system
 that fails (crash, unsupported op, ...) is reported as failed with the reason.
+With --baseline DIR, a second kiln build (DIR holds its kilnc and kiln-run,
+e.g. the tree before a change, built elsewhere) runs as the system "base",
+compiled and timed the same way in the same rounds, and kiln/base is the
+change's effect, measured side by side.
 This is a benchmark, not a test: nothing checks the speed, and the exit
 status is 0 unless the benchmark itself breaks.
 """
@@ -82,7 +86,8 @@ sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 
 import kiln_testing as kt  # noqa: E402 (rel_l2)
 
-SYSTEMS = ("kiln", "ort", "eager", "compile")
+SYSTEMS = ("kiln", "base", "ort", "eager", "compile")
+KILN_BUILDS = ("kiln", "base")  # systems that are kiln builds (--bin, --baseline)
 # Seconds between two systems' turns (see the round loop).
 PAUSE = 1.0
 # name -> ONNX opset, input name, default timed runs per round
@@ -361,35 +366,41 @@ def bench_model(name, args, work):
     module = export(name, work)
     result = dict(kilnc_s=None, rss_mib={}, batches={})
     runners = {}
+    builds = [s for s in KILN_BUILDS if s in args.systems]
 
-    def compile_for(batch=None):
-        """kilnc for `batch`, or with the batch symbolic; the Kiln runner."""
-        suffix, extra = "", []
+    def compile_for(system, batch=None):
+        """kilnc of build `system` for `batch`, or with the batch symbolic;
+        the Kiln runner."""
+        bin_dir = args.bin if system == "kiln" else args.baseline
+        key = "kilnc_s" if system == "kiln" else "kilnc_s_" + system
+        suffix, extra = "" if system == "kiln" else "." + system, []
         if batch is not None:
             shape = (batch,) + tuple(example(name, 1, seed=0).shape[1:])
-            suffix = ".b%d" % batch
+            suffix += ".b%d" % batch
             extra = ["--input-shape", "%s=%s" % (MODELS[name][1], "x".join(map(str, shape)))]
         artifact = os.path.join(work, name + suffix + ".kiln")
-        seconds, reason = compile_kiln(args.bin, os.path.join(work, name + ".onnx"), artifact,
+        seconds, reason = compile_kiln(bin_dir, os.path.join(work, name + ".onnx"), artifact,
                                        *extra)
-        if result["kilnc_s"] is None and not reason:
-            result["kilnc_s"] = seconds
+        if result.get(key) is None and not reason:
+            result[key] = seconds
         print("%s%s: kilnc %s" % (name, suffix, "FAILED: " + reason if reason else
                                   "%.1f s (cold)" % seconds), flush=True)
-        return Kiln(args.bin, artifact, reason)
+        return Kiln(bin_dir, artifact, reason)
 
-    kiln_rss = None
-    if "kiln" in args.systems and not args.static_shapes:
-        runners["kiln"] = compile_for()
+    build_rss = {}
+    if not args.static_shapes:
+        for system in builds:
+            runners[system] = compile_for(system)
     for system in args.systems:
-        if system != "kiln":
+        if system not in KILN_BUILDS:
             runners[system] = Worker(system, name, work)
     iters = result["iters"] = args.iters or MODELS[name][2]
     for batch in args.batches:
-        if "kiln" in args.systems and args.static_shapes:
-            if "kiln" in runners:
-                kiln_rss = max(kiln_rss or 0.0, runners["kiln"].close() or 0.0) or None
-            runners["kiln"] = compile_for(batch)
+        for system in builds if args.static_shapes else ():
+            if system in runners:
+                build_rss[system] = max(build_rss.get(system) or 0.0,
+                                        runners[system].close() or 0.0) or None
+            runners[system] = compile_for(system, batch)
         x = example(name, batch, seed=1)
         x_path = os.path.join(work, "%s.b%d.x.npy" % (name, batch))
         np.save(x_path, x.numpy())
@@ -405,16 +416,19 @@ def bench_model(name, args, work):
         firsts = ["%s %.2f" % (s, t) for s, t in row["first_s"].items() if t is not None]
         if firsts:  # torch.compile's includes compiling for this batch
             print("%s b%d first call (s): %s" % (name, batch, ", ".join(firsts)), flush=True)
-        if "kiln" in runners and "kiln" not in row["failed"]:
+        for system in builds:
+            if system not in runners or system in row["failed"]:
+                continue
+            key = "rel_l2" if system == "kiln" else "rel_l2_" + system
             try:
-                out = runners["kiln"].output(os.path.join(work, "%s.b%d.out" % (name, batch)))
-                row["rel_l2"] = (kt.rel_l2(out, ref) if out.shape == np.shape(ref)
-                                 else float("inf"))
-                print("%s b%d: kiln vs eager rel L2 %.2e%s" % (
-                    name, batch, row["rel_l2"],
-                    "  MISMATCH" if row["rel_l2"] > TOLERANCE else ""), flush=True)
+                out = runners[system].output(os.path.join(work, "%s.b%d.%s.out" % (
+                    name, batch, system)))
+                row[key] = kt.rel_l2(out, ref) if out.shape == np.shape(ref) else float("inf")
+                print("%s b%d: %s vs eager rel L2 %.2e%s" % (
+                    name, batch, system, row[key],
+                    "  MISMATCH" if row[key] > TOLERANCE else ""), flush=True)
             except Failed as e:
-                row["failed"]["kiln"] = str(e)
+                row["failed"][system] = str(e)
         for r in range(args.rounds):
             line = []
             # Every other round runs the systems in reverse, so that no
@@ -444,8 +458,9 @@ def bench_model(name, args, work):
         result["batches"][batch] = row
     for system, runner in runners.items():
         result["rss_mib"][system] = runner.close()
-    if "kiln" in runners and kiln_rss:
-        result["rss_mib"]["kiln"] = max(kiln_rss, result["rss_mib"]["kiln"] or 0.0)
+    for system, rss in build_rss.items():
+        if rss:
+            result["rss_mib"][system] = max(rss, result["rss_mib"].get(system) or 0.0)
     return result
 
 
@@ -463,12 +478,15 @@ def ratio(row, other):
 
 def report(results, args):
     """Prints the tables; returns the geometric means {batch: {system: r}}."""
-    others = [s for s in ("ort", "eager", "compile") if s in args.systems]
+    others = [s for s in SYSTEMS[1:] if s in args.systems]
     fmt = lambda v, f: f % v if v is not None else "-"
     print("\nper model: kilnc wall time (cold) and peak RSS (MiB) of each system's process")
-    print("%-13s %9s" % ("model", "kilnc s") + "".join("%12s" % s for s in args.systems))
+    base = "base" in args.systems
+    print("%-13s %9s" % ("model", "kilnc s") + ("%9s" % "base s" if base else "") +
+          "".join("%12s" % s for s in args.systems))
     for name, res in results.items():
         print("%-13s %9s" % (name, fmt(res["kilnc_s"], "%.1f")) +
+              ("%9s" % fmt(res.get("kilnc_s_base"), "%.1f") if base else "") +
               "".join("%12s" % fmt(res["rss_mib"].get(s), "%.0f") for s in args.systems))
     print("\nmedian latency (ms) over %d rounds; kiln/X < 1: kiln faster (the "
           "median of the rounds' own ratios); rel L2: kiln vs eager" % args.rounds)
@@ -515,8 +533,10 @@ def parse_args():
                    help="comma-separated subset of %s" % ",".join(MODELS))
     p.add_argument("--batches", type=lambda s: [int(b) for b in csv(s)], default=[1, 8],
                    help="comma-separated batch sizes (default: 1,8)")
-    p.add_argument("--systems", type=csv, default=list(SYSTEMS),
-                   help="comma-separated subset of %s" % ",".join(SYSTEMS))
+    p.add_argument("--systems", type=csv,
+                   default=[s for s in SYSTEMS if s != "base"],
+                   help="comma-separated subset of %s (base: with --baseline, which "
+                        "adds it)" % ",".join(SYSTEMS))
     p.add_argument("--rounds", type=int, default=5, help="rounds per model and batch (default: 5)")
     p.add_argument("--static-shapes", action="store_true",
                    help="compile kiln once per batch with that batch fixed (default: once, "
@@ -528,8 +548,19 @@ def parse_args():
                    help="kilnc and kiln-run (default: $KILN_BIN, else build/bin)")
     p.add_argument("--work", help="exports, artifacts, inputs and worker logs "
                    "(default: a temporary folder, removed at the end); exports there are reused")
+    p.add_argument("--baseline", metavar="DIR",
+                   help="another kiln build's tools folder, run beside kiln as the "
+                        "system 'base' (before/after a change)")
     p.add_argument("--json", help="also write the results to this file")
     args = p.parse_args()
+    if args.baseline:
+        for tool in ("kilnc", "kiln-run"):
+            if not os.access(os.path.join(args.baseline, tool), os.X_OK):
+                p.error("--baseline %s has no %s" % (args.baseline, tool))
+        if "base" not in args.systems:
+            args.systems.append("base")
+    elif "base" in args.systems:
+        p.error("the system base needs --baseline DIR")
     for value, known, what in ((args.models, MODELS, "model"), (args.systems, SYSTEMS, "system")):
         for v in value:
             if v not in known:
@@ -557,7 +588,9 @@ def main():
             json.dump(dict(config=dict(models=args.models, batches=args.batches,
                                        systems=args.systems, rounds=args.rounds,
                                        iters=args.iters, warmup=WARMUP, threads=THREADS,
-                                       bin=os.path.abspath(args.bin)),
+                                       bin=os.path.abspath(args.bin),
+                                       baseline=args.baseline and
+                                       os.path.abspath(args.baseline)),
                            models=results, geomean=geomean), f, indent=1)
     return 0
 
