@@ -4,9 +4,10 @@
 // is the host, whether its kernels are the generated C++ run by host
 // threads, what its kernels need, and its default cost profile. The
 // dialect's device attribute, placement and lowering read these traits
-// instead of comparing kind names. A new kind of device is a row here, its
-// runtime device (runtime/Device.cpp), and, unless its kernels are the
-// generated C++, its backend (codegen/Backends.cpp).
+// instead of comparing kind names. A new kind of device is a row here, a
+// row in the runtime's table (runtime/DeviceKinds.cpp), and, unless its
+// kernels are the generated C++, its backend (codegen/Backends.cpp) and its
+// runtime memory, copies and launches (docs/architecture.md).
 //
 //===----------------------------------------------------------------------===//
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <system_error>
+#include <unordered_map>
 
 namespace kiln::device {
 
@@ -35,46 +36,28 @@ std::optional<long> parseOrdinal(const std::string &text) {
 }
 } // namespace
 
-const char *kindName(Kind kind) {
-  switch (kind) {
-  case Kind::Cpu:
-    return "cpu";
-  case Kind::Sim:
-    return "sim";
-  case Kind::Cuda:
-    return "cuda";
-  }
-  return "?";
-}
-
-std::optional<Kind> parseKind(const std::string &text) {
-  for (Kind kind : {Kind::Cpu, Kind::Sim, Kind::Cuda})
-    if (text == kindName(kind))
-      return kind;
-  return std::nullopt;
-}
-
 std::optional<Name> parseName(const std::string &text) {
-  if (text == "cpu")
-    return Name{Kind::Cpu, -1, "cpu"};
-  if (text == "cuda:auto")
-    return Name{Kind::Cuda, -1, "cuda:auto"};
   size_t colon = text.find(':');
-  if (colon == std::string::npos)
-    return std::nullopt;
   std::optional<Kind> kind = parseKind(text.substr(0, colon));
-  std::optional<long> ordinal = parseOrdinal(text.substr(colon + 1));
-  if (!kind || *kind == Kind::Cpu || !ordinal)
+  if (!kind)
+    return std::nullopt;
+  const KindInfo &k = info(*kind);
+  if (colon == std::string::npos)
+    return k.numbered ? std::nullopt : std::optional(Name{*kind, -1, text});
+  std::string rest = text.substr(colon + 1);
+  if (rest == "auto" && k.autoOrdinal)
+    return Name{*kind, -1, text};
+  std::optional<long> ordinal = parseOrdinal(rest);
+  if (!k.numbered || !ordinal)
     return std::nullopt;
   return Name{*kind, *ordinal,
-              std::string(kindName(*kind)) + ":" + std::to_string(*ordinal)};
+              std::string(k.name) + ":" + std::to_string(*ordinal)};
 }
 
 Name parseBindable(const std::string &text) {
   std::optional<Name> name = parseName(text);
   if (!name)
-    throw Error("unknown device '" + text +
-                "' (expected cpu, sim:N, cuda:N or cuda:auto)");
+    throw Error("unknown device '" + text + "' (expected " + nameForms() + ")");
   return *name;
 }
 
@@ -117,27 +100,110 @@ void Stream::loop() {
 }
 
 //===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Host memory that is kept for reuse: a released block waits, by size, for
+/// an allocation it fits without wasting over half of it.
+class HostPool final : public Memory {
+public:
+  explicit HostPool(std::string name) : name_(std::move(name)) {}
+  ~HostPool() override {
+    for (auto [data, size] : blockSizes_)
+      std::free(data);
+  }
+
+  void *allocate(size_t bytes, size_t) override {
+    void *data = nullptr;
+    if (bytes <= SIZE_MAX / 2) {
+      size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = freeBlocks_.lower_bound(rounded);
+      if (it != freeBlocks_.end() && it->first <= 2 * rounded) {
+        data = it->second;
+        freeBlocks_.erase(it);
+      } else if ((data = host::allocate(rounded))) {
+        blockSizes_[data] = rounded;
+      }
+      // Past the tensor, a reused block larger than it is poisoned too.
+      if (data) {
+        size_t block = blockSizes_.at(data);
+        host::unpoison(data, bytes);
+        host::poison(static_cast<char *>(data) + bytes, block - bytes);
+      }
+    }
+    if (!data)
+      throw Error(name_ + ": out of host memory allocating " +
+                  std::to_string(bytes) + " bytes");
+    return data;
+  }
+
+  void release(void *data, size_t) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t block = blockSizes_.at(data);
+    host::poison(data, block);
+    freeBlocks_.emplace(block, data);
+  }
+
+private:
+  std::string name_;
+  std::mutex mutex_;
+  // The free blocks by size, and every block's size.
+  std::multimap<size_t, void *> freeBlocks_;
+  std::unordered_map<void *, size_t> blockSizes_;
+};
+
+/// Device memory from a CUDA context's caching allocator.
+class CudaMemory final : public Memory {
+public:
+  CudaMemory(cuda::Context &context, std::string name)
+      : context_(context), name_(std::move(name)) {}
+
+  void *allocate(size_t bytes, size_t inUse) override {
+    cuda::CUdeviceptr pointer = context_.allocate(bytes);
+    if (!pointer)
+      throw Error(name_ + ": out of memory: cuMemAlloc of " +
+                  std::to_string(bytes) + " bytes failed with " +
+                  std::to_string(inUse) + " bytes in use by kiln");
+    return reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
+  }
+
+  void release(void *data, size_t bytes) override {
+    context_.release(reinterpret_cast<uintptr_t>(data), bytes);
+  }
+
+private:
+  cuda::Context &context_;
+  std::string name_;
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
 // Device
 //===----------------------------------------------------------------------===//
 
 Device::Device(Name name, std::optional<size_t> capacity,
                const cuda::Driver *driver)
     : name_(std::move(name)), capacity_(capacity) {
-  if (name_.kind == Kind::Cuda) {
-    if (!driver || name_.ordinal < 0)
-      throw Error(name_.text + ": no CUDA driver is loaded");
-    cuda_ = std::make_unique<cuda::Context>(*driver, int(name_.ordinal),
-                                            name_.text);
+  if (!info(name_.kind).cuda) {
+    memory_ = std::make_unique<HostPool>(name_.text);
+    return;
   }
+  if (!driver || name_.ordinal < 0)
+    throw Error(name_.text + ": no CUDA driver is loaded");
+  cuda_ =
+      std::make_unique<cuda::Context>(*driver, int(name_.ordinal), name_.text);
+  memory_ = std::make_unique<CudaMemory>(*cuda_, name_.text);
 }
 
 Device::~Device() {
-  // Join the workers while the allocator is still alive.
+  // Join the workers while the allocator is still alive; the CUDA memory
+  // goes before its context.
   compute_.reset();
   copy_.reset();
+  memory_.reset();
   cuda_.reset();
-  for (auto [data, size] : blockSizes_)
-    std::free(data);
 }
 
 void *Device::allocate(size_t bytes) {
@@ -152,61 +218,18 @@ void *Device::allocate(size_t bytes) {
     inUse_ += bytes;
     peak_ = std::max(peak_, inUse_);
   }
-  if (cuda_) {
-    cuda::CUdeviceptr pointer = 0;
-    try {
-      pointer = cuda_->allocate(bytes);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      inUse_ -= bytes;
-      throw;
-    }
-    if (!pointer) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      inUse_ -= bytes;
-      throw Error(name_.text + ": out of memory: cuMemAlloc of " +
-                  std::to_string(bytes) + " bytes failed with " +
-                  std::to_string(inUse) + " bytes in use by kiln");
-    }
-    return reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
-  }
-  void *data = nullptr;
-  if (bytes <= SIZE_MAX / 2) {
-    size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    std::lock_guard<std::mutex> lock(mutex_);
-    // The smallest free block that fits, unless it wastes over half of it.
-    auto it = freeBlocks_.lower_bound(rounded);
-    if (it != freeBlocks_.end() && it->first <= 2 * rounded) {
-      data = it->second;
-      freeBlocks_.erase(it);
-    } else if ((data = host::allocate(rounded))) {
-      blockSizes_[data] = rounded;
-    }
-    // Past the tensor, a reused block larger than it is poisoned too.
-    if (data) {
-      size_t block = blockSizes_.at(data);
-      host::unpoison(data, bytes);
-      host::poison(static_cast<char *>(data) + bytes, block - bytes);
-    }
-  }
-  if (!data) {
+  try {
+    return memory_->allocate(bytes, inUse);
+  } catch (...) {
     std::lock_guard<std::mutex> lock(mutex_);
     inUse_ -= bytes;
-    throw Error(name_.text + ": out of host memory allocating " +
-                std::to_string(bytes) + " bytes");
+    throw;
   }
-  return data;
 }
 
 void Device::release(void *data, size_t bytes) {
-  if (cuda_)
-    cuda_->release(reinterpret_cast<uintptr_t>(data), bytes);
+  memory_->release(data, bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!cuda_) {
-    size_t block = blockSizes_.at(data);
-    host::poison(data, block);
-    freeBlocks_.emplace(block, data);
-  }
   inUse_ -= bytes;
 }
 
@@ -293,16 +316,17 @@ Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
     std::optional<Name> parsed = parseName(name);
     if (!parsed)
       throw Error("memory capacity for unknown device '" + name +
-                  "' (expected cpu, sim:N, cuda:N or cuda:auto)");
+                  "' (expected " + nameForms() + ")");
     capacity[parsed->text] = bytes;
   }
   std::vector<Name> names;
   for (size_t r = 0; r < roles.size(); ++r) {
     Name name = parseBindable(targets[r]);
-    if (name.kind == Kind::Cuda && roles[r].kind != Kind::Cuda)
+    if (info(name.kind).cuda && !info(roles[r].kind).cuda)
       throw Error("cannot bind " + describe(r) + " to '" + name.text +
-                  "': its kernels run on cpu or sim:N (the artifact has no "
-                  "code for the CUDA backend on this role)");
+                  "': its kernels run on " + nameForms(/*cuda=*/false) +
+                  " (the artifact has no code for the CUDA backend on this "
+                  "role)");
     names.push_back(std::move(name));
   }
 
@@ -318,7 +342,7 @@ Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
   std::map<std::string, std::vector<size_t>> fellBack; // target -> roles
   for (size_t r = 0; r < roles.size(); ++r) {
     Name &name = names[r];
-    if (name.kind != Kind::Cuda)
+    if (!info(name.kind).cuda)
       continue;
     if (!loaded) {
       driver = cuda::load(reason);
@@ -369,7 +393,7 @@ Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
       if (limit != capacity.end())
         bytes = limit->second;
       binding.devices.push_back(std::make_unique<Device>(
-          name, bytes, name.kind == Kind::Cuda ? driver : nullptr));
+          name, bytes, info(name.kind).cuda ? driver : nullptr));
       it = binding.devices.end() - 1;
     }
     binding.roleDevice.push_back(it->get());
@@ -379,7 +403,7 @@ Binding bind(const std::vector<Role> &roles, const LoadOptions &options) {
 
 std::shared_ptr<Device> tensorDevice(const std::string &text) {
   Name name = parseBindable(text);
-  if (name.kind != Kind::Cuda)
+  if (!info(name.kind).cuda)
     throw Error("'" + text +
                 "' is a host device; tensors there need no "
                 "runtime device");

@@ -11,10 +11,12 @@
 //          from a caching allocator, PTX kernels; cuda:auto is resolved at
 //          bind time to the cuda:N with the most free memory.
 //
-// Every Device counts the bytes it has handed out (current and peak) and
-// owns, once started, two streams: a compute stream and a copy stream, each a
-// worker thread running closures in FIFO order (for a cuda device the worker
-// enqueues CUDA work and waits for it).
+// What distinguishes the kinds is their row in DeviceKinds.cpp and where
+// their memory comes from (a Memory: the host pool, or a CUDA context's
+// caching allocator). Every Device counts the bytes it has handed out
+// (current and peak) and owns, once started, two streams: a compute stream and
+// a copy stream, each a worker thread running closures in FIFO order (for a
+// cuda device the worker enqueues CUDA work and waits for it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,14 +27,14 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
+
+#include "runtime/DeviceKinds.h"
 
 namespace kiln {
 struct LoadOptions;
@@ -44,13 +46,6 @@ struct Driver;
 } // namespace kiln::cuda
 
 namespace kiln::device {
-
-enum class Kind { Cpu, Sim, Cuda };
-
-/// "cpu", "sim", "cuda" (the manifest's spelling of a role's kind).
-const char *kindName(Kind kind);
-/// The inverse of kindName; nullopt when unknown.
-std::optional<Kind> parseKind(const std::string &text);
 
 /// A device name: "cpu", "sim:N", "cuda:N" or "cuda:auto".
 struct Name {
@@ -95,6 +90,16 @@ private:
   std::thread thread_;
 };
 
+/// Where a device's memory comes from.
+class Memory {
+public:
+  virtual ~Memory() = default;
+  /// `bytes` of memory, not zeroed; throws kiln::Error when there is none
+  /// (`inUse`: the bytes the device has handed out, for the message).
+  virtual void *allocate(size_t bytes, size_t inUse) = 0;
+  virtual void release(void *data, size_t bytes) = 0;
+};
+
 /// One bound device: its allocator and (once started) its streams.
 class Device {
 public:
@@ -110,7 +115,7 @@ public:
   Kind kind() const { return name_.kind; }
   /// Whether kernels bound here may use host memory they did not allocate
   /// here (the caller's input tensors, constants in the mapped file).
-  bool usesHostMemory() const { return name_.kind == Kind::Cpu; }
+  bool usesHostMemory() const { return info(name_.kind).callerMemory; }
   /// The CUDA context of a cuda device; nullptr for host devices.
   cuda::Context *cuda() const { return cuda_.get(); }
 
@@ -134,10 +139,8 @@ private:
   std::optional<size_t> capacity_;
   mutable std::mutex mutex_;
   size_t inUse_ = 0, peak_ = 0;
-  // Host blocks: the free ones by size, and every block's size.
-  std::multimap<size_t, void *> freeBlocks_;
-  std::unordered_map<void *, size_t> blockSizes_;
   std::unique_ptr<cuda::Context> cuda_;
+  std::unique_ptr<Memory> memory_;
   // Declared last: joined before the allocator goes away.
   std::unique_ptr<Stream> compute_, copy_;
 };

@@ -541,7 +541,7 @@ void decodeSteps(Plan &plan, const json &steps,
         if (dynamic)
           fail(what + " has a \"cuda\" launch description but dynamic "
                       "arguments");
-        if (plan.roles[step.role].kind != device::Kind::Cuda)
+        if (!device::info(plan.roles[step.role].kind).cuda)
           fail(what + " has a \"cuda\" launch description but runs on " +
                plan.describeRole(step.role) + ", which is no cuda role");
         step.cuda = decodeCuda(s.at("cuda"), step, plan.values, what);
@@ -747,8 +747,8 @@ Plan decode(const nlohmann::json &m, std::optional<size_t> weightsSize,
     std::string name = d.at("name").get<std::string>();
     std::optional<device::Kind> parsedKind = device::parseKind(kind);
     if (!parsedKind)
-      fail(what + " has an unknown kind '" + kind +
-           "' (expected cpu, sim or cuda)");
+      fail(what + " has an unknown kind '" + kind + "' (expected " +
+           device::kindList() + ")");
     std::optional<device::Name> parsed = device::parseName(name);
     if (!parsed || parsed->kind != *parsedKind)
       fail(what + " was compiled for '" + name + "', which is not a " + kind +

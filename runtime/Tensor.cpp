@@ -205,7 +205,7 @@ Tensor Tensor::to(const std::string &name) const {
   if (target.text == device_)
     return *this;
   auto *home = static_cast<device::Device *>(home_.get());
-  if (target.kind != device::Kind::Cuda) {
+  if (!device::info(target.kind).cuda) {
     Tensor t = Tensor::empty(dtype_, shape_);
     readInto(*this, t.raw(), home);
     t.device_ = target.text;

@@ -418,6 +418,10 @@ TEST_F(DevicesTest, BadBindingsAreClearErrors) {
                   "cuda:auto)");
   expectBindError({{"0", "sim"}}, "", "unknown device 'sim'");
   expectBindError({{"0", "cpu:0"}}, "", "unknown device 'cpu:0'");
+  // Only kinds that pick a device by free memory have KIND:auto.
+  expectBindError({{"1", "sim:auto"}}, "", "unknown device 'sim:auto'");
+  expectBindError({{"0", "cpu:auto"}}, "", "unknown device 'cpu:auto'");
+  expectBindError({{"1", "sim:-1"}}, "", "unknown device 'sim:-1'");
   kiln::LoadOptions capacity;
   capacity.memoryCapacity["gpu0"] = 1;
   expectLoadError(path, capacity, "memory capacity for unknown device 'gpu0'");
