@@ -3,7 +3,7 @@
 build() compiles the CUDA source kilnc writes (--save-cuda, --emit=cuda) as C++ with
 kiln_cuda_emu.h force-included, plus one trampoline per __global__ function;
 environment() points kiln-run at the fake CUDA driver, cuBLAS and cuDNN
-(tests/unit/FakeCuda.cpp), whose cuLaunchKernel then runs those trampolines
+(tests/unit/fakecuda/Driver.cpp), whose cuLaunchKernel then runs those trampolines
 (FAKE_CUDA_KERNELS). An artifact compiled for cuda:0 thus runs its real
 launch sequence -- slots, scratch, phases, library calls, copies -- with
 every generated kernel executed, thread by thread, on the CPU.

@@ -14,9 +14,9 @@
 // the block and thread, not a hang.
 //
 // cuda_emu.py appends a trampoline per kernel, which the fake driver
-// (tests/unit/FakeCuda.cpp, $FAKE_CUDA_KERNELS) calls from cuLaunchKernel.
-// Nothing here is used by kiln itself: it is how CI runs the generated CUDA
-// kernels without a GPU.
+// (tests/unit/fakecuda/Driver.cpp, $FAKE_CUDA_KERNELS) calls from
+// cuLaunchKernel. Nothing here is used by kiln itself: it is how CI runs the
+// generated CUDA kernels without a GPU.
 //
 //===----------------------------------------------------------------------===//
 

@@ -5,7 +5,7 @@
 //
 //   - without CUDA ($KILN_CUDA_DRIVER names no library, or a library that is
 //     no driver): binding errors, fallback to cpu, host bindings;
-//   - on the fake driver (FakeCuda.cpp, a copy per test so each starts
+//   - on the fake driver (unit/fakecuda/, a copy per test so each starts
 //     fresh): the whole cuda path on host memory, with the fake checking
 //     contexts, streams and pointers, and counting what leaks;
 //   - on a real GPU when libcuda.so.1 loads (GTEST_SKIP otherwise).

@@ -3,7 +3,8 @@
 //
 // Kernels with kiln's CUDA ABI (docs/devices.md): one by-value parameter
 // `struct KilnSlots { void *p[K]; }`, grid-stride loops over f32[1000].
-// Their CPU twins are in CudaTestKernels.cpp; FakeCuda.cpp emulates them.
+// Their CPU twins are in CudaTestKernels.cpp; the fake driver
+// (fakecuda/Driver.cpp) emulates them.
 //
 //   kiln_add_one  {x, y}     y = x + 1
 //   kiln_add      {x, y, z}  z = x + y
