@@ -14,7 +14,6 @@
 
 #include "codegen/Gemm.h"
 #include "ir/KilnDialect.h"
-#include "passes/lowering/KernelShapes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -291,32 +290,35 @@ std::optional<int64_t> kiln::matchMaxPool3x3(linalg::GenericOp op) {
   return std::nullopt;
 }
 
+/// Whether the lowering chose `kind` (ir/KilnDialect.h's kConvKind) for
+/// conv `op`, or for the CPU twin of a library conv (kConvTwinKind).
+static bool loweredAs(linalg::GenericOp op, StringRef kind) {
+  auto chosen = op->getAttrOfType<StringAttr>(kConvKind);
+  auto twin = op->getAttrOfType<StringAttr>(kConvTwinKind);
+  return (chosen && chosen.getValue() == kind) ||
+         (twin && twin.getValue() == kind);
+}
+
 bool kiln::matchWinograd(linalg::GenericOp op) {
+  if (!loweredAs(op, "winograd"))
+    return false;
   if (directConvStrides(op) != std::make_pair(int64_t(1), int64_t(1)))
     return false;
   auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
-  // A stem's 3x3 window over a few channels runs by rows.
-  return weight.getDimSize(2) == 3 && weight.getDimSize(3) == 3 &&
-         !matchRowsConv(op);
+  return weight.getDimSize(2) == 3 && weight.getDimSize(3) == 3;
 }
 
 std::optional<std::pair<int64_t, int64_t>>
 kiln::matchRowsConv(linalg::GenericOp op) {
-  std::optional<std::pair<int64_t, int64_t>> strides = directConvStrides(op);
-  if (!strides)
+  if (!loweredAs(op, "rows"))
     return std::nullopt;
-  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
-  auto out = cast<RankedTensorType>(op.getResult(0).getType());
-  if (ShapedType::isDynamic(out.getDimSize(2)) ||
-      ShapedType::isDynamic(out.getDimSize(3)) ||
-      !rowsConvSizes(weight.getDimSize(1), weight.getDimSize(2),
-                     weight.getDimSize(3), out.getDimSize(3)))
-    return std::nullopt;
-  return strides;
+  return directConvStrides(op);
 }
 
 std::optional<ConvMatch> kiln::matchLibraryConv(linalg::GenericOp op) {
   using Iter = utils::IteratorType;
+  if (!loweredAs(op, "library"))
+    return std::nullopt;
   std::optional<SmallVector<AffineMap>> maps = convMaps(
       op, {Iter::parallel, Iter::parallel, Iter::reduction, Iter::reduction,
            Iter::reduction, Iter::parallel, Iter::parallel});

@@ -37,12 +37,13 @@ struct GemmMatch {
 /// (either operand order), K must not be empty, nor both M and N.
 std::optional<GemmMatch> matchGemm(mlir::linalg::GenericOp op);
 
-/// Whether `op` is a direct f32 conv with a 3x3 window, stride and
-/// dilation 1 and no groups: loops [n, m, c, kh, kw, oh, ow] computing
-/// out[n, m, oh, ow] += in[n, c, oh + kh, ow + kw] * w[m, c, kh, kw] (input
-/// 0 the padded input, input 1 the weight of static shape), and no stem
-/// (matchRowsConv). The CPU runs such a conv as Winograd F(2x2, 3x3) when
-/// its weight is a constant (kiln-pack-weights, kWinogradU).
+/// Whether `op` is a conv the lowering chose Winograd for (kConvKind
+/// "winograd", ir/KilnDialect.h) in the form that takes: a direct f32 conv
+/// with a 3x3 window, stride and dilation 1 and no groups, loops [n, m, c,
+/// kh, kw, oh, ow] computing out[n, m, oh, ow] += in[n, c, oh + kh, ow + kw]
+/// * w[m, c, kh, kw] (input 0 the padded input, input 1 the weight of static
+/// shape). The CPU runs it as Winograd F(2x2, 3x3) with the weight
+/// kiln-pack-weights transformed (kWinogradU).
 bool matchWinograd(mlir::linalg::GenericOp op);
 
 /// A depthwise f32 conv with a 3x3 window and the same stride, 1 or 2, in
@@ -58,13 +59,14 @@ std::optional<int64_t> matchDepthwise3x3(mlir::linalg::GenericOp op);
 /// (what pooling lowers to). Its stride when `op` is one.
 std::optional<int64_t> matchMaxPool3x3(mlir::linalg::GenericOp op);
 
-/// A direct f32 conv over few input channels with a large window (a stem:
-/// kRowsConvChannels, passes/lowering/KernelShapes.h), stride 1 or 2 in each spatial
-/// dim, no dilation or groups: loops [n, m, c, kh, kw, oh, ow] computing out[n,
-/// m, oh, ow] += in[n, c, oh * sh + kh, ow * sw + kw] * w[m, c, kh, kw] with a
-/// static weight and output planes (input 0 the padded input). Its strides [sh,
-/// sw] when it is one. The CPU runs it by output rows (kiln_conv_rows):
-/// im2col's K (c * kh * kw) is too small for a GEMM to run well.
+/// A conv the lowering chose to run by output rows (kConvKind "rows", or the
+/// CPU twin's kConvTwinKind: a stem, few input channels and a large window)
+/// in the form that takes: a direct f32 conv, stride 1 or 2 in each spatial
+/// dim, no dilation or groups, loops [n, m, c, kh, kw, oh, ow] computing
+/// out[n, m, oh, ow] += in[n, c, oh * sh + kh, ow * sw + kw] * w[m, c, kh,
+/// kw] with a static weight and output planes (input 0 the padded input).
+/// Its strides [sh, sw] when it is one. The CPU runs it by output rows
+/// (kiln_conv_rows): im2col's K (c * kh * kw) is too small for a GEMM.
 std::optional<std::pair<int64_t, int64_t>>
 matchRowsConv(mlir::linalg::GenericOp op);
 
@@ -73,8 +75,9 @@ matchRowsConv(mlir::linalg::GenericOp op);
 /// generated fallback loops need the fill.
 mlir::linalg::FillOp zeroFillOf(mlir::linalg::GenericOp op);
 
-/// A direct f32 2-D conv of static shapes as a library (cuDNN) runs it, on
-/// an input already padded: loops [n, m, c, kh, kw, oh, ow] computing out[n,
+/// A conv the lowering left for a library (kConvKind "library") that cuDNN
+/// can run: a direct f32 2-D conv of static shapes on an input already
+/// padded, loops [n, m, c, kh, kw, oh, ow] computing out[n,
 /// m, oh, ow] += in[n, g * cg + c, oh * sh + kh * dh, ow * sw + kw * dw] *
 /// w[m, c, kh, kw], where g = m / (M / groups) and cg = w's dim 1 (input 0
 /// the padded input, input 1 the weight), and the output's spatial sizes

@@ -48,6 +48,18 @@ inline constexpr llvm::StringLiteral kGuardedRead = "kiln.guarded_read";
 /// (ONNX Cast's saturate=0).
 inline constexpr llvm::StringLiteral kNoSaturate = "kiln.no_saturate";
 
+/// A string attribute on the kernel-level generic of a conv: how the
+/// lowering chose to run it, which the code generators follow instead of
+/// deriving it again from sizes. "gemm": a GEMM over im2col windows or the
+/// input itself; "winograd": a direct stride-1 3x3 window for Winograd
+/// F(2x2, 3x3); "rows": a direct window of a stem, run by output rows;
+/// "library": a direct window for a vendor library (cuDNN); "direct": loops.
+inline constexpr llvm::StringLiteral kConvKind = "kiln.conv";
+/// Beside kConvKind "library": how the kernel's CPU twin (the generated C++
+/// every kernel also gets, run where the device is absent) runs the same
+/// window: "rows" or "direct".
+inline constexpr llvm::StringLiteral kConvTwinKind = "kiln.conv_twin";
+
 /// Whether `type` is a float kept in memory as bits and computed on as f32
 /// (bfloat16, the float8 types): the kernel level converts it with
 /// arith.extf/truncf around every arithmetic op.

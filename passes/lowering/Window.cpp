@@ -14,14 +14,16 @@
 // backends hand to a library (codegen/Gemm.h); a 1x1 window with stride 1
 // and no padding is one already, on the input itself. But a 3x3 stride-1
 // conv on the CPU with a constant weight and planes at least
-// kWinogradMinWidth wide stays a direct window (codegen/Gemm.h's
-// matchWinograd), which the C++ kernel runs as Winograd F(2x2, 3x3); its
-// input is padded to whole 2x2 output tiles. A conv over a few input
-// channels (a stem) on the CPU stays a direct window too, which the C++
-// kernel runs by output rows (codegen/Gemm.h's matchRowsConv). On a cuda
-// device a 2-D f32 conv of static shapes (not depthwise, not a 1x1 GEMM)
-// stays a direct window [n, m, c, kh, kw, oh, ow] for cuDNN
-// (codegen/Gemm.h's matchLibraryConv), its bias added after the sums.
+// kWinogradMinWidth wide (or sizes known only at run time, which rule out
+// im2col) stays a direct window, which the C++ kernel runs as Winograd
+// F(2x2, 3x3); its input is padded to whole 2x2 output tiles where the
+// planes are static. A conv over a few input channels (a stem) on the CPU
+// stays a direct window too, which the C++ kernel runs by output rows. On
+// a cuda device a 2-D f32 conv of static shapes (not depthwise, not a 1x1
+// GEMM) stays a direct window [n, m, c, kh, kw, oh, ow] for cuDNN, its
+// bias added after the sums. The conv's generic names the choice
+// (kConvKind, ir/KilnDialect.h), which the code generators follow
+// (codegen/Gemm.h checks the form).
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,13 +99,22 @@ bool winogradConv(ConvOp op, Value weight, RankedTensorType wType,
   if (!runsCppKernels(getDevice(op.getResult().getType())))
     return false;
   if (wType.getRank() != 4 || wType.getDimSize(2) != 3 ||
-      wType.getDimSize(3) != 3 || wType.getDimSize(0) < 16 ||
-      wType.getDimSize(1) < 16 ||
+      wType.getDimSize(3) != 3 ||
       llvm::any_of(op.getStrides(), [](int64_t s) { return s != 1; }) ||
-      llvm::any_of(op.getDilations(), [](int64_t d) { return d != 1; }) ||
-      outType.getDimSize(2) < kWinogradMinWidth ||
-      outType.getDimSize(3) < kWinogradMinWidth)
+      llvm::any_of(op.getDilations(), [](int64_t d) { return d != 1; }))
     return false;
+  if (outType.isDynamicDim(2) || outType.isDynamicDim(3)) {
+    // Planes known only at run time rule out im2col's GEMM, so the
+    // alternative is loops: Winograd unless the taps unroll (8 to 24
+    // channels at 56x56 took 0.086 ms as Winograd against 0.348 by loops on
+    // a 2-core AVX-512 Xeon).
+    if (wType.getDimSize(1) * 9 <= kUnrolledTaps)
+      return false;
+  } else if (wType.getDimSize(0) < 16 || wType.getDimSize(1) < 16 ||
+             outType.getDimSize(2) < kWinogradMinWidth ||
+             outType.getDimSize(3) < kWinogradMinWidth) {
+    return false;
+  }
   // The weight must be a constant input of the kernel: kiln-pack-weights
   // transforms it ahead of time.
   return bool(boundConstant(weight));
@@ -144,6 +155,21 @@ bool cudnnConv(ConvOp op, RankedTensorType inType, RankedTensorType wType,
       llvm::all_of(op.getStrides(), [](int64_t s) { return s == 1; }) &&
       llvm::all_of(op.getPads(), [](int64_t p) { return p == 0; });
   return !pointwise;
+}
+
+// How the CPU twin of a cuDNN conv (static shapes, a direct window) runs
+// it: by rows where a CPU conv of its sizes would (rowsConv), else by loops
+// (Winograd needs the transformed weight, which only cpu kernels get).
+StringRef twinKind(ConvOp op, RankedTensorType wType,
+                   RankedTensorType outType) {
+  bool rows =
+      op.getGroup() == 1 &&
+      llvm::all_of(op.getDilations(), [](int64_t d) { return d == 1; }) &&
+      llvm::all_of(op.getStrides(),
+                   [](int64_t s) { return s == 1 || s == 2; }) &&
+      rowsConvSizes(wType.getDimSize(1), wType.getDimSize(2),
+                    wType.getDimSize(3), outType.getDimSize(3));
+  return rows ? "rows" : "direct";
 }
 
 // Spatial input exprs: o_i * s_i + k_i * d_i.
@@ -199,24 +225,30 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   SmallVector<int64_t> begin = {0, 0}, end = {0, 0};
   begin.append(pads.begin(), pads.begin() + r);
   end.append(pads.begin() + r, pads.end());
-  bool gemm =
-      outType.getElementType().isF32() && op.getGroup() == 1 &&
-      wType.hasStaticShape() &&
+  bool dense = outType.getElementType().isF32() && op.getGroup() == 1 &&
+               wType.hasStaticShape();
+  bool staticPlanes =
       llvm::none_of(outType.getShape().drop_front(2), ShapedType::isDynamic);
+  bool gemm = dense && staticPlanes;
   // A conv for cuDNN: a direct window that starts from zeros.
   bool cudnn = cudnnConv(op, cast<RankedTensorType>(operands[0].getType()),
                          wType, outType);
   if (cudnn)
     gemm = false;
-  bool winograd = gemm && winogradConv(op, operands[1], wType, outType);
+  bool winograd =
+      dense && !cudnn && winogradConv(op, operands[1], wType, outType);
   if (winograd) {
     // A direct window: its taps (9 per channel, 16 channels or more) are too
     // many to unroll, so its loops stay [n, m, c, kh, kw, oh, ow], the form
-    // matchWinograd takes. Whole tiles: one more row (column) of zeros under
-    // an odd output size, which only the Winograd input transform reads.
+    // matchWinograd takes. Whole tiles where the planes are static: one more
+    // row (column) of zeros under an odd output size, which only the
+    // Winograd input transform reads (at run-time sizes it reads the last
+    // tile's rows and columns that exist).
     gemm = false;
-    end[2] += outType.getDimSize(2) % 2;
-    end[3] += outType.getDimSize(3) % 2;
+    if (staticPlanes) {
+      end[2] += outType.getDimSize(2) % 2;
+      end[3] += outType.getDimSize(3) % 2;
+    }
   }
   // A stem conv by output rows: a direct window with its taps outside.
   bool rows = gemm && !winograd && rowsConv(op, wType, outType);
@@ -309,48 +341,52 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
     ArrayRef<int64_t> strides = op.getStrides(), dilations = op.getDilations();
     // Loops [n, m, o..., c, k...]: each output sums its taps in turn.
     reductionsInnermost(maps, iterators, 2, 3 + r, r);
-    return b
-        .create<linalg::GenericOp>(
-            loc, TypeRange{outType}, ValueRange{operands[1]}, ValueRange{init},
-            SmallVector<AffineMap>{maps[1], maps[2]}, iterators,
-            [&](OpBuilder &nb, Location l, ValueRange a) {
-              auto index = [&](int64_t i) -> Value {
-                return nb.create<linalg::IndexOp>(l, i);
-              };
-              auto constant = [&](int64_t v) -> Value {
-                return nb.create<arith::ConstantIndexOp>(l, v);
-              };
-              Value group = nb.create<arith::DivSIOp>(l, index(1), perGroupOut);
-              SmallVector<Value> at = {
-                  index(0),
-                  nb.create<arith::AddIOp>(
-                      l, nb.create<arith::MulIOp>(l, group, perGroupIn),
-                      index(2 + r))};
-              for (int64_t i = 0; i < r; ++i)
-                at.push_back(nb.create<arith::AddIOp>(
-                    l,
-                    nb.create<arith::MulIOp>(l, index(2 + i),
-                                             constant(strides[i])),
-                    nb.create<arith::MulIOp>(l, index(3 + r + i),
-                                             constant(dilations[i]))));
-              Value x = nb.create<tensor::ExtractOp>(l, input, at);
-              Value prod = nb.create<arith::MulFOp>(l, x, a[0]);
-              nb.create<linalg::YieldOp>(
-                  l, Value(nb.create<arith::AddFOp>(l, a[1], prod)));
-            })
-        .getResult(0);
+    auto conv = b.create<linalg::GenericOp>(
+        loc, TypeRange{outType}, ValueRange{operands[1]}, ValueRange{init},
+        SmallVector<AffineMap>{maps[1], maps[2]}, iterators,
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          auto index = [&](int64_t i) -> Value {
+            return nb.create<linalg::IndexOp>(l, i);
+          };
+          auto constant = [&](int64_t v) -> Value {
+            return nb.create<arith::ConstantIndexOp>(l, v);
+          };
+          Value group = nb.create<arith::DivSIOp>(l, index(1), perGroupOut);
+          SmallVector<Value> at = {
+              index(0), nb.create<arith::AddIOp>(
+                            l, nb.create<arith::MulIOp>(l, group, perGroupIn),
+                            index(2 + r))};
+          for (int64_t i = 0; i < r; ++i)
+            at.push_back(nb.create<arith::AddIOp>(
+                l,
+                nb.create<arith::MulIOp>(l, index(2 + i), constant(strides[i])),
+                nb.create<arith::MulIOp>(l, index(3 + r + i),
+                                         constant(dilations[i]))));
+          Value x = nb.create<tensor::ExtractOp>(l, input, at);
+          Value prod = nb.create<arith::MulFOp>(l, x, a[0]);
+          nb.create<linalg::YieldOp>(
+              l, Value(nb.create<arith::AddFOp>(l, a[1], prod)));
+        });
+    conv->setAttr(kConvKind, b.getStringAttr("direct"));
+    return conv.getResult(0);
   }
-  if (!gemm && !rows && !cudnn && n >= 0 && n <= kUnrolledTaps)
+  if (!gemm && !winograd && !rows && !cudnn && n >= 0 && n <= kUnrolledTaps)
     reductionsInnermost(maps, iterators, 2, 3 + r, r);
-  Value sums = b.create<linalg::GenericOp>(
-                    loc, TypeRange{outType}, ValueRange{input, operands[1]},
-                    ValueRange{init}, maps, iterators,
-                    [](OpBuilder &nb, Location l, ValueRange a) {
-                      Value prod = nb.create<arith::MulFOp>(l, a[0], a[1]);
-                      nb.create<linalg::YieldOp>(
-                          l, Value(nb.create<arith::AddFOp>(l, a[2], prod)));
-                    })
-                   .getResult(0);
+  auto conv = b.create<linalg::GenericOp>(
+      loc, TypeRange{outType}, ValueRange{input, operands[1]}, ValueRange{init},
+      maps, iterators, [](OpBuilder &nb, Location l, ValueRange a) {
+        Value prod = nb.create<arith::MulFOp>(l, a[0], a[1]);
+        nb.create<linalg::YieldOp>(
+            l, Value(nb.create<arith::AddFOp>(l, a[2], prod)));
+      });
+  conv->setAttr(kConvKind, b.getStringAttr(gemm       ? "gemm"
+                                           : winograd ? "winograd"
+                                           : rows     ? "rows"
+                                           : cudnn    ? "library"
+                                                      : "direct"));
+  if (cudnn)
+    conv->setAttr(kConvTwinKind, b.getStringAttr(twinKind(op, wType, outType)));
+  Value sums = conv.getResult(0);
   return biasAfter ? addBias(sums) : sums;
 }
 

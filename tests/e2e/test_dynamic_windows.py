@@ -279,6 +279,57 @@ class DynamicWindows(kt.KilnTestCase):
                             (loops,) = self.run_at(artifact, "%s_none" % tag, [x])
                         np.testing.assert_allclose(loops, want, rtol=1e-4, atol=1e-4)
 
+    def test_winograd_conv_on_planes_sized_at_run_time(self):
+        """A 3x3 stride-1 conv with a constant weight whose planes are known
+        only at run time has no im2col GEMM to run: it runs as Winograd
+        (with or without bias, 8 input channels as well as 16 and more),
+        compiled once and run at even and odd sizes (the last tiles cut
+        short, its input padded by the pads alone), wide and narrow, and
+        without oneDNN (its loops). 3 input channels (27 taps, which
+        unroll) stay loops."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        from unittest import mock
+        cases = [  # c, m, pads, bias, winograd
+            (16, 24, [1, 1, 1, 1], True, True),
+            (8, 24, [1, 1, 1, 1], False, True),
+            (32, 8, [0, 2, 1, 0], True, True),
+            (3, 16, [1, 1, 1, 1], True, False),
+        ]
+        for i, (c, m_out, pads, bias, winograd) in enumerate(cases):
+            with self.subTest(c=c, m=m_out, pads=pads, bias=bias):
+                rng = np.random.default_rng(40 + i)
+                w = rng.standard_normal((m_out, c, 3, 3)).astype(np.float32) * 0.2
+                b = rng.standard_normal(m_out).astype(np.float32)
+                inits = [nh.from_array(w, "w")] + ([nh.from_array(b, "b")] if bias else [])
+                graph = h.make_graph(
+                    [h.make_node("Conv", ["x", "w"] + (["b"] if bias else []), ["y"],
+                                 pads=pads)], "winograd_planes",
+                    [tensor("x", T.FLOAT, ["n", c, "h", "w"])],
+                    [tensor("y", T.FLOAT, None)], inits)
+                model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+                tag = "winograd_planes%d" % i
+                path, cpp = self.emit_cpp(model, tag)
+                kernels = cpp.split("// kiln kernel", 1)[1]
+                (self.assertIn if winograd else self.assertNotIn)(
+                    "kiln_winograd3x3(", kernels)
+                artifact = self.compiled(model, tag)
+                for n, hh, ww in ((1, 9, 7), (2, 16, 13), (1, 3, 4), (1, 40, 33)):
+                    x = rng.standard_normal((n, c, hh, ww)).astype(np.float32)
+                    xt = torch.nn.functional.pad(
+                        torch.from_numpy(x), (pads[1], pads[3], pads[0], pads[2]))
+                    want = torch.nn.functional.conv2d(
+                        xt, torch.from_numpy(w),
+                        torch.from_numpy(b) if bias else None).numpy()
+                    run = "%s_%d_%dx%d" % (tag, n, hh, ww)
+                    (got,) = self.run_at(artifact, run, [x])
+                    self.assertEqual(got.shape, want.shape)
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+                    if hh == 16:
+                        with mock.patch.dict("os.environ", {"KILN_DNNL": "none"}):
+                            (loops,) = self.run_at(artifact, run + "_none", [x])
+                        np.testing.assert_allclose(loops, want, rtol=1e-4, atol=1e-4)
+
     def test_gemm_epilogue_on_tiles(self):
         """A GEMM whose result only an elementwise op reads runs that
         epilogue on each tile right after computing it (kiln_sgemm_tiles):

@@ -643,7 +643,7 @@ func.func @conv_rows(%arg0: tensor<1x3x32x32xf32, #kiln.device<cpu>>, %arg1: ten
     } -> tensor<1x3x37x37xf32>
     %3 = tensor.empty() : tensor<1x8x16x16xf32>
     %4 = linalg.fill ins(%cst : f32) outs(%3 : tensor<1x8x16x16xf32>) -> tensor<1x8x16x16xf32>
-    %5 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d2, d5 * 2 + d3, d6 * 2 + d4)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%2, %arg4 : tensor<1x3x37x37xf32>, tensor<8x3x7x7xf32>) outs(%4 : tensor<1x8x16x16xf32>) {
+    %5 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d2, d5 * 2 + d3, d6 * 2 + d4)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%2, %arg4 : tensor<1x3x37x37xf32>, tensor<8x3x7x7xf32>) outs(%4 : tensor<1x8x16x16xf32>) attrs = {kiln.conv = "rows"} {
     ^bb0(%in: f32, %in_0: f32, %out: f32):
       %8 = arith.mulf %in, %in_0 : f32
       %9 = arith.addf %out, %8 : f32

@@ -242,7 +242,7 @@ func.func @conv_groups(%x: tensor<1x4x9x7xf32, #kiln.device<cuda:0>>, %w: tensor
     %zero = arith.constant 0.0 : f32
     %e = tensor.empty() : tensor<1x6x4x3xf32>
     %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x6x4x3xf32>) -> tensor<1x6x4x3xf32>
-    %r = linalg.generic {indexing_maps = [#cin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x4x9x7xf32>, tensor<6x2x3x3xf32>) outs(%f : tensor<1x6x4x3xf32>) {
+    %r = linalg.generic {indexing_maps = [#cin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x4x9x7xf32>, tensor<6x2x3x3xf32>) outs(%f : tensor<1x6x4x3xf32>) attrs = {kiln.conv = "library"} {
     ^bb0(%in: f32, %wt: f32, %acc: f32):
       %p = arith.mulf %in, %wt : f32
       %s = arith.addf %acc, %p : f32
@@ -263,7 +263,7 @@ func.func @conv_misfit(%x: tensor<1x4x9x7xf32, #kiln.device<cuda:0>>, %w: tensor
     %zero = arith.constant 0.0 : f32
     %e = tensor.empty() : tensor<1x6x4x2xf32>
     %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x6x4x2xf32>) -> tensor<1x6x4x2xf32>
-    %r = linalg.generic {indexing_maps = [#cin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x4x9x7xf32>, tensor<6x2x3x3xf32>) outs(%f : tensor<1x6x4x2xf32>) {
+    %r = linalg.generic {indexing_maps = [#cin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x4x9x7xf32>, tensor<6x2x3x3xf32>) outs(%f : tensor<1x6x4x2xf32>) attrs = {kiln.conv = "library"} {
     ^bb0(%in: f32, %wt: f32, %acc: f32):
       %p = arith.mulf %in, %wt : f32
       %s = arith.addf %acc, %p : f32
@@ -319,7 +319,7 @@ func.func @conv_padded(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor
     } -> tensor<1x2x7x7xf32>
     %e = tensor.empty() : tensor<1x3x5x5xf32>
     %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x5x5xf32>) -> tensor<1x3x5x5xf32>
-    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%pad, %a1 : tensor<1x2x7x7xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x5x5xf32>) {
+    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%pad, %a1 : tensor<1x2x7x7xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x5x5xf32>) attrs = {kiln.conv = "library"} {
     ^bb0(%in: f32, %wt: f32, %acc: f32):
       %p = arith.mulf %in, %wt : f32
       %s = arith.addf %acc, %p : f32
@@ -363,7 +363,7 @@ func.func @conv_padded_above(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: 
     } -> tensor<1x2x6x7xf32>
     %e = tensor.empty() : tensor<1x3x4x5xf32>
     %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x4x5xf32>) -> tensor<1x3x4x5xf32>
-    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%pad, %a1 : tensor<1x2x6x7xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x4x5xf32>) {
+    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%pad, %a1 : tensor<1x2x6x7xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x4x5xf32>) attrs = {kiln.conv = "library"} {
     ^bb0(%in: f32, %wt: f32, %acc: f32):
       %p = arith.mulf %in, %wt : f32
       %s = arith.addf %acc, %p : f32
@@ -442,7 +442,7 @@ func.func @conv_bias_residual_relu(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>
     %zero = arith.constant 0.0 : f32
     %e = tensor.empty() : tensor<1x3x3x3xf32>
     %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x3x3xf32>) -> tensor<1x3x3x3xf32>
-    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x3x3xf32>) {
+    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x3x3xf32>) attrs = {kiln.conv = "library"} {
     ^bb0(%in: f32, %wt: f32, %acc: f32):
       %p = arith.mulf %in, %wt : f32
       %s = arith.addf %acc, %p : f32
@@ -471,7 +471,7 @@ func.func @conv_bias(%x: tensor<1x2x5x5xf32, #kiln.device<cuda:0>>, %w: tensor<3
     %zero = arith.constant 0.0 : f32
     %e = tensor.empty() : tensor<1x3x3x3xf32>
     %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x3x3xf32>) -> tensor<1x3x3x3xf32>
-    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x3x3xf32>) {
+    %c = linalg.generic {indexing_maps = [#pin, #cw, #cout], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%a0, %a1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) outs(%f : tensor<1x3x3x3xf32>) attrs = {kiln.conv = "library"} {
     ^bb0(%in: f32, %wt: f32, %acc: f32):
       %p = arith.mulf %in, %wt : f32
       %s = arith.addf %acc, %p : f32

@@ -7,6 +7,7 @@
 // unpadded n and c read their dims as they are), bias broadcast into the
 // init, then one generic with strided, dilated input reads and grouped
 // channels. Its 2 x 3 x 3 = 18 taps loop innermost: [n, m, oh, ow, c, kh, kw].
+// The lowering names what it chose (kiln.conv): here "direct" loops.
 // CHECK-DAG: #[[IN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 2) * 2 + d4, d2 * 2 + d5, d3 * 2 + d6 * 2)>
 // CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>
 // CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>
@@ -22,7 +23,7 @@
 // CHECK:   %[[READ:.+]] = tensor.extract %{{.+}}[%[[I0]], %[[I1]], %[[H]], %[[V]]] {kiln.guarded_read}
 // CHECK:   arith.select %{{.+}}, %[[READ]]
 // CHECK: %[[BIAS:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<4xf32>)
-// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%[[PAD]], %{{.+}} : tensor<1x4x8x8xf32>, tensor<4x2x3x3xf32>) outs(%[[BIAS]] : tensor<1x4x3x2xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%[[PAD]], %{{.+}} : tensor<1x4x8x8xf32>, tensor<4x2x3x3xf32>) outs(%[[BIAS]] : tensor<1x4x3x2xf32>) attrs = {{ *}}{kiln.conv = "direct"}
 func.func @conv(%x: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x2x3x3xf32, #kiln.device<cpu>>, %b: tensor<4xf32, #kiln.device<cpu>>) -> tensor<1x4x3x2xf32, #kiln.device<cpu>> {
   %k = kiln.kernel(%x, %w, %b : tensor<1x4x6x6xf32, #kiln.device<cpu>>, tensor<4x2x3x3xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>>) -> (tensor<1x4x3x2xf32, #kiln.device<cpu>>) {
   ^bb0(%a: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %c: tensor<4x2x3x3xf32, #kiln.device<cpu>>, %d: tensor<4xf32, #kiln.device<cpu>>):
@@ -48,7 +49,7 @@ func.func @conv(%x: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x2x3x3xf
 // CHECK: %[[PATCHES:.+]] = linalg.generic {indexing_maps = [#[[WIN]], #{{.+}}], {{.*}} ins(%[[PAD]] : tensor<2x3x8x8xf32>) outs(%{{.+}} : tensor<2x3x3x3x3x3xf32>)
 // CHECK-NOT: arith.select
 // CHECK: %[[ZERO:.+]] = linalg.fill
-// CHECK: %[[SUMS:.+]] = linalg.generic {indexing_maps = [#[[COL]], #[[W]], #[[OUT]]], {{.*}} ins(%[[PATCHES]], %{{.+}} : tensor<2x3x3x3x3x3xf32>, tensor<4x3x3x3xf32>) outs(%[[ZERO]] : tensor<2x4x3x3xf32>)
+// CHECK: %[[SUMS:.+]] = linalg.generic {indexing_maps = [#[[COL]], #[[W]], #[[OUT]]], {{.*}} ins(%[[PATCHES]], %{{.+}} : tensor<2x3x3x3x3x3xf32>, tensor<4x3x3x3xf32>) outs(%[[ZERO]] : tensor<2x4x3x3xf32>) attrs = {{ *}}{kiln.conv = "gemm"}
 // CHECK: linalg.generic {indexing_maps = [#[[CH]], #{{.+}}, #{{.+}}], {{.*}} ins(%{{.+}}, %[[SUMS]] : tensor<4xf32>, tensor<2x4x3x3xf32>)
 // CHECK:   arith.addf
 // CHECK:   arith.maximumf
@@ -73,7 +74,10 @@ func.func @conv_gemm(%x: tensor<2x3x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x3x
 // (too few taps: a 3x3 one, mobilenet_v2's stem, is enough) it goes
 // through im2col. On a cuda device every such conv stays a direct window
 // in this form, for cuDNN (codegen/Gemm.h's matchLibraryConv); with groups
-// its input channel is (m floordiv M/groups) * C/groups + c.
+// its input channel is (m floordiv M/groups) * C/groups + c. kiln.conv names
+// the choice ("rows", "library"), and kiln.conv_twin how the kernel's CPU
+// twin runs a library conv: the stem by rows, the dilated grouped one by
+// loops.
 // CHECK-DAG: #[[IN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d2, d5 * 2 + d3, d6 * 2 + d4)>
 // CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d2, d3, d4)>
 // CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d5, d6)>
@@ -82,7 +86,7 @@ func.func @conv_gemm(%x: tensor<2x3x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x3x
 // CHECK: %[[PAD:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<1x3x37x37xf32>)
 // CHECK-NOT: tensor<1x3x7x7x16x16xf32>
 // CHECK: %[[ZERO:.+]] = linalg.fill
-// CHECK: %[[SUMS:.+]] = linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%[[PAD]], %{{.+}} : tensor<1x3x37x37xf32>, tensor<8x3x7x7xf32>) outs(%[[ZERO]] : tensor<1x8x16x16xf32>)
+// CHECK: %[[SUMS:.+]] = linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%[[PAD]], %{{.+}} : tensor<1x3x37x37xf32>, tensor<8x3x7x7xf32>) outs(%[[ZERO]] : tensor<1x8x16x16xf32>) attrs = {{ *}}{kiln.conv = "rows"}
 // CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[SUMS]] : tensor<8xf32>, tensor<1x8x16x16xf32>)
 // CHECK:   arith.maximumf
 // CHECK: kiln.yield
@@ -91,9 +95,9 @@ func.func @conv_gemm(%x: tensor<2x3x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x3x
 // CHECK: outs(%{{.+}} : tensor<1x3x2x2x16x16xf32>)
 // CHECK-LABEL: func.func @conv_rows_cuda
 // CHECK-NOT: tensor<1x3x7x7x16x16xf32>
-// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%{{.+}}, %{{.+}} : tensor<1x3x37x37xf32>, tensor<8x3x7x7xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%{{.+}}, %{{.+}} : tensor<1x3x37x37xf32>, tensor<8x3x7x7xf32>) {{.*}}attrs = {{ *}}{kiln.conv = "library", kiln.conv_twin = "rows"}
 // CHECK-LABEL: func.func @conv_groups_cuda
-// CHECK: linalg.generic {indexing_maps = [#[[GIN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%{{.+}}, %{{.+}} : tensor<1x4x12x12xf32>, tensor<6x2x3x3xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[GIN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%{{.+}}, %{{.+}} : tensor<1x4x12x12xf32>, tensor<6x2x3x3xf32>) {{.*}}attrs = {{ *}}{kiln.conv = "library", kiln.conv_twin = "direct"}
 func.func @conv_rows(%x: tensor<1x3x32x32xf32, #kiln.device<cpu>>, %w: tensor<8x3x7x7xf32, #kiln.device<cpu>>, %b: tensor<8xf32, #kiln.device<cpu>>) -> tensor<1x8x16x16xf32, #kiln.device<cpu>> {
   %k = kiln.kernel(%x, %w, %b : tensor<1x3x32x32xf32, #kiln.device<cpu>>, tensor<8x3x7x7xf32, #kiln.device<cpu>>, tensor<8xf32, #kiln.device<cpu>>) -> (tensor<1x8x16x16xf32, #kiln.device<cpu>>) {
   ^bb0(%a: tensor<1x3x32x32xf32, #kiln.device<cpu>>, %c: tensor<8x3x7x7xf32, #kiln.device<cpu>>, %d: tensor<8xf32, #kiln.device<cpu>>):

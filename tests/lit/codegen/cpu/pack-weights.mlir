@@ -84,7 +84,7 @@ func.func @sequence(%r: tensor<?x128x64xf32, #kiln.device<cpu>>) -> tensor<?x128
 // CHECK: kiln.kernel(%arg0, %[[W]], %{{.+}}, %[[U]] :
 // CHECK: linalg.generic {{.+}} outs(%{{.+}} : tensor<?x16x18x16xf32>)
 // CHECK: linalg.fill
-// CHECK: linalg.generic {{.+}}iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]{{.+}}kiln.winograd_u = 3 : i64
+// CHECK: linalg.generic {{.+}}iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]{{.+}}kiln.conv = "winograd", kiln.winograd_u = 3 : i64
 // CHECK: arith.addf
 func.func @winograd(%x: tensor<?x16x15x14xf32, #kiln.device<cpu>>) -> tensor<?x24x15x14xf32, #kiln.device<cpu>> {
   %w = kiln.constant dense<0.5> : tensor<24x16x3x3xf32> : tensor<24x16x3x3xf32, #kiln.device<cpu>>
@@ -95,6 +95,46 @@ func.func @winograd(%x: tensor<?x16x15x14xf32, #kiln.device<cpu>>) -> tensor<?x2
     kiln.yield %y : tensor<?x24x15x14xf32, #kiln.device<cpu>>
   }
   return %k : tensor<?x24x15x14xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// Planes whose sizes are known only at run time count as wide enough: the
+// same Winograd conv, its input padded by the pads alone (the transform
+// reads the last tile's rows and columns that exist), the bias after it.
+// CHECK-LABEL: func.func @winograd_dynamic_planes
+// CHECK: linalg.generic {{.+}} outs(%{{.+}} : tensor<1x16x?x?xf32>)
+// CHECK: linalg.fill
+// CHECK: linalg.generic {{.+}}iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]{{.+}}kiln.conv = "winograd", kiln.winograd_u = 3 : i64
+// CHECK: arith.addf
+func.func @winograd_dynamic_planes(%x: tensor<1x16x?x?xf32, #kiln.device<cpu>>) -> tensor<1x24x?x?xf32, #kiln.device<cpu>> {
+  %w = kiln.constant dense<0.5> : tensor<24x16x3x3xf32> : tensor<24x16x3x3xf32, #kiln.device<cpu>>
+  %b = kiln.constant dense<0.25> : tensor<24xf32> : tensor<24xf32, #kiln.device<cpu>>
+  %k = kiln.kernel(%x, %w, %b : tensor<1x16x?x?xf32, #kiln.device<cpu>>, tensor<24x16x3x3xf32, #kiln.device<cpu>>, tensor<24xf32, #kiln.device<cpu>>) -> (tensor<1x24x?x?xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x16x?x?xf32, #kiln.device<cpu>>, %c: tensor<24x16x3x3xf32, #kiln.device<cpu>>, %d: tensor<24xf32, #kiln.device<cpu>>):
+    %y = kiln.conv %a, %c, %d {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1} : tensor<1x16x?x?xf32, #kiln.device<cpu>>, tensor<24x16x3x3xf32, #kiln.device<cpu>>, tensor<24xf32, #kiln.device<cpu>> -> tensor<1x24x?x?xf32, #kiln.device<cpu>>
+    kiln.yield %y : tensor<1x24x?x?xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<1x24x?x?xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// At run-time sizes a conv whose taps unroll (3 channels x 9 taps, at most
+// kUnrolledTaps) stays loops ("direct"), its taps innermost.
+// CHECK-LABEL: func.func @no_winograd_dynamic_planes
+// CHECK-NOT: kiln.winograd_u
+// CHECK: kiln.conv = "direct"
+// CHECK-NOT: kiln.winograd_u
+// CHECK: return
+func.func @no_winograd_dynamic_planes(%x: tensor<1x3x?x?xf32, #kiln.device<cpu>>) -> tensor<1x24x?x?xf32, #kiln.device<cpu>> {
+  %w = kiln.constant dense<0.5> : tensor<24x3x3x3xf32> : tensor<24x3x3x3xf32, #kiln.device<cpu>>
+  %k = kiln.kernel(%x, %w : tensor<1x3x?x?xf32, #kiln.device<cpu>>, tensor<24x3x3x3xf32, #kiln.device<cpu>>) -> (tensor<1x24x?x?xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x3x?x?xf32, #kiln.device<cpu>>, %c: tensor<24x3x3x3xf32, #kiln.device<cpu>>):
+    %y = kiln.conv %a, %c {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1} : tensor<1x3x?x?xf32, #kiln.device<cpu>>, tensor<24x3x3x3xf32, #kiln.device<cpu>> -> tensor<1x24x?x?xf32, #kiln.device<cpu>>
+    kiln.yield %y : tensor<1x24x?x?xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<1x24x?x?xf32, #kiln.device<cpu>>
 }
 
 // -----
