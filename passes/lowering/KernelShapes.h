@@ -2,9 +2,10 @@
 //
 // The sizes at which kiln-lower-kernels shapes a window's generic for one
 // of the C++ emitter's ways of running it (taps innermost, a plane split by
-// its stride, a conv by output rows). The emitters recognise those shapes
-// with the same constants, read from here: lowering states the contract,
-// codegen follows it.
+// its stride, a conv by output rows). The emitter's loops over such windows
+// use the same constants, read from here (codegen/CppWindow.cpp); which
+// kernel a conv runs as the lowering names on its generic instead
+// (kConvKind, ir/KilnDialect.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,16 +31,15 @@ inline constexpr int64_t kSplitPlaneWidth = 24;
 /// A CPU conv over at most this many input channels (a network's stem: RGB
 /// images), stride 1 or 2, a window of at least kRowsConvMinTaps taps and
 /// static output planes at least kRowsConvMinWidth wide, stays a direct
-/// window that the C++ kernel runs by output rows (codegen/Gemm.h's
-/// matchRowsConv), with no im2col: resnet18's 7x7 stem took 1.03-1.13 ms
+/// window that the C++ kernel runs by output rows (kiln.conv "rows"), with
+/// no im2col: resnet18's 7x7 stem took 1.03-1.13 ms
 /// against 1.15-1.21 (docs/performance-log.md, step 33), and mobilenet_v2's
 /// 3x3 one, once the kernel ran all channels of a row in turn, 174 against
 /// 218 us with its pad (step 35).
 inline constexpr int64_t kRowsConvChannels = 4;
 inline constexpr int64_t kRowsConvMinTaps = 9;
 inline constexpr int64_t kRowsConvMinWidth = 16;
-/// Whether a conv of these sizes qualifies (the lowering and the C++
-/// emitter both ask).
+/// Whether a conv of these sizes qualifies.
 inline bool rowsConvSizes(int64_t channels, int64_t kh, int64_t kw,
                           int64_t outWidth) {
   return channels <= kRowsConvChannels && kh * kw >= kRowsConvMinTaps &&
