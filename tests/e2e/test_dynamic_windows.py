@@ -18,6 +18,18 @@ def tensor(name, elem, dims):
     return h.make_tensor_value_info(name, elem, dims)
 
 
+def conv3x3(rng, c, m_out, bias, pads, out):
+    """A 3x3 Conv node of c -> m_out channels with random constant weights
+    (and bias); returns the node, its initializers, w and b (None without
+    bias)."""
+    from onnx import helper as h, numpy_helper as nh
+    w = rng.standard_normal((m_out, c, 3, 3)).astype(np.float32) * 0.2
+    b = rng.standard_normal(m_out).astype(np.float32) if bias else None
+    inits = [nh.from_array(w, "w")] + ([nh.from_array(b, "b")] if bias else [])
+    node = h.make_node("Conv", ["x", "w"] + (["b"] if bias else []), [out], pads=pads)
+    return node, inits, w, b
+
+
 class DynamicWindows(kt.KilnTestCase):
     def compiled(self, model, tag):
         artifact, proc = self.compile(self.save_model(model, tag + ".onnx"),
@@ -232,7 +244,7 @@ class DynamicWindows(kt.KilnTestCase):
         and one GEMM on the weight instead; at batch 3 the same artifact
         runs Winograd."""
         torch = kt.import_or_skip("torch")
-        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        from onnx import TensorProto as T, helper as h
         from unittest import mock
         cases = [  # c, m, (h, w), pads, bias, batches
             (16, 24, (14, 16), [1, 1, 1, 1], True, (1, 3)),
@@ -247,13 +259,9 @@ class DynamicWindows(kt.KilnTestCase):
         for i, (c, m_out, (hh, ww), pads, bias, batches) in enumerate(cases):
             with self.subTest(c=c, m=m_out, hw=(hh, ww), pads=pads):
                 rng = np.random.default_rng(20 + i)
-                w = rng.standard_normal((m_out, c, 3, 3)).astype(np.float32) * 0.2
-                b = rng.standard_normal(m_out).astype(np.float32)
-                inits = [nh.from_array(w, "w")] + ([nh.from_array(b, "b")] if bias else [])
+                conv, inits, w, b = conv3x3(rng, c, m_out, bias, pads, "c")
                 graph = h.make_graph(
-                    [h.make_node("Conv", ["x", "w"] + (["b"] if bias else []), ["c"],
-                                 pads=pads),
-                     h.make_node("Relu", ["c"], ["y"])], "winograd",
+                    [conv, h.make_node("Relu", ["c"], ["y"])], "winograd",
                     [tensor("x", T.FLOAT, ["n", c, hh, ww])],
                     [tensor("y", T.FLOAT, None)], inits)
                 model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
@@ -288,7 +296,7 @@ class DynamicWindows(kt.KilnTestCase):
         without oneDNN (its loops). 3 input channels (27 taps, which
         unroll) stay loops."""
         torch = kt.import_or_skip("torch")
-        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        from onnx import TensorProto as T, helper as h
         from unittest import mock
         cases = [  # c, m, pads, bias, winograd
             (16, 24, [1, 1, 1, 1], True, True),
@@ -299,12 +307,8 @@ class DynamicWindows(kt.KilnTestCase):
         for i, (c, m_out, pads, bias, winograd) in enumerate(cases):
             with self.subTest(c=c, m=m_out, pads=pads, bias=bias):
                 rng = np.random.default_rng(40 + i)
-                w = rng.standard_normal((m_out, c, 3, 3)).astype(np.float32) * 0.2
-                b = rng.standard_normal(m_out).astype(np.float32)
-                inits = [nh.from_array(w, "w")] + ([nh.from_array(b, "b")] if bias else [])
-                graph = h.make_graph(
-                    [h.make_node("Conv", ["x", "w"] + (["b"] if bias else []), ["y"],
-                                 pads=pads)], "winograd_planes",
+                conv, inits, w, b = conv3x3(rng, c, m_out, bias, pads, "y")
+                graph = h.make_graph([conv], "winograd_planes",
                     [tensor("x", T.FLOAT, ["n", c, "h", "w"])],
                     [tensor("y", T.FLOAT, None)], inits)
                 model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
