@@ -120,14 +120,13 @@ bool winogradConv(ConvOp op, Value weight, RankedTensorType wType,
   return bool(boundConstant(weight));
 }
 
-// Whether `op` (a conv whose im2col GEMM would run on the CPU) runs by
-// output rows instead (KernelShapes.h, kRowsConvChannels): a 2-D window
-// of kRowsConvMinTaps or more over a few input channels, strides 1 or 2,
-// output rows at least kRowsConvMinWidth wide.
+// Whether the C++ kernel runs `op` by output rows (KernelShapes.h,
+// kRowsConvChannels): a 2-D window without groups of kRowsConvMinTaps or
+// more over a few input channels, strides 1 or 2, no dilation, output rows
+// at least kRowsConvMinWidth wide. On the CPU such a conv runs so instead of
+// its im2col GEMM; on a cuda device its CPU twin does.
 bool rowsConv(ConvOp op, RankedTensorType wType, RankedTensorType outType) {
-  if (!runsCppKernels(getDevice(op.getResult().getType())))
-    return false;
-  return wType.getRank() == 4 &&
+  return op.getGroup() == 1 && wType.getRank() == 4 &&
          rowsConvSizes(wType.getDimSize(1), wType.getDimSize(2),
                        wType.getDimSize(3), outType.getDimSize(3)) &&
          llvm::all_of(op.getStrides(),
@@ -155,21 +154,6 @@ bool cudnnConv(ConvOp op, RankedTensorType inType, RankedTensorType wType,
       llvm::all_of(op.getStrides(), [](int64_t s) { return s == 1; }) &&
       llvm::all_of(op.getPads(), [](int64_t p) { return p == 0; });
   return !pointwise;
-}
-
-// How the CPU twin of a cuDNN conv (static shapes, a direct window) runs
-// it: by rows where a CPU conv of its sizes would (rowsConv), else by loops
-// (Winograd needs the transformed weight, which only cpu kernels get).
-StringRef twinKind(ConvOp op, RankedTensorType wType,
-                   RankedTensorType outType) {
-  bool rows =
-      op.getGroup() == 1 &&
-      llvm::all_of(op.getDilations(), [](int64_t d) { return d == 1; }) &&
-      llvm::all_of(op.getStrides(),
-                   [](int64_t s) { return s == 1 || s == 2; }) &&
-      rowsConvSizes(wType.getDimSize(1), wType.getDimSize(2),
-                    wType.getDimSize(3), outType.getDimSize(3));
-  return rows ? "rows" : "direct";
 }
 
 // Spatial input exprs: o_i * s_i + k_i * d_i.
@@ -251,7 +235,9 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
     }
   }
   // A stem conv by output rows: a direct window with its taps outside.
-  bool rows = gemm && !winograd && rowsConv(op, wType, outType);
+  bool rows = gemm && !winograd &&
+              runsCppKernels(getDevice(op.getResult().getType())) &&
+              rowsConv(op, wType, outType);
   if (rows)
     gemm = false;
   Value input = lowering::padTensor(b, loc, operands[0], begin, end, 0);
@@ -384,8 +370,12 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
                                            : rows     ? "rows"
                                            : cudnn    ? "library"
                                                       : "direct"));
+  // Its CPU twin (Winograd needs the transformed weight, which only cpu
+  // kernels get): by rows or by loops.
   if (cudnn)
-    conv->setAttr(kConvTwinKind, b.getStringAttr(twinKind(op, wType, outType)));
+    conv->setAttr(
+        kConvTwinKind,
+        b.getStringAttr(rowsConv(op, wType, outType) ? "rows" : "direct"));
   Value sums = conv.getResult(0);
   return biasAfter ? addBias(sums) : sums;
 }
