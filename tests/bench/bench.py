@@ -1,22 +1,30 @@
 #!/usr/bin/env python3
-"""CPU latency benchmark: kiln against onnxruntime, PyTorch eager and
-torch.compile, on the same models, weights and inputs.
+"""CPU latency benchmark: kiln against onnxruntime, OpenVINO, PyTorch eager
+and torch.compile, on the same models, weights and inputs.
 
-    scripts/bench [--models resnet18,mobilenet_v2,bert,mlp] [--batches 1,8]
-                  [--systems kiln,ort,eager,compile] [--rounds 5] [--iters K]
+    scripts/bench [--models core|broad|NAME,...] [--batches 1,8]
+                  [--systems kiln,ort,openvino,eager,compile] [--rounds 5]
+                  [--iters K] [--exporter torchscript|dynamo]
                   [--static-shapes] [--baseline DIR]
                   [--bin DIR] [--work DIR] [--json FILE]
 
-Models: torchvision resnet18 and mobilenet_v2 (weights=None, seed 0, with
-non-trivial BatchNorm statistics) and the BERT-style encoder (input ids
-batch x 128), all from tests/models/export_models.py, and the MLP
-784-1024-1024-10 of examples/make_mlp.py (seed 0).
+Models (tests/bench/zoo.py): "core" is what kiln was tuned on: torchvision
+resnet18 and mobilenet_v2 and the BERT-style encoder of
+tests/models/export_models.py, and the MLP of examples/make_mlp.py. "broad"
+adds 20 models of other families (residual bottlenecks, grouped convs with
+and without squeeze-excitation, dense concatenation, inverted residuals with
+SE, fire modules, channel shuffle, inception, ConvNeXt, ViT, shifted-window
+attention, LSTM, GRU, a GPT-style decoder step with a KV cache, a U-Net and
+a detection head with an FPN). All random-init with seed 0; the broad ones
+with BatchNorm calibrated on random data and no all-zero layers, so that
+their output depends on their input (`python tests/bench/zoo.py` checks
+that, and each export against onnxruntime).
 
 Method, per model:
-  1. The torch module is exported once to ONNX (TorchScript exporter, opset
-     17; 14 for bert) with a symbolic batch "N"; its state_dict is saved next
-     to it so every process runs the same weights. With --work, exports
-     already there are reused.
+  1. The torch module is exported once to ONNX (--exporter: TorchScript,
+     opset 17, 14 for bert; or dynamo) with the batch of every input
+     symbolic "N"; its state_dict is saved next to it so every process runs
+     the same weights. With --work, exports already there are reused.
   2. kilnc compiles the ONNX once, batch left symbolic (--static-shapes:
      once per batch, with it fixed, as a model exported at one batch size
      would be), with KILN_CACHE_DIR=none (a cold compile); its wall time is
@@ -30,13 +38,14 @@ Method, per model:
      from os.wait4 in a small launcher process that starts the child, since
      a child forked from the benchmark (which holds torch) would inherit its
      high-water mark; the launcher's own (about 9 MiB) is thus a floor.
-  4. Per batch, one numpy input (saved as .npy) is fed to every system. Before
-     timing, kiln's output (kiln-run --output-dir) is compared with torch
-     eager's (relative L2); above 1e-4 the row is flagged, nothing aborts.
-  5. Then R rounds; each round runs every system in turn (kiln, ort, eager,
-     compile; every other round in reverse), each doing 3 warm-up runs and K
-     timed runs, so drift of a shared, noisy machine spreads over all
-     systems; a pause of a second before each turn lets the idle workers'
+  4. Per batch, one set of numpy inputs (saved as .npy) is fed to every
+     system. Before timing, kiln's first output (kiln-run --output-dir) is
+     compared with torch eager's (relative L2); above 1e-4 the row is
+     flagged, nothing aborts.
+  5. Then R rounds; each round runs every system in turn (kiln, ort,
+     openvino, eager, compile; every other round in reverse), each doing 3
+     warm-up runs and K timed runs, so drift of a shared, noisy machine
+     spreads over all systems; a pause of a second before each turn lets the idle workers'
      spinning threads go to sleep, so no system shares the cores with
      another's. A round's latency is the median of its K runs (kiln: the
      median kiln-run --bench K prints); the reported latency is the median
@@ -46,6 +55,9 @@ Method, per model:
      first call per batch (where torch.compile compiles) is printed apart.
 
 Threads: ort has 2 intra-op threads, 1 inter-op thread and ORT_ENABLE_ALL;
+OpenVINO (CPU plugin) has INFERENCE_NUM_THREADS 2, the f32 inference
+precision hint and the LATENCY performance hint, and compiles the model
+once per batch with every shape static (its advice for latency);
 eager and torch.compile (default inductor backend, dynamic=False) run with
 torch.set_num_threads(2); kiln's generated CPU code and oneDNN share one
 OpenMP pool with a thread per core (OMP_NUM_THREADS overrides). Times are
@@ -86,17 +98,11 @@ sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 
 import kiln_testing as kt  # noqa: E402 (rel_l2)
 
-SYSTEMS = ("kiln", "base", "ort", "eager", "compile")
+SYSTEMS = ("kiln", "base", "ort", "openvino", "eager", "compile")
 KILN_BUILDS = ("kiln", "base")  # systems that are kiln builds (--bin, --baseline)
 # Seconds between two systems' turns (see the round loop).
 PAUSE = 1.0
-# name -> ONNX opset, input name, default timed runs per round
-MODELS = {
-    "resnet18": (17, "x", 10),
-    "mobilenet_v2": (17, "x", 10),
-    "bert": (14, "ids", 10),
-    "mlp": (17, "x", 50),
-}
+EXPORTERS = ("torchscript", "dynamo")
 WARMUP = 3  # as kiln-run --bench does
 THREADS = 2
 TOLERANCE = 1e-4
@@ -115,51 +121,33 @@ def short(text, limit=160):
 
 # ---------------------------------------------------------------- torch side
 
-def torch_module(name):
-    """The module for `name`, with its seed-0 random weights."""
-    import torch
-    if name == "mlp":
-        import make_mlp
-        torch.manual_seed(0)
-        return make_mlp.MLP().eval()
-    import export_models
-    return export_models.build(name)[0]
-
-
-def example(name, batch, seed):
-    import torch
-    if name == "mlp":
-        return torch.randn(batch, 784, generator=torch.Generator().manual_seed(seed))
-    import export_models
-    return export_models.example(name, batch, seed)
+def zoo():
+    """tests/bench/zoo.py, imported only where torch may be (it imports
+    torch, and the ort and openvino workers must not)."""
+    import zoo as z
+    return z
 
 
 def load_module(name, work):
-    """torch_module(name) with the weights saved next to its export."""
+    """The model `name` with the weights saved next to its export."""
     import torch
-    module = torch_module(name)
+    module = zoo().build(name)
     module.load_state_dict(torch.load(os.path.join(work, name + ".pt")))
     return module
 
 
-def export(name, work):
-    """Exports `name` to WORK/name.onnx and its weights to WORK/name.pt,
-    unless both are there; returns the module."""
+def export(name, work, exporter):
+    """Exports `name` to WORK/name.onnx (batch symbolic) and its weights to
+    WORK/name.pt, unless both are there; returns the module."""
     import torch
     onnx_path, pt_path = (os.path.join(work, name + ext) for ext in (".onnx", ".pt"))
     if os.path.exists(onnx_path) and os.path.exists(pt_path):
         print("%s: reusing %s" % (name, onnx_path), flush=True)
         return load_module(name, work)
-    module = torch_module(name)
-    opset, arg, _ = MODELS[name]
-    # A batch of 2, as tests/models/export_models.py does.
-    with warnings.catch_warnings():  # the TorchScript exporter's deprecation
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, (example(name, 2, seed=0),), onnx_path,
-                          input_names=[arg], output_names=["y"], opset_version=opset,
-                          dynamo=False, dynamic_axes={arg: {0: "N"}, "y": {0: "N"}})
+    module = zoo().build(name)
+    zoo().export(name, module, onnx_path, exporter)
     torch.save(module.state_dict(), pt_path)
-    print("%s: exported %s" % (name, onnx_path), flush=True)
+    print("%s: exported %s (%s exporter)" % (name, onnx_path, exporter), flush=True)
     return module
 
 
@@ -185,8 +173,23 @@ def worker_main(system, name, work):
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             sess = ort.InferenceSession(os.path.join(work, name + ".onnx"), opts,
                                         providers=["CPUExecutionProvider"])
-            arg = sess.get_inputs()[0].name
-            bind = lambda x: (lambda: sess.run(None, {arg: x}))
+            names = [i.name for i in sess.get_inputs()]
+            bind = lambda xs: (lambda: sess.run(None, dict(zip(names, xs))))
+        elif system == "openvino":
+            import openvino as ov
+            core = ov.Core()
+            config = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+                      "INFERENCE_NUM_THREADS": THREADS}
+
+            def bind(xs):
+                # Compiled per batch with every shape static, as OpenVINO
+                # advises for latency (its dynamic-shape CPU path is slower).
+                model = core.read_model(os.path.join(work, name + ".onnx"))
+                model.reshape({p.get_any_name(): list(x.shape)
+                               for p, x in zip(model.inputs, xs)})
+                request = core.compile_model(model, "CPU", config).create_infer_request()
+                feeds = {i: x for i, x in enumerate(xs)}
+                return lambda: request.infer(feeds)
         else:
             import torch
             torch.set_num_threads(THREADS)
@@ -195,9 +198,9 @@ def worker_main(system, name, work):
             if system == "compile":
                 model = torch.compile(model, dynamic=False)
 
-            def bind(x):
-                t = torch.from_numpy(x)
-                return lambda: model(t)
+            def bind(xs):
+                ts = [torch.from_numpy(x) for x in xs]
+                return lambda: model(*ts)
     except Exception as e:
         reply(ok=False, error="setup: %s: %s" % (type(e).__name__, short(e)))
         return
@@ -209,7 +212,7 @@ def worker_main(system, name, work):
             if req["cmd"] == "quit":
                 break
             if req["cmd"] == "load":
-                run = bind(np.load(req["x"]))
+                run = bind([np.load(x) for x in req["xs"]])
                 start = time.perf_counter()
                 run()
                 reply(ok=True, first_s=time.perf_counter() - start)
@@ -292,8 +295,8 @@ class Worker:
             raise Failed(reply["error"])
         return reply
 
-    def load(self, x_path):
-        return self._request(dict(cmd="load", x=x_path))["first_s"]
+    def load(self, x_paths):
+        return self._request(dict(cmd="load", xs=x_paths))["first_s"]
 
     def round(self, iters):
         return float(np.median(self._request(dict(cmd="time", warmup=WARMUP, iters=iters))["ms"]))
@@ -314,20 +317,20 @@ class Kiln:
 
     def __init__(self, bin_dir, artifact, reason=None):
         self.kiln_run = os.path.abspath(os.path.join(bin_dir, "kiln-run"))
-        self.artifact, self.reason, self.rss, self.x = artifact, reason, None, None
+        self.artifact, self.reason, self.rss, self.xs = artifact, reason, None, []
 
     def _run(self, *args):
         if self.reason:
             raise Failed(self.reason)
-        proc = launch([self.kiln_run, self.artifact, self.x, *args], stderr=subprocess.STDOUT)
+        proc = launch([self.kiln_run, self.artifact, *self.xs, *args], stderr=subprocess.STDOUT)
         out, rss, how = launched(proc, proc.stdout.read())
         self.rss = max(self.rss or 0.0, rss or 0.0) or None
         if how != "exited 0":
             raise Failed("kiln-run %s: %s" % (how, short(out)))
         return out
 
-    def load(self, x_path):
-        self.x = x_path
+    def load(self, x_paths):
+        self.xs = x_paths
 
     def output(self, out_dir):
         self._run("--output-dir", out_dir)
@@ -363,7 +366,8 @@ def compile_kiln(bin_dir, onnx_path, artifact, *extra):
 
 def bench_model(name, args, work):
     import torch
-    module = export(name, work)
+    spec = zoo().BROAD[name]
+    module = export(name, work, args.exporter)
     result = dict(kilnc_s=None, rss_mib={}, batches={})
     runners = {}
     builds = [s for s in KILN_BUILDS if s in args.systems]
@@ -375,9 +379,9 @@ def bench_model(name, args, work):
         key = "kilnc_s" if system == "kiln" else "kilnc_s_" + system
         suffix, extra = "" if system == "kiln" else "." + system, []
         if batch is not None:
-            shape = (batch,) + tuple(example(name, 1, seed=0).shape[1:])
             suffix += ".b%d" % batch
-            extra = ["--input-shape", "%s=%s" % (MODELS[name][1], "x".join(map(str, shape)))]
+            for arg, x in zip(spec.input_names, spec.example(batch, seed=0)):
+                extra += ["--input-shape", "%s=%s" % (arg, "x".join(map(str, x.shape)))]
         artifact = os.path.join(work, name + suffix + ".kiln")
         seconds, reason = compile_kiln(bin_dir, os.path.join(work, name + ".onnx"), artifact,
                                        *extra)
@@ -394,23 +398,25 @@ def bench_model(name, args, work):
     for system in args.systems:
         if system not in KILN_BUILDS:
             runners[system] = Worker(system, name, work)
-    iters = result["iters"] = args.iters or MODELS[name][2]
+    iters = result["iters"] = args.iters or spec.iters
     for batch in args.batches:
         for system in builds if args.static_shapes else ():
             if system in runners:
                 build_rss[system] = max(build_rss.get(system) or 0.0,
                                         runners[system].close() or 0.0) or None
             runners[system] = compile_for(system, batch)
-        x = example(name, batch, seed=1)
-        x_path = os.path.join(work, "%s.b%d.x.npy" % (name, batch))
-        np.save(x_path, x.numpy())
+        xs = spec.example(batch, seed=1)
+        x_paths = []
+        for arg, x in zip(spec.input_names, xs):
+            x_paths.append(os.path.join(work, "%s.b%d.%s.npy" % (name, batch, arg)))
+            np.save(x_paths[-1], x.numpy())
         with torch.no_grad():
-            ref = module(x).numpy()
+            ref = zoo().first(module(*xs)).numpy()
         row = dict(rel_l2=None, ms={}, rounds={s: [] for s in args.systems},
                    failed={}, first_s={})
         for system, runner in runners.items():
             try:
-                row["first_s"][system] = runner.load(x_path)
+                row["first_s"][system] = runner.load(x_paths)
             except Failed as e:
                 row["failed"][system] = str(e)
         firsts = ["%s %.2f" % (s, t) for s, t in row["first_s"].items() if t is not None]
@@ -482,15 +488,15 @@ def report(results, args):
     fmt = lambda v, f: f % v if v is not None else "-"
     print("\nper model: kilnc wall time (cold) and peak RSS (MiB) of each system's process")
     base = "base" in args.systems
-    print("%-13s %9s" % ("model", "kilnc s") + ("%9s" % "base s" if base else "") +
+    print("%-19s %9s" % ("model", "kilnc s") + ("%9s" % "base s" if base else "") +
           "".join("%12s" % s for s in args.systems))
     for name, res in results.items():
-        print("%-13s %9s" % (name, fmt(res["kilnc_s"], "%.1f")) +
+        print("%-19s %9s" % (name, fmt(res["kilnc_s"], "%.1f")) +
               ("%9s" % fmt(res.get("kilnc_s_base"), "%.1f") if base else "") +
               "".join("%12s" % fmt(res["rss_mib"].get(s), "%.0f") for s in args.systems))
     print("\nmedian latency (ms) over %d rounds; kiln/X < 1: kiln faster (the "
           "median of the rounds' own ratios); rel L2: kiln vs eager" % args.rounds)
-    head = "%-13s %5s" % ("model", "batch") + "".join("%11s" % s for s in args.systems)
+    head = "%-19s %5s" % ("model", "batch") + "".join("%11s" % s for s in args.systems)
     head += "".join("%14s" % ("kiln/" + o) for o in others) if "kiln" in args.systems else ""
     print(head + "%10s" % "rel L2")
     notes, geomean = [], {}
@@ -498,7 +504,7 @@ def report(results, args):
         logs = {o: [] for o in others}
         for name, res in results.items():
             row = res["batches"][batch]
-            line = "%-13s %5d" % (name, batch)
+            line = "%-19s %5d" % (name, batch)
             for s in args.systems:
                 line += "%11s" % ("failed" if s in row["failed"] else fmt(row["ms"].get(s), "%.3f"))
                 if s in row["failed"]:
@@ -517,7 +523,7 @@ def report(results, args):
         if "kiln" in args.systems and others:
             geomean[batch] = {o: math.exp(sum(v) / len(v)) if v else None
                               for o, v in logs.items()}
-            print("%-13s %5d" % ("geomean", batch) + " " * 11 * len(args.systems) +
+            print("%-19s %5d" % ("geomean", batch) + " " * 11 * len(args.systems) +
                   "".join("%14s" % fmt(geomean[batch][o], "%.2f") for o in others))
     for note in notes:
         print(note)
@@ -529,8 +535,13 @@ def parse_args():
     p = argparse.ArgumentParser(description=intro, epilog=method,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     csv = lambda s: [v for v in s.split(",") if v]
-    p.add_argument("--models", type=csv, default=list(MODELS),
-                   help="comma-separated subset of %s" % ",".join(MODELS))
+    z = zoo()
+    p.add_argument("--models", type=csv, default=["core"],
+                   help="comma-separated models or groups: core (%s; the default), broad "
+                        "(core and %s)" % (", ".join(z.CORE),
+                                           ", ".join(n for n in z.BROAD if n not in z.CORE)))
+    p.add_argument("--exporter", choices=EXPORTERS, default="torchscript",
+                   help="how the torch models become ONNX (default %(default)s)")
     p.add_argument("--batches", type=lambda s: [int(b) for b in csv(s)], default=[1, 8],
                    help="comma-separated batch sizes (default: 1,8)")
     p.add_argument("--systems", type=csv,
@@ -543,7 +554,7 @@ def parse_args():
                         "batch symbolic); the kilnc time reported is the first batch's")
     p.add_argument("--iters", type=int, default=None,
                    help="timed runs per round (default: %s)" % ", ".join(
-                       "%s %d" % (n, m[2]) for n, m in MODELS.items()))
+                       "%s %d" % (n, m.iters) for n, m in z.BROAD.items()))
     p.add_argument("--bin", default=os.environ.get("KILN_BIN", os.path.join(REPO, "build", "bin")),
                    help="kilnc and kiln-run (default: $KILN_BIN, else build/bin)")
     p.add_argument("--work", help="exports, artifacts, inputs and worker logs "
@@ -561,11 +572,18 @@ def parse_args():
             args.systems.append("base")
     elif "base" in args.systems:
         p.error("the system base needs --baseline DIR")
-    for value, known, what in ((args.models, MODELS, "model"), (args.systems, SYSTEMS, "system")):
+    args.models = z.expand(args.models)
+    for value, known, what in ((args.models, z.BROAD, "model"), (args.systems, SYSTEMS, "system")):
         for v in value:
             if v not in known:
                 p.error("unknown %s %s (known: %s)" % (what, v, ", ".join(known)))
     args.systems = [s for s in SYSTEMS if s in args.systems]  # the order of the rounds
+    if "openvino" in args.systems:
+        try:
+            import openvino  # noqa: F401
+        except ImportError:
+            p.error("the system openvino needs the openvino package: scripts/bench installs "
+                    "it (scripts/setup --bench); or leave it out with --systems")
     return args
 
 
@@ -573,25 +591,35 @@ def main():
     args = parse_args()
     import torch
     torch.set_num_threads(THREADS)
-    work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="kiln-bench-"))
+    top = os.path.abspath(args.work or tempfile.mkdtemp(prefix="kiln-bench-"))
+    work = os.path.join(top, args.exporter)  # exports are reused per exporter
     os.makedirs(work, exist_ok=True)
     start = time.time()
+    results, failed = {}, {}
     try:
-        results = {name: bench_model(name, args, work) for name in args.models}
+        for name in args.models:
+            try:
+                results[name] = bench_model(name, args, work)
+            except Exception as e:  # an export that fails: the other models go on
+                failed[name] = "%s: %s" % (type(e).__name__, short(e))
+                print("%s: FAILED: %s" % (name, failed[name]), flush=True)
     finally:
         if not args.work:
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(top, ignore_errors=True)
     print("\nbenchmark took %.0f s" % (time.time() - start))
     geomean = report(results, args)
+    for name, reason in failed.items():
+        print("%s: not benchmarked: %s" % (name, reason))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(config=dict(models=args.models, batches=args.batches,
+            json.dump(dict(config=dict(models=args.models, exporter=args.exporter,
+                                       batches=args.batches,
                                        systems=args.systems, rounds=args.rounds,
                                        iters=args.iters, warmup=WARMUP, threads=THREADS,
                                        bin=os.path.abspath(args.bin),
                                        baseline=args.baseline and
                                        os.path.abspath(args.baseline)),
-                           models=results, geomean=geomean), f, indent=1)
+                           models=results, failed=failed, geomean=geomean), f, indent=1)
     return 0
 
 
