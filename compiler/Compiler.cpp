@@ -15,6 +15,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -120,9 +121,13 @@ LogicalResult Compilation::place() {
   return success();
 }
 
-LogicalResult Compilation::fuse() { return runPasses(buildFusionPipeline); }
+LogicalResult Compilation::fuse() {
+  progress->stage("fusing");
+  return runPasses(buildFusionPipeline);
+}
 
 LogicalResult Compilation::lower() {
+  progress->stage("lowering");
   return runPasses([](OpPassManager &pm) {
     buildLoweringPipeline(pm);
     buildKernelPipeline(pm);
@@ -152,6 +157,7 @@ std::string Compilation::dotText() {
 }
 
 LogicalResult Compilation::generate() {
+  progress->stage("generating code");
   auto func = module_->lookupSymbol<func::FuncOp>("main");
   FailureOr<Plan> built = buildPlan(func, options.pipeline.devices);
   if (failed(built))
@@ -204,10 +210,9 @@ size_t Compilation::backendKernels(StringRef name) {
 
 FailureOr<std::string> Compilation::backendCompiled(StringRef name) {
   DeviceBackend &b = backend(name);
-  progress->stage("compiling " + std::to_string(b.kernelCount()) + " " +
-                  name.str() + " kernels");
+  progress->stage("compiling " + name.str() + " kernels",
+                  "(" + std::to_string(b.kernelCount()) + ")");
   auto compiled = b.compile();
-  progress->done();
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));
   return std::move(*compiled);
@@ -235,15 +240,15 @@ LogicalResult Compilation::package() {
 
   std::vector<CxxSource> all = sources;
   all.push_back({"kiln_abi", abiSource()});
-  progress->stage("compiling kernels 0/" + std::to_string(all.size()));
+  progress->stage("compiling kernels", "0/" + std::to_string(all.size()));
   auto code = compileSharedObject(
       kernelPrelude(), all, options.cxx, [&](size_t done, size_t total) {
-        progress->stage("compiling kernels " + std::to_string(done) + "/" +
-                        std::to_string(total));
+        progress->stage("compiling kernels",
+                        std::to_string(done) + "/" + std::to_string(total));
       });
-  progress->done();
   if (!code)
     return fail(llvm::toString(code.takeError()));
+  progress->stage("writing the artifact");
 
   nlohmann::json manifest = plan->manifest;
   manifest["producer"] = std::string("kilnc ") + kVersion;
@@ -285,37 +290,57 @@ LogicalResult Compilation::toKernels() {
                  succeeded(fuse()) && succeeded(lower()));
 }
 
+void Compilation::printStageTimes() {
+  progress->done();
+  double total = 0;
+  std::string line;
+  for (const auto &[name, seconds] : progress->times()) {
+    line += (line.empty() ? "" : ", ") + name +
+            llvm::formatv(" {0:f2} s", seconds).str();
+    total += seconds;
+  }
+  errs << prefix << "time by stage: " << line
+       << llvm::formatv(" (total {0:f2} s)", total) << "\n";
+}
+
 LogicalResult compileModel(const CompileOptions &options) {
   Compilation c(options);
-  if (failed(c.toKernels()))
+  LogicalResult result = c.run();
+  if (options.timeStages)
+    c.printStageTimes();
+  return result;
+}
+
+LogicalResult Compilation::run() {
+  if (failed(toKernels()))
     return failure();
   switch (options.emit) {
   case EmitKind::MLIR:
-    return c.writeOutput(options.output, c.moduleText());
+    return writeOutput(options.output, moduleText());
   case EmitKind::Dot:
-    return c.writeOutput(options.output, c.dotText());
+    return writeOutput(options.output, dotText());
   default:
     break;
   }
-  if (failed(c.generate()))
+  if (failed(generate()))
     return failure();
   if ((options.emit == EmitKind::Cuda || options.emit == EmitKind::Ptx) &&
-      !c.backendKernels("cuda"))
-    c.warn("no kernel runs on a cuda device (place some with --device "
-           "cuda:0, --devices or --pin)");
+      !backendKernels("cuda"))
+    warn("no kernel runs on a cuda device (place some with --device "
+         "cuda:0, --devices or --pin)");
   switch (options.emit) {
   case EmitKind::Cpp:
-    return c.writeOutput(options.output, c.cppText());
+    return writeOutput(options.output, cppText());
   case EmitKind::Cuda:
-    return c.writeOutput(options.output, c.backendSource("cuda"));
+    return writeOutput(options.output, backendSource("cuda"));
   case EmitKind::Ptx: {
-    if (failed(c.saveCudaText()))
+    if (failed(saveCudaText()))
       return failure();
-    FailureOr<std::string> ptx = c.backendCompiled("cuda");
-    return failed(ptx) ? failure() : c.writeOutput(options.output, *ptx);
+    FailureOr<std::string> ptx = backendCompiled("cuda");
+    return failed(ptx) ? failure() : writeOutput(options.output, *ptx);
   }
   default:
-    return c.package();
+    return package();
   }
 }
 

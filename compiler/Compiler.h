@@ -84,6 +84,8 @@ struct CompileOptions {
   bool printPlacement = false;
   /// Show stages and kernel counts on stderr (kilnc: when it is a terminal).
   bool progress = false;
+  /// After the compile, print each stage's wall time to the diagnostics.
+  bool timeStages = false;
   CxxOptions cxx;
   CudaOptions cuda;
 };
@@ -129,6 +131,12 @@ public:
   /// The stages from checkOptions through lower, stopping at the first that
   /// fails: every output but the graph-level MLIR starts from their module.
   mlir::LogicalResult toKernels();
+  /// toKernels, then what options.emit asks for: the module's text, the
+  /// DOT graph, C++, CUDA C, PTX or the packaged artifact.
+  mlir::LogicalResult run();
+  /// "time by stage: importing 0.31 s, ..." to the diagnostics: each
+  /// stage's wall time so far (kilnc --time-stages).
+  void printStageTimes();
   /// The plan of the function's steps and the source of every kernel: C++
   /// for each, and its device backend's source for a kernel on a kind that
   /// has one (CUDA C++ on cuda).

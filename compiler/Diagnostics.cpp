@@ -6,6 +6,7 @@
 #include "mlir/IR/Location.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 
 #include <vector>
 
@@ -51,6 +52,44 @@ LogicalResult printDiagnostic(Diagnostic &diag, llvm::raw_ostream &errs,
   for (Diagnostic &note : diag.getNotes())
     print(note.getLocation(), note.getSeverity(), note.str());
   return success();
+}
+
+void Progress::accrue() {
+  if (current.empty())
+    return;
+  double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - since)
+          .count();
+  for (auto &[name, total] : seconds)
+    if (name == current) {
+      total += elapsed;
+      return;
+    }
+  seconds.emplace_back(current, elapsed);
+}
+
+void Progress::stage(const std::string &name, const std::string &detail) {
+  auto now = std::chrono::steady_clock::now();
+  if (name != current) {
+    accrue();
+    current = name;
+    since = stageStart = now;
+  }
+  if (!show)
+    return;
+  // The seconds so far: a compile that seems stuck shows where it is.
+  double elapsed = std::chrono::duration<double>(now - stageStart).count();
+  llvm::errs() << "\r\033[K[kilnc] " << name
+               << (detail.empty() ? "" : " " + detail);
+  if (elapsed >= 1)
+    llvm::errs() << llvm::format(" (%.0f s)", elapsed);
+}
+
+void Progress::done() {
+  accrue();
+  current.clear();
+  if (show)
+    llvm::errs() << "\r\033[K";
 }
 
 } // namespace kiln

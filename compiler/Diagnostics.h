@@ -11,7 +11,10 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -26,21 +29,28 @@ mlir::LogicalResult printDiagnostic(mlir::Diagnostic &diag,
                                     llvm::StringRef prefix);
 
 /// The stage a compile is in, on one line of stderr that each stage
-/// overwrites; nothing when disabled.
+/// overwrites (when shown), with the seconds it has taken so far; and the
+/// wall time of every stage, for kilnc --time-stages. A stage is named by
+/// `name`; calls with the name of the running stage only update its detail
+/// (a kernel count), so its time keeps accruing.
 class Progress {
 public:
-  explicit Progress(bool enabled) : enabled(enabled) {}
-  void stage(const std::string &text) {
-    if (enabled)
-      llvm::errs() << "\r\033[K[kilnc] " << text;
-  }
-  void done() {
-    if (enabled)
-      llvm::errs() << "\r\033[K";
+  explicit Progress(bool show) : show(show) {}
+  void stage(const std::string &name, const std::string &detail = "");
+  /// Ends the running stage and clears the line.
+  void done();
+  /// Each stage's name and wall seconds, in the order they first ran.
+  const std::vector<std::pair<std::string, double>> &times() const {
+    return seconds;
   }
 
 private:
-  bool enabled;
+  void accrue();
+
+  bool show;
+  std::string current;
+  std::chrono::steady_clock::time_point since, stageStart;
+  std::vector<std::pair<std::string, double>> seconds;
 };
 
 } // namespace kiln

@@ -138,7 +138,7 @@ LogicalResult Compilation::checkOptions() {
 }
 
 LogicalResult Compilation::import() {
-  progress->stage("importing " + options.input);
+  progress->stage("importing", options.input);
   onnx::ModelProto fileModel;
   const onnx::ModelProto *model = options.model;
   if (!model) {

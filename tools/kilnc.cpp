@@ -107,6 +107,12 @@ static cl::opt<bool>
                    cl::desc("print op -> device, estimated costs, copies and "
                             "peak memory per device"),
                    cl::cat(category));
+static cl::opt<bool> timeStages(
+    "time-stages",
+    cl::desc("after the compile, print each stage's wall time (importing, "
+             "optimizing the graph, fusing, lowering, generating code, "
+             "compiling kernels, ...)"),
+    cl::cat(category));
 static cl::opt<std::string>
     outputDevice("output-device",
                  cl::desc("the device outputs are delivered on (default: the "
@@ -252,6 +258,7 @@ int main(int argc, char **argv) {
   options.savePlacement = savePlacement;
   options.printPlacement = printPlacement;
   options.progress = isatty(2) && options.output != "-";
+  options.timeStages = timeStages;
   options.cxx.optLevel = optLevel;
   options.cuda.arch = cudaArch;
   options.cuda.warpReductions = cudaWarpReductions;

@@ -349,19 +349,30 @@ class Kiln:
 
 # ---------------------------------------------------------------- main side
 
+def stage_times(stderr):
+    """{stage: seconds} from kilnc --time-stages' line, or {}."""
+    m = re.search(r"time by stage: (.*) \(total", stderr)
+    if not m:
+        return {}
+    return {name: float(sec) for name, sec in
+            re.findall(r"([a-z][a-z ]*?) ([0-9.]+) s(?:, |$)", m.group(1))}
+
+
 def compile_kiln(bin_dir, onnx_path, artifact, *extra):
-    """kilnc, cold; returns (seconds, failure reason or None)."""
+    """kilnc, cold; returns (seconds, failure reason or None, stage times:
+    {} unless `extra` asks for --time-stages)."""
     env = dict(os.environ, KILN_CACHE_DIR="none")
     start = time.perf_counter()
     try:
         proc = subprocess.run([os.path.join(bin_dir, "kilnc"), onnx_path, "-o", artifact,
                                *extra], env=env, capture_output=True, text=True)
     except OSError as e:
-        return None, "kilnc: %s" % e
+        return None, "kilnc: %s" % e, {}
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
-        return seconds, "kilnc exited %d: %s" % (proc.returncode, short(proc.stderr + proc.stdout))
-    return seconds, None
+        return seconds, "kilnc exited %d: %s" % (
+            proc.returncode, short(proc.stderr + proc.stdout)), {}
+    return seconds, None, stage_times(proc.stderr)
 
 
 def bench_model(name, args, work):
@@ -383,12 +394,19 @@ def bench_model(name, args, work):
             for arg, x in zip(spec.input_names, spec.example(batch, seed=0)):
                 extra += ["--input-shape", "%s=%s" % (arg, "x".join(map(str, x.shape)))]
         artifact = os.path.join(work, name + suffix + ".kiln")
-        seconds, reason = compile_kiln(bin_dir, os.path.join(work, name + ".onnx"), artifact,
-                                       *extra)
+        if system == "kiln":  # a baseline build may predate the flag
+            extra.append("--time-stages")
+        seconds, reason, stages = compile_kiln(bin_dir, os.path.join(work, name + ".onnx"),
+                                               artifact, *extra)
         if result.get(key) is None and not reason:
             result[key] = seconds
+            if stages:
+                result["kilnc_stages"] = stages
+        slowest = max(stages.items(), key=lambda kv: kv[1]) if stages else None
         print("%s%s: kilnc %s" % (name, suffix, "FAILED: " + reason if reason else
-                                  "%.1f s (cold)" % seconds), flush=True)
+                                  "%.1f s (cold)%s" % (seconds, ", most in %s: %.1f s" %
+                                                       slowest if slowest else "")),
+              flush=True)
         return Kiln(bin_dir, artifact, reason)
 
     build_rss = {}
@@ -486,14 +504,18 @@ def report(results, args):
     """Prints the tables; returns the geometric means {batch: {system: r}}."""
     others = [s for s in SYSTEMS[1:] if s in args.systems]
     fmt = lambda v, f: f % v if v is not None else "-"
-    print("\nper model: kilnc wall time (cold) and peak RSS (MiB) of each system's process")
+    print("\nper model: kilnc wall time (cold), peak RSS (MiB) of each system's process, "
+          "and kilnc's slowest stage")
     base = "base" in args.systems
     print("%-19s %9s" % ("model", "kilnc s") + ("%9s" % "base s" if base else "") +
-          "".join("%12s" % s for s in args.systems))
+          "".join("%12s" % s for s in args.systems) + "  slowest stage")
     for name, res in results.items():
+        stages = res.get("kilnc_stages") or {}
+        slowest = max(stages.items(), key=lambda kv: kv[1]) if stages else None
         print("%-19s %9s" % (name, fmt(res["kilnc_s"], "%.1f")) +
               ("%9s" % fmt(res.get("kilnc_s_base"), "%.1f") if base else "") +
-              "".join("%12s" % fmt(res["rss_mib"].get(s), "%.0f") for s in args.systems))
+              "".join("%12s" % fmt(res["rss_mib"].get(s), "%.0f") for s in args.systems) +
+              ("  %s %.1f s" % slowest if slowest else ""))
     print("\nmedian latency (ms) over %d rounds; kiln/X < 1: kiln faster (the "
           "median of the rounds' own ratios); rel L2: kiln vs eager" % args.rounds)
     head = "%-19s %5s" % ("model", "batch") + "".join("%11s" % s for s in args.systems)

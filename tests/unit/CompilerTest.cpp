@@ -104,6 +104,40 @@ TEST(Compilation, EachStageLeavesTheModuleItPromises) {
   EXPECT_EQ(messages, "");
 }
 
+// --time-stages: one line after the compile naming each stage that ran, in
+// order, with its seconds and the total.
+TEST(Compilation, TimeStagesNamesEveryStageInOrder) {
+  onnx::ModelProto model = smallModel();
+  std::string messages;
+  llvm::raw_string_ostream diagnostics(messages);
+  std::vector<char> artifact;
+  kiln::CompileOptions options;
+  options.input = "small.onnx";
+  options.model = &model;
+  options.diagnostics = &diagnostics;
+  options.artifact = &artifact;
+  options.timeStages = true;
+  ASSERT_TRUE(mlir::succeeded(kiln::compileModel(options))) << messages;
+  EXPECT_GT(artifact.size(), 64u);
+  size_t at = messages.find("time by stage: ");
+  ASSERT_NE(at, std::string::npos) << messages;
+  for (const char *stage :
+       {"importing ", "optimizing the graph ", "fusing ", "lowering ",
+        "generating code ", "compiling kernels ", "writing the artifact ",
+        "(total "}) {
+    size_t next = messages.find(stage, at);
+    EXPECT_NE(next, std::string::npos) << stage << " in " << messages;
+    at = next == std::string::npos ? at : next;
+  }
+  EXPECT_EQ(messages.back(), '\n');
+
+  // Without it, nothing is printed.
+  messages.clear();
+  options.timeStages = false;
+  ASSERT_TRUE(mlir::succeeded(kiln::compileModel(options))) << messages;
+  EXPECT_EQ(messages, "");
+}
+
 // Each bad option fails checkOptions with its own message, before the
 // model is read (the input file does not exist).
 TEST(Compilation, BadOptionsFailBeforeAnyWork) {
