@@ -1,8 +1,10 @@
 """Real models: torchvision resnet18 and mobilenet_v2 (random init, fixed
-seed, BatchNorm given non-trivial statistics) and a BERT-style encoder,
-exported from PyTorch with both exporters and a symbolic batch, compiled once
-with kilnc (the batch stays symbolic), run at batch 1 and 3 from that one
-artifact and compared with PyTorch eager: relative L2 <= 1e-5. The
+seed, BatchNorm statistics calibrated on random data) and a BERT-style
+encoder, each checked to be a fair reference (its output depends on its
+input), exported from PyTorch with both exporters and a symbolic batch,
+compiled once with kilnc (the batch stays symbolic), run at batch 1 and 3
+from that one artifact and compared with PyTorch eager: relative L2 <= 1e-5.
+The
 multi-device and CUDA checks bind the batch (--input-shape). Each model also
 compiles for x86-64-v3 and x86-64-v4 on any x86 machine, and runs at the
 levels this CPU has.
@@ -46,6 +48,15 @@ class ModelTest(kt.KilnTestCase):
         cls.x = export_models.example(cls.model, 3)
         with torch.no_grad():
             cls.reference = torch_model(cls.x).numpy()
+        cls.input_effect = export_models.input_effect(
+            torch_model, lambda batch, seed: (export_models.example(cls.model, batch, seed),))
+
+    def test_reference_depends_on_input(self):
+        """A reference whose output barely moves with the input (saturated
+        or vanished activations) would let a wrong kernel pass."""
+        kt.note("%s: two inputs' outputs differ by %.2f (relative L2)" % (
+            self.model, self.input_effect))
+        self.assertGreater(self.input_effect, 1e-2)
 
     def check(self, exporter):
         path = self.path("%s.%s.onnx" % (self.model, exporter))
