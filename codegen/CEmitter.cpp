@@ -330,8 +330,19 @@ std::string CEmitter::dimExpr(Value tensor, int64_t i) {
            std::to_string(dimsOffset(kernel, arg.getArgNumber()) + i) + "]";
   }
   Operation *def = tensor.getDefiningOp();
-  if (auto empty = dyn_cast<tensor::EmptyOp>(def))
-    return scalars.lookup(empty.getDynamicSize(i));
+  if (auto empty = dyn_cast<tensor::EmptyOp>(def)) {
+    Value size = empty.getDynamicSize(i);
+    if (std::string s = scalars.lookup(size); !s.empty())
+      return s;
+    // A dim not emitted yet reads as it will once it is (by its
+    // expression, CScalar.cpp): fusion decisions asked before it is reached
+    // must see the sizes they see after. squeezenet1_1's stem conv was
+    // lost so: deferred to an epilogue that a pool's planes took later.
+    if (auto dim = size.getDefiningOp<tensor::DimOp>())
+      if (std::optional<int64_t> at = dim.getConstantIndex())
+        return dimExpr(dim.getSource(), *at);
+    return "";
+  }
   if (auto cast = dyn_cast<tensor::CastOp>(def)) // a view
     return dimExpr(cast.getSource(), i);
   if (auto dps = dyn_cast<DestinationStyleOpInterface>(def))

@@ -370,8 +370,9 @@ def compile_kiln(bin_dir, onnx_path, artifact, *extra):
         return None, "kilnc: %s" % e, {}
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
-        return seconds, "kilnc exited %d: %s" % (
-            proc.returncode, short(proc.stderr + proc.stdout)), {}
+        said = "\n".join(l for l in (proc.stderr + proc.stdout).splitlines()
+                         if "time by stage:" not in l)
+        return seconds, "kilnc exited %d: %s" % (proc.returncode, short(said)), {}
     return seconds, None, stage_times(proc.stderr)
 
 

@@ -287,6 +287,43 @@ class DynamicWindows(kt.KilnTestCase):
                             (loops,) = self.run_at(artifact, "%s_none" % tag, [x])
                         np.testing.assert_allclose(loops, want, rtol=1e-4, atol=1e-4)
 
+    def test_stem_conv_before_pooled_planes_at_a_run_time_batch(self):
+        """squeezenet1_1's first kernel with the batch sized at run time: a
+        stem conv by rows, its bias and ReLU run plane by plane inside the
+        ceil-mode max pool's loops, then a 1x1 conv. The conv was once left
+        out of the kernel altogether (a fusion asked about sizes not yet
+        named, deferred it to an epilogue the pool then took), and the
+        kernel read its per-thread plane buffer as the conv's output."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        F = torch.nn.functional
+        rng = np.random.default_rng(11)
+        w = (rng.standard_normal((64, 3, 3, 3)) / 5).astype(np.float32)
+        b = rng.standard_normal(64).astype(np.float32)
+        w2 = (rng.standard_normal((16, 64, 1, 1)) / 8).astype(np.float32)
+        b2 = rng.standard_normal(16).astype(np.float32)
+        nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], strides=[2, 2]),
+                 h.make_node("Relu", ["c"], ["r"]),
+                 h.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3],
+                             strides=[2, 2], ceil_mode=1),
+                 h.make_node("Conv", ["p", "w2", "b2"], ["q"]),
+                 h.make_node("Relu", ["q"], ["y"])]
+        graph = h.make_graph(nodes, "stem", [tensor("x", T.FLOAT, ["n", 3, 224, 224])],
+                             [tensor("y", T.FLOAT, None)],
+                             [nh.from_array(v, k) for k, v in
+                              (("w", w), ("b", b), ("w2", w2), ("b2", b2))])
+        model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+        artifact = self.compiled(model, "stem_planes")
+        for n in (1, 3):
+            x = rng.standard_normal((n, 3, 224, 224)).astype(np.float32)
+            t = F.relu(F.conv2d(torch.from_numpy(x), torch.from_numpy(w),
+                                torch.from_numpy(b), stride=2))
+            t = F.max_pool2d(t, 3, 2, ceil_mode=True)
+            want = F.relu(F.conv2d(t, torch.from_numpy(w2), torch.from_numpy(b2))).numpy()
+            (got,) = self.run_at(artifact, "stem_planes_%d" % n, [x])
+            self.assertEqual(got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
     def test_winograd_conv_on_planes_sized_at_run_time(self):
         """A 3x3 stride-1 conv with a constant weight whose planes are known
         only at run time has no im2col GEMM to run: it runs as Winograd
