@@ -245,10 +245,32 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
   // that the prelude treats it as an image's data, as at any other batch (a
   // conv's input at a static batch of 1 took the tiles' path no more:
   // mobilenet_v2 1.05-1.10x slower).
-  std::string strideA =
-      g->batchedA || g->perImageA ? m + " * " + k : std::string("0");
-  std::string strideB =
-      g->batchedB || g->perImageB ? k + " * " + n : std::string("0");
+  std::string strideA = g->batchedA || g->perImageA || g->sharedLeadA
+                            ? m + " * " + k
+                            : std::string("0");
+  std::string strideB = g->batchedB || g->perImageB || g->sharedLeadB
+                            ? k + " * " + n
+                            : std::string("0");
+  if (unsigned lead = g->sharedLeadA + g->sharedLeadB) {
+    // Runs of GEMMs (images) of batches (groups), one operand the same in
+    // every run (a grouped conv's weight).
+    ArrayRef<unsigned> batch = g->batch;
+    std::string inner = size(batch.drop_front(lead));
+    auto outer = [&](bool batched, const std::string &matrix) {
+      return batched ? "(" + inner + ") * " + matrix : std::string("0");
+    };
+    os << llvm::formatv(
+        "  if (!({0}kiln_sgemm_runs({1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+        "{9}, {10}, {11}, {12}, {13}, {14}, {15}))) {\n",
+        check, size(batch.take_front(lead)), inner, g->transA, g->transB, m, n,
+        k, bufferFor(op.getDpsInputs()[g->a]), strideA,
+        outer(g->batchedA, m + " * " + k),
+        bufferFor(op.getDpsInputs()[1 - g->a]), strideB,
+        outer(g->batchedB, k + " * " + n), bufferFor(op.getResult(0)), !fill);
+    if (fill)
+      emitFillOp(fill);
+    return true;
+  }
   // kiln_sgemm's arguments, which kiln_sgemm_tiles takes first too.
   std::string args = llvm::formatv(
       "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}",
@@ -278,8 +300,8 @@ bool CppEmitter::emitGemmCall(linalg::GenericOp op) {
 linalg::GenericOp CppEmitter::gemmEpilogue(linalg::GenericOp op) {
   std::optional<GemmMatch> g = tiledProduct(op);
   Value result = op.getResult(0);
-  if (!g || g->batch.size() > 1 || g->m.empty() || g->n.empty() ||
-      !result.hasOneUse())
+  if (!g || g->batch.size() > 1 || g->sharedLeadA || g->sharedLeadB ||
+      g->m.empty() || g->n.empty() || !result.hasOneUse())
     return {};
   auto user = dyn_cast<linalg::GenericOp>(*result.getUsers().begin());
   auto rank = cast<RankedTensorType>(result.getType()).getRank();

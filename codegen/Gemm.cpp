@@ -45,21 +45,59 @@ bool isMultiplyAccumulate(linalg::GenericOp op) {
          pair(mul, a, b) && pair(add, acc, mul->getResult(0));
 }
 
+/// [d_i, d_j] when `e` is d_i * S + d_j (either order) with S d_j's static
+/// size and the tensor dim it indexes `size` = d_i's size * S: the pair
+/// flattened, as one dim of the tensor holds it in memory.
+std::optional<std::pair<unsigned, unsigned>>
+flattenedPair(AffineExpr e, ArrayRef<int64_t> ranges, int64_t size) {
+  auto add = dyn_cast<AffineBinaryOpExpr>(e);
+  if (!add || add.getKind() != AffineExprKind::Add)
+    return std::nullopt;
+  for (auto [scaled, inner] : {std::make_pair(add.getLHS(), add.getRHS()),
+                               std::make_pair(add.getRHS(), add.getLHS())}) {
+    auto mul = dyn_cast<AffineBinaryOpExpr>(scaled);
+    auto j = dyn_cast<AffineDimExpr>(inner);
+    if (!mul || mul.getKind() != AffineExprKind::Mul || !j)
+      continue;
+    auto i = dyn_cast<AffineDimExpr>(mul.getLHS());
+    auto s = dyn_cast<AffineConstantExpr>(mul.getRHS());
+    if (!i || !s)
+      continue;
+    int64_t ri = ranges[i.getPosition()], rj = ranges[j.getPosition()];
+    if (!ShapedType::isDynamic(ri) && !ShapedType::isDynamic(rj) &&
+        rj == s.getValue() && !ShapedType::isDynamic(size) && size == ri * rj &&
+        i != j)
+      return std::make_pair(i.getPosition(), j.getPosition());
+  }
+  return std::nullopt;
+}
+
 /// The loop dims `operand` is indexed by, in memory order, leaving out dims of
 /// size 1; nullopt when an index is not a plain loop dim (constant 0 on a
-/// dim of static size 1 excepted) or a dim repeats.
+/// dim of static size 1, and flattenedPair's form, excepted) or a dim
+/// repeats.
 std::optional<Dims> operandDims(linalg::GenericOp op, OpOperand &operand,
                                 ArrayRef<int64_t> ranges) {
   AffineMap map = op.getMatchingIndexingMap(&operand);
   auto type = cast<RankedTensorType>(operand.get().getType());
   Dims dims;
+  auto push = [&](unsigned d) {
+    if (ranges[d] == 1)
+      return true;
+    if (llvm::is_contained(dims, d))
+      return false;
+    dims.push_back(d);
+    return true;
+  };
   for (auto [i, e] : llvm::enumerate(map.getResults())) {
     if (auto d = dyn_cast<AffineDimExpr>(e)) {
-      if (ranges[d.getPosition()] == 1)
-        continue;
-      if (llvm::is_contained(dims, d.getPosition()))
+      if (!push(d.getPosition()))
         return std::nullopt;
-      dims.push_back(d.getPosition());
+      continue;
+    }
+    if (auto pair = flattenedPair(e, ranges, type.getDimSize(i))) {
+      if (!push(pair->first) || !push(pair->second))
+        return std::nullopt;
       continue;
     }
     auto c = dyn_cast<AffineConstantExpr>(e);
@@ -75,17 +113,28 @@ Dims concat(ArrayRef<unsigned> x, ArrayRef<unsigned> y) {
   return out;
 }
 
-/// Splits an operand's dims into [batch] ++ (rows ++ cols | cols ++ rows).
+/// Splits an operand's dims into [batch] ++ (rows ++ cols | cols ++ rows),
+/// where [batch] may also be a proper tail of the batch dims (`sharedLead`:
+/// how many leading ones it leaves out).
 bool layout(ArrayRef<unsigned> dims, ArrayRef<unsigned> batch,
             ArrayRef<unsigned> rows, ArrayRef<unsigned> cols, bool &batched,
-            bool &transposed) {
-  batched = !batch.empty() && dims.take_front(batch.size()) == batch;
-  ArrayRef<unsigned> rest = batched ? dims.drop_front(batch.size()) : dims;
-  transposed = false;
-  if (rest == ArrayRef<unsigned>(concat(rows, cols)))
+            unsigned &sharedLead, bool &transposed) {
+  Dims matrix = concat(rows, cols), transposedMatrix = concat(cols, rows);
+  for (unsigned lead = 0; lead <= batch.size(); ++lead) {
+    ArrayRef<unsigned> mine = batch.drop_front(lead);
+    if (dims.size() != mine.size() + matrix.size() ||
+        dims.take_front(mine.size()) != mine)
+      continue;
+    ArrayRef<unsigned> rest = dims.drop_front(mine.size());
+    if (rest != ArrayRef<unsigned>(matrix) &&
+        rest != ArrayRef<unsigned>(transposedMatrix))
+      continue;
+    transposed = rest != ArrayRef<unsigned>(matrix);
+    batched = !batch.empty() && lead == 0;
+    sharedLead = lead < batch.size() ? lead : 0;
     return true;
-  transposed = true;
-  return rest == ArrayRef<unsigned>(concat(cols, rows));
+  }
+  return false;
 }
 
 /// The GEMM with input `first` as A.
@@ -125,9 +174,10 @@ std::optional<GemmMatch> matchOrder(linalg::GenericOp op, unsigned first) {
   for (unsigned d : *a)
     if (!inC(d))
       g.k.push_back(d);
-  if (!layout(*a, g.batch, g.m, g.k, g.batchedA, g.transA) ||
-      !layout(*b, g.batch, g.k, g.n, g.batchedB, g.transB) || g.k.empty() ||
-      (g.m.empty() && g.n.empty()))
+  if (!layout(*a, g.batch, g.m, g.k, g.batchedA, g.sharedLeadA, g.transA) ||
+      !layout(*b, g.batch, g.k, g.n, g.batchedB, g.sharedLeadB, g.transB) ||
+      g.k.empty() || (g.m.empty() && g.n.empty()) ||
+      (g.sharedLeadA && g.sharedLeadB))
     return std::nullopt;
   auto unitDims = [&](OpOperand &operand) {
     Dims dims;

@@ -20,13 +20,20 @@ namespace kiln {
 /// K, N] on dense row-major tensors, where each of batch, M, N and K is a
 /// group of loop dims (flattened in memory order) and A and B may each be
 /// stored transposed ([K, M] and [N, K]) or shared by every batch. Loop dims
-/// of static size 1 belong to no group.
+/// of static size 1 belong to no group. An operand index d_i * S + d_j,
+/// where S is d_j's static size, is the two dims [d_i, d_j] (a flattened
+/// pair: a grouped conv's channel, group * channels per group + channel).
 struct GemmMatch {
   mlir::Type element; // f32 or f64
   unsigned a = 0;     // the input that is A; the other is B
   llvm::SmallVector<unsigned> batch, m, n, k;
   bool transA = false, transB = false;
   bool batchedA = false, batchedB = false;
+  // When nonzero, that operand is the same for the first `shared` batch
+  // dims and a batch over the others (a grouped conv's weight: one matrix
+  // per group, the same for every image; batch [image, group]). At most one
+  // operand is so; batchedA/B are false for it.
+  unsigned sharedLeadA = 0, sharedLeadB = 0;
   // Indexed by a loop dim of static size 1 that C is indexed by and the
   // other operand is not: an image of a batch of one (a conv's input at a
   // static batch of 1), not a matrix every image shares (a weight).

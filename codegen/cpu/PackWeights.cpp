@@ -103,7 +103,8 @@ Value winogradU(linalg::GenericOp conv, DenseMap<Operation *, Value> &packed) {
 /// GEMM does not qualify. `packed` caches one packing per constant.
 Value packedB(linalg::GenericOp gemm, DenseMap<Operation *, Value> &packed) {
   std::optional<GemmMatch> g = matchGemm(gemm);
-  if (!g || !g->element.isF32() || g->transA || g->transB || g->batchedB)
+  if (!g || !g->element.isF32() || g->transA || g->transB || g->batchedB ||
+      g->sharedLeadA || g->sharedLeadB)
     return {};
   ConstantOp constant = boundConstant(gemm.getDpsInputs()[1 - g->a]);
   if (!constant)

@@ -17,8 +17,8 @@
 #include "codegen/cuda/CudaEmitter.h"
 #include "codegen/CEmitter.h"
 #include "codegen/CppKernel.h"
-#include "codegen/cuda/CudaFallback.h"
 #include "codegen/Gemm.h"
+#include "codegen/cuda/CudaFallback.h"
 
 #include "mlir/IR/Matchers.h"
 
@@ -352,7 +352,9 @@ bool overwrites(linalg::GenericOp op) {
 std::optional<nlohmann::json>
 cublasGemm(linalg::GenericOp op, function_ref<nlohmann::json(Value)> slot) {
   std::optional<GemmMatch> g = matchGemm(op);
-  if (!g)
+  // A strided batch has one stride per operand: an operand shared by only
+  // some batch dims runs as loops.
+  if (!g || g->sharedLeadA || g->sharedLeadB)
     return std::nullopt;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   const int64_t limit = int64_t(1) << 31;

@@ -211,6 +211,32 @@ TEST_F(Prelude, SgemmMatchesAPlainProductWithEachTranspose) {
     }
 }
 
+// A grouped conv's GEMMs: 3 images (runs) of 4 groups (the batch), A one
+// matrix per group shared by every image, B and C one per image and group.
+TEST_F(Prelude, SgemmRunsShareAnOperandAcrossRuns) {
+  const int64_t runs = 3, groups = 4, m = 5, n = 19, k = 6;
+  std::vector<float> a = randoms(groups * m * k, 5),
+                     b = randoms(runs * groups * k * n, 6);
+  for (bool accumulate : {false, true}) {
+    std::vector<float> c(runs * groups * m * n, 0.5f);
+    if (!kiln_sgemm_runs(runs, groups, false, false, m, n, k, a.data(), m * k,
+                         0, b.data(), k * n, groups * k * n, c.data(),
+                         accumulate))
+      GTEST_SKIP() << "no oneDNN sgemm loads here ($KILN_DNNL, libdnnl); "
+                      "kernels then run their own loops";
+    for (int64_t r = 0; r < runs; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        std::vector<double> want =
+            product(a.data() + g * m * k, b.data() + (r * groups + g) * k * n,
+                    m, n, k);
+        for (int64_t e = 0; e < m * n; ++e)
+          ASSERT_NEAR(c[(r * groups + g) * m * n + e],
+                      want[e] + (accumulate ? 0.5 : 0.0), 1e-5 * k)
+              << "run " << r << " group " << g << " element " << e;
+      }
+  }
+}
+
 // y = init or bias + the 3x3 taps of x padded with `pad`, stride S (conv
 // when `w` is given, else max).
 template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top,

@@ -361,6 +361,25 @@ inline bool kiln_sgemm(int64_t batch, bool transA, bool transB, int64_t m, int64
   return true;
 }
 
+// `outer` runs of kiln_sgemm's batch of `batch` GEMMs, each operand moving
+// by its stride within a run and by its outer stride from run to run: 0 for
+// the operand every run shares (a grouped conv's weight, one matrix per
+// group, is the same for every image; its im2col windows and output move
+// by an image's groups). False when oneDNN refused (before any write).
+inline bool kiln_sgemm_runs(int64_t outer, int64_t batch, bool transA, bool transB, int64_t m,
+                            int64_t n, int64_t k, const float *a, int64_t strideA,
+                            int64_t outerA, const float *b, int64_t strideB, int64_t outerB,
+                            float *c, bool accumulate) {
+  for (int64_t i = 0; i < outer; ++i)
+    if (!kiln_sgemm(batch, transA, transB, m, n, k, a + i * outerA, strideA, b + i * outerB,
+                    strideB, c + i * batch * m * n, accumulate)) {
+      if (i == 0)
+        return false;
+      std::abort();
+    }
+  return true;
+}
+
 // kiln_sgemm_tiles's product of few rows over a long K, an image at a time
 // (mobilenet_v2's projections at 28x28 and 14x14, 32-96 rows, K 144-576; A
 // shared, neither transposed): each of `threads` threads multiplies a share

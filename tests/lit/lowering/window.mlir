@@ -2,7 +2,8 @@
 
 // kiln-lower-kernels on convolutions and pools (passes/lowering/Window.cpp).
 
-// conv: input padded by a generic whose read of the input is guarded (made
+// conv (f64; an f32 one of static sizes runs its groups as GEMMs, below):
+// input padded by a generic whose read of the input is guarded (made
 // only inside it, so its indices are unclamped: d2 - 1, d3 - 1; the
 // unpadded n and c read their dims as they are), bias broadcast into the
 // init, then one generic with strided, dilated input reads and grouped
@@ -12,7 +13,7 @@
 // CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>
 // CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>
 // CHECK-LABEL: func.func @conv
-// CHECK: %[[PAD:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<1x4x8x8xf32>)
+// CHECK: %[[PAD:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<1x4x8x8xf64>)
 // CHECK:   %[[I0:.+]] = linalg.index 0
 // CHECK:   %[[I1:.+]] = linalg.index 1
 // CHECK:   %[[I2:.+]] = linalg.index 2
@@ -22,15 +23,15 @@
 // CHECK-NOT: arith.minsi
 // CHECK:   %[[READ:.+]] = tensor.extract %{{.+}}[%[[I0]], %[[I1]], %[[H]], %[[V]]] {kiln.guarded_read}
 // CHECK:   arith.select %{{.+}}, %[[READ]]
-// CHECK: %[[BIAS:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<4xf32>)
-// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%[[PAD]], %{{.+}} : tensor<1x4x8x8xf32>, tensor<4x2x3x3xf32>) outs(%[[BIAS]] : tensor<1x4x3x2xf32>) attrs = {{ *}}{kiln.conv = "direct"}
-func.func @conv(%x: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x2x3x3xf32, #kiln.device<cpu>>, %b: tensor<4xf32, #kiln.device<cpu>>) -> tensor<1x4x3x2xf32, #kiln.device<cpu>> {
-  %k = kiln.kernel(%x, %w, %b : tensor<1x4x6x6xf32, #kiln.device<cpu>>, tensor<4x2x3x3xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>>) -> (tensor<1x4x3x2xf32, #kiln.device<cpu>>) {
-  ^bb0(%a: tensor<1x4x6x6xf32, #kiln.device<cpu>>, %c: tensor<4x2x3x3xf32, #kiln.device<cpu>>, %d: tensor<4xf32, #kiln.device<cpu>>):
-    %y = kiln.conv %a, %c, %d {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 2>, group = 2} : tensor<1x4x6x6xf32, #kiln.device<cpu>>, tensor<4x2x3x3xf32, #kiln.device<cpu>>, tensor<4xf32, #kiln.device<cpu>> -> tensor<1x4x3x2xf32, #kiln.device<cpu>>
-    kiln.yield %y : tensor<1x4x3x2xf32, #kiln.device<cpu>>
+// CHECK: %[[BIAS:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<4xf64>)
+// CHECK: linalg.generic {indexing_maps = [#[[IN]], #[[W]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%[[PAD]], %{{.+}} : tensor<1x4x8x8xf64>, tensor<4x2x3x3xf64>) outs(%[[BIAS]] : tensor<1x4x3x2xf64>) attrs = {{ *}}{kiln.conv = "direct"}
+func.func @conv(%x: tensor<1x4x6x6xf64, #kiln.device<cpu>>, %w: tensor<4x2x3x3xf64, #kiln.device<cpu>>, %b: tensor<4xf64, #kiln.device<cpu>>) -> tensor<1x4x3x2xf64, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %w, %b : tensor<1x4x6x6xf64, #kiln.device<cpu>>, tensor<4x2x3x3xf64, #kiln.device<cpu>>, tensor<4xf64, #kiln.device<cpu>>) -> (tensor<1x4x3x2xf64, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<1x4x6x6xf64, #kiln.device<cpu>>, %c: tensor<4x2x3x3xf64, #kiln.device<cpu>>, %d: tensor<4xf64, #kiln.device<cpu>>):
+    %y = kiln.conv %a, %c, %d {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 2>, group = 2} : tensor<1x4x6x6xf64, #kiln.device<cpu>>, tensor<4x2x3x3xf64, #kiln.device<cpu>>, tensor<4xf64, #kiln.device<cpu>> -> tensor<1x4x3x2xf64, #kiln.device<cpu>>
+    kiln.yield %y : tensor<1x4x3x2xf64, #kiln.device<cpu>>
   }
-  return %k : tensor<1x4x3x2xf32, #kiln.device<cpu>>
+  return %k : tensor<1x4x3x2xf64, #kiln.device<cpu>>
 }
 
 // -----
@@ -63,6 +64,42 @@ func.func @conv_gemm(%x: tensor<2x3x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x3x
     kiln.yield %r : tensor<2x4x3x3xf32, #kiln.device<cpu>>
   }
   return %k : tensor<2x4x3x3xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// An f32 conv with groups of several channels on the CPU: im2col with the
+// groups apart ([n, g, c, kh, kw, oh, ow]), then loops [n, g, m, c, kh, kw,
+// oh, ow] into sums [n, g, m, oh, ow] from zeros; the weight's channel is a
+// flattened pair (g * 3 + m), which codegen/Gemm.h reads as two dims: a
+// batch [n, g] of GEMMs whose weight is the same for every image. A generic
+// then adds the bias to the sums of output channel m (group m floordiv 3).
+// A 1x1 stride-1 window reads the input itself (channel g * 2 + c), and
+// without a bias the last generic only copies.
+// CHECK-DAG: #[[GRWIN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1 * 2 + d2, d5 + d3, d6 + d4)>
+// CHECK-DAG: #[[GRCOL:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d3, d4, d5, d6, d7)>
+// CHECK-DAG: #[[GRW:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d1 * 3 + d2, d3, d4, d5)>
+// CHECK-DAG: #[[GRSUMS:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d2, d6, d7)>
+// CHECK-DAG: #[[GRBACK:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 3, d1 mod 3, d2, d3)>
+// CHECK-DAG: #[[GRIN1:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1 * 2 + d3, d6, d7)>
+// CHECK-LABEL: func.func @conv_groups_gemm
+// CHECK: %[[GRPATCHES:.+]] = linalg.generic {indexing_maps = [#[[GRWIN]], #{{.+}}], {{.*}} outs(%{{.+}} : tensor<?x2x2x3x3x6x6xf32>)
+// CHECK: %[[GRZERO:.+]] = linalg.fill {{.*}} -> tensor<?x2x3x6x6xf32>
+// CHECK: %[[GRS:.+]] = linalg.generic {indexing_maps = [#[[GRCOL]], #[[GRW]], #[[GRSUMS]]], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%[[GRPATCHES]], %{{.+}} : tensor<?x2x2x3x3x6x6xf32>, tensor<6x2x3x3xf32>) outs(%[[GRZERO]] : tensor<?x2x3x6x6xf32>) attrs = {{ *}}{kiln.conv = "gemm"}
+// CHECK: linalg.generic {indexing_maps = [#[[GRBACK]], #{{.+}}, #{{.+}}], {{.*}} ins(%[[GRS]], %{{.+}} : tensor<?x2x3x6x6xf32>, tensor<6xf32>) outs(%{{.+}} : tensor<?x6x6x6xf32>)
+// CHECK:   arith.addf
+// CHECK: %[[GRS1:.+]] = linalg.generic {indexing_maps = [#[[GRIN1]], #[[GRW1:.+]], #[[GRSUMS]]], {{.*}} ins(%{{.+}}, %{{.+}} : tensor<?x4x6x6xf32>, tensor<6x2x1x1xf32>) {{.*}} attrs = {{ *}}{kiln.conv = "gemm"}
+// CHECK: linalg.generic {indexing_maps = [#[[GRBACK]], #{{.+}}], {{.*}} ins(%[[GRS1]] : tensor<?x2x3x6x6xf32>) outs(%{{.+}} : tensor<?x6x6x6xf32>)
+// CHECK-NEXT: ^bb0(%[[GRIN:.+]]: f32, %{{.+}}: f32):
+// CHECK-NEXT:   linalg.yield %[[GRIN]]
+func.func @conv_groups_gemm(%x: tensor<?x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<6x2x3x3xf32, #kiln.device<cpu>>, %b: tensor<6xf32, #kiln.device<cpu>>, %w1: tensor<6x2x1x1xf32, #kiln.device<cpu>>) -> (tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>) {
+  %k:2 = kiln.kernel(%x, %w, %b, %w1 : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x3x3xf32, #kiln.device<cpu>>, tensor<6xf32, #kiln.device<cpu>>, tensor<6x2x1x1xf32, #kiln.device<cpu>>) -> (tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x4x6x6xf32, #kiln.device<cpu>>, %c: tensor<6x2x3x3xf32, #kiln.device<cpu>>, %d: tensor<6xf32, #kiln.device<cpu>>, %e: tensor<6x2x1x1xf32, #kiln.device<cpu>>):
+    %y = kiln.conv %a, %c, %d {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2} : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x3x3xf32, #kiln.device<cpu>>, tensor<6xf32, #kiln.device<cpu>> -> tensor<?x6x6x6xf32, #kiln.device<cpu>>
+    %z = kiln.conv %a, %e {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2} : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x1x1xf32, #kiln.device<cpu>> -> tensor<?x6x6x6xf32, #kiln.device<cpu>>
+    kiln.yield %y, %z : tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>
+  }
+  return %k#0, %k#1 : tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>
 }
 
 // -----
