@@ -18,9 +18,12 @@
 // total s (D - 1) + output_padding + (K - 1) d + 1 - out, split as the ONNX
 // reference splits it.
 //
-// Over shapes known only at run time it is instead, per group, the product
-// of the weight's transpose with the input (columns [N, M*K, D1*..*Dr])
-// summed into the output by Col2Im (ops/Col2Im.cpp).
+// Over shapes known only at run time (but the batch) it is instead, per
+// group, the product of the weight's transpose with the input (columns [N,
+// M*K, D1*..*Dr]) summed into the output by Col2Im (ops/Col2Im.cpp), whose
+// scatter-add loops over every (output, column entry) pair: 0.74 s for a
+// 64 -> 32 channel 2x2 transposed conv at 16x16, where the convolution
+// takes 0.24 ms.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +52,20 @@ FailureOr<Value> sliceAxis(NodeContext &c, Value v, int64_t axis, int64_t start,
                    b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
 }
 
+// `v` padded with `begin` and `end` zeros along `axis` (cropped where
+// negative): what a slice or a concat with a zeros constant does, for a
+// tensor with a symbolic dim (a batch sized at run time), where neither
+// the slice's sizes nor the constant's shape can be written.
+FailureOr<Value> padAxis(NodeContext &c, Value v, int64_t axis, int64_t begin,
+                         int64_t end) {
+  int64_t rank = typeOf(v).getRank();
+  std::vector<int64_t> pads(2 * rank, 0);
+  pads[axis] = begin;
+  pads[rank + axis] = end;
+  return padBy(c, v, int64Constant(c, {2 * rank}, pads), Value(), Value(),
+               "constant");
+}
+
 // `v` with `stride - 1` zeros between neighbours along `axis`.
 FailureOr<Value> insertZeros(NodeContext &c, Value v, int64_t axis,
                              int64_t stride) {
@@ -57,6 +74,26 @@ FailureOr<Value> insertZeros(NodeContext &c, Value v, int64_t axis,
   int64_t n = shape[axis];
   if (stride == 1 || n == 0)
     return v;
+  if (!type.hasStaticShape()) {
+    // The symbolic dims (before `axis`) are copied by the reshapes (0).
+    SmallVector<int64_t> spec(shape);
+    for (int64_t &d : spec)
+      if (ShapedType::isDynamic(d))
+        d = 0;
+    SmallVector<int64_t> split(spec);
+    split.insert(split.begin() + axis + 1, 1);
+    auto column = reshapeTo(c, v, split);
+    if (failed(column))
+      return failure();
+    auto spread = padAxis(c, *column, axis + 1, 0, stride - 1);
+    if (failed(spread))
+      return failure();
+    spec[axis] = n * stride;
+    auto flat = reshapeTo(c, *spread, spec);
+    if (failed(flat))
+      return failure();
+    return padAxis(c, *flat, axis, 0, 1 - stride);
+  }
   SmallVector<int64_t> split(shape);
   split.insert(split.begin() + axis + 1, 1);
   auto column = reshapeTo(c, v, split);
@@ -192,7 +229,10 @@ FailureOr<Values> convertConvTranspose(NodeContext &c) {
   if (wType.getRank() < 3 || xType.getRank() != wType.getRank())
     return c.error("ConvTranspose needs an input and a weight of the same "
                    "rank >= 3");
-  if (!wType.hasStaticShape() || !xType.hasStaticShape()) {
+  // A batch sized at run time keeps the convolution below (its zeros
+  // inserted by pads); other symbolic dims take the columns' way.
+  if (!wType.hasStaticShape() ||
+      llvm::any_of(xType.getShape().drop_front(), ShapedType::isDynamic)) {
     size_t r = wType.getRank() - 2;
     int64_t group = c.getInt("group", 1);
     std::vector<int64_t> strides =
@@ -278,7 +318,9 @@ FailureOr<Values> convertConvTranspose(NodeContext &c) {
     if (begin < 0 || end < 0) {
       int64_t from = std::max<int64_t>(0, -begin);
       int64_t keep = length - from - std::max<int64_t>(0, -end);
-      auto cropped = sliceAxis(c, input, axis, from, keep, 1);
+      auto cropped = typeOf(input).hasStaticShape()
+                         ? sliceAxis(c, input, axis, from, keep, 1)
+                         : padAxis(c, input, axis, -from, keep + from - length);
       if (failed(cropped))
         return failure();
       input = *cropped;
