@@ -63,17 +63,26 @@ size_t count(mlir::ModuleOp module, llvm::StringRef name) {
   return n;
 }
 
-TEST(Compilation, EachStageLeavesTheModuleItPromises) {
+// A compile of smallModel() in memory: its artifact and its messages.
+struct SmallCompile {
   onnx::ModelProto model = smallModel();
   std::string messages;
-  llvm::raw_string_ostream diagnostics(messages);
+  llvm::raw_string_ostream diagnostics{messages};
   std::vector<char> artifact;
   kiln::CompileOptions options;
-  options.input = "small.onnx";
-  options.model = &model;
-  options.diagnostics = &diagnostics;
-  options.artifact = &artifact;
-  kiln::Compilation c(options);
+  SmallCompile() {
+    options.input = "small.onnx";
+    options.model = &model;
+    options.diagnostics = &diagnostics;
+    options.artifact = &artifact;
+  }
+};
+
+TEST(Compilation, EachStageLeavesTheModuleItPromises) {
+  SmallCompile small;
+  std::string &messages = small.messages;
+  std::vector<char> &artifact = small.artifact;
+  kiln::Compilation c(small.options);
   ASSERT_TRUE(mlir::succeeded(c.checkOptions())) << messages;
   ASSERT_TRUE(mlir::succeeded(c.import())) << messages;
   ASSERT_TRUE(mlir::succeeded(c.verify())) << messages;
@@ -107,18 +116,12 @@ TEST(Compilation, EachStageLeavesTheModuleItPromises) {
 // --time-stages: one line after the compile naming each stage that ran, in
 // order, with its seconds and the total.
 TEST(Compilation, TimeStagesNamesEveryStageInOrder) {
-  onnx::ModelProto model = smallModel();
-  std::string messages;
-  llvm::raw_string_ostream diagnostics(messages);
-  std::vector<char> artifact;
-  kiln::CompileOptions options;
-  options.input = "small.onnx";
-  options.model = &model;
-  options.diagnostics = &diagnostics;
-  options.artifact = &artifact;
+  SmallCompile small;
+  std::string &messages = small.messages;
+  kiln::CompileOptions &options = small.options;
   options.timeStages = true;
   ASSERT_TRUE(mlir::succeeded(kiln::compileModel(options))) << messages;
-  EXPECT_GT(artifact.size(), 64u);
+  EXPECT_GT(small.artifact.size(), 64u);
   size_t at = messages.find("time by stage: ");
   ASSERT_NE(at, std::string::npos) << messages;
   for (const char *stage :
