@@ -73,12 +73,12 @@ void Progress::stage(const std::string &name, const std::string &detail) {
   if (name != current) {
     accrue();
     current = name;
-    since = stageStart = now;
+    since = now;
   }
   if (!show)
     return;
   // The seconds so far: a compile that seems stuck shows where it is.
-  double elapsed = std::chrono::duration<double>(now - stageStart).count();
+  double elapsed = std::chrono::duration<double>(now - since).count();
   llvm::errs() << "\r\033[K[kilnc] " << name
                << (detail.empty() ? "" : " " + detail);
   if (elapsed >= 1)

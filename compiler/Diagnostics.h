@@ -49,7 +49,7 @@ private:
 
   bool show;
   std::string current;
-  std::chrono::steady_clock::time_point since, stageStart;
+  std::chrono::steady_clock::time_point since; // the running stage's start
   std::vector<std::pair<std::string, double>> seconds;
 };
 

@@ -180,6 +180,12 @@ SmallVector<AffineExpr> windowExprs(OpBuilder &b, ArrayRef<int64_t> strides,
   return exprs;
 }
 
+// A conv's body: acc + in * w.
+void multiplyAccumulate(OpBuilder &nb, Location l, ValueRange a) {
+  Value prod = nb.create<arith::MulFOp>(l, a[0], a[1]);
+  nb.create<linalg::YieldOp>(l, Value(nb.create<arith::AddFOp>(l, a[2], prod)));
+}
+
 // col[n, c, k..., o...] = in[n, c, o * s + k * d] for a window of `wType`'s
 // spatial dims and the output's; with `groups` > 1 (of static channel
 // counts), col[n, g, c, k..., o...] = in[n, g * C/groups + c, ...].
@@ -240,7 +246,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   // Groups of several channels on the CPU: a batch of GEMMs, one per group,
   // over im2col's windows (a group's channels lie together in them).
   bool grouped = groupedGemmConv(op, wType, outType) && !cudnn && staticPlanes;
-  bool gemm = (dense || grouped) && staticPlanes && !cudnn;
+  bool gemm = grouped || (dense && staticPlanes && !cudnn);
   bool winograd =
       dense && !cudnn && winogradConv(op, operands[1], wType, outType);
   if (winograd) {
@@ -369,11 +375,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
         SmallVector<AffineMap>{AffineMap::get(numLoops, 0, inAt, ctx),
                                AffineMap::get(numLoops, 0, wAt, ctx),
                                AffineMap::get(numLoops, 0, sumsAt, ctx)},
-        loops, [](OpBuilder &nb, Location l, ValueRange a) {
-          Value prod = nb.create<arith::MulFOp>(l, a[0], a[1]);
-          nb.create<linalg::YieldOp>(
-              l, Value(nb.create<arith::AddFOp>(l, a[2], prod)));
-        });
+        loops, multiplyAccumulate);
     conv->setAttr(kConvKind, b.getStringAttr("gemm"));
     // out[n, m, o...] = sums[n, m floordiv mg, m mod mg, o...] (+ b[m]).
     SmallVector<AffineExpr> back = {d(0), d(1).floorDiv(mg), d(1) % mg};
@@ -457,11 +459,7 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
     reductionsInnermost(maps, iterators, 2, 3 + r, r);
   auto conv = b.create<linalg::GenericOp>(
       loc, TypeRange{outType}, ValueRange{input, operands[1]}, ValueRange{init},
-      maps, iterators, [](OpBuilder &nb, Location l, ValueRange a) {
-        Value prod = nb.create<arith::MulFOp>(l, a[0], a[1]);
-        nb.create<linalg::YieldOp>(
-            l, Value(nb.create<arith::AddFOp>(l, a[2], prod)));
-      });
+      maps, iterators, multiplyAccumulate);
   conv->setAttr(kConvKind, b.getStringAttr(gemm       ? "gemm"
                                            : winograd ? "winograd"
                                            : rows     ? "rows"

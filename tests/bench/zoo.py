@@ -37,7 +37,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 sys.path.insert(0, os.path.join(REPO, "examples"))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 
+import kiln_testing as kt  # noqa: E402 (rel_l2)
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -336,12 +338,6 @@ def export(name, model, path, exporter="torchscript"):
             raise ValueError("unknown exporter %s" % exporter)
 
 
-def rel_l2(a, b):
-    import numpy as np
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
 def check(name, exporters, out_dir):
     """The checks of the module doc for one model; returns failure lines."""
     import onnxruntime as ort
@@ -364,7 +360,7 @@ def check(name, exporters, out_dir):
             opts.log_severity_level = 3
             sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
             feeds = {i.name: x.numpy() for i, x in zip(sess.get_inputs(), x1)}
-            err = rel_l2(sess.run(None, feeds)[0], y1)
+            err = kt.rel_l2(sess.run(None, feeds)[0], y1)
             line += ", %s: ort %.1e" % (exporter, err)
             if err > 1e-4:
                 failures.append("%s %s: onnxruntime differs from eager (%.1e)" % (
