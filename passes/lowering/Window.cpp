@@ -136,7 +136,10 @@ bool rowsConv(ConvOp op, RankedTensorType wType, RankedTensorType outType) {
 
 // Whether `op` (an f32 conv) runs as a batch of GEMMs, one per group, on
 // the CPU: groups of several input channels (a depthwise conv has its own
-// kernels) and a static weight. Against the direct loops they ran as
+// kernels), more than one output channel per group (with one, g * 1 + m
+// folds to g + m, which neither linalg's loop sizes nor codegen/Gemm.h
+// read as a pair: fuzz seed 29194 found such 1-D convs miscompiled) and a
+// static weight. Against the direct loops they ran as
 // before, on 2 AVX-512 cores, regnet_x_400mf (16 channels per group) went
 // from 16.5 to 9.9 ms at batch 1 and 107 to 55 at batch 8, regnet_y_400mf
 // 0.78x and resnext50_32x4d 0.88x (docs/performance-log.md, step 61).
@@ -144,6 +147,7 @@ bool groupedGemmConv(ConvOp op, RankedTensorType wType,
                      RankedTensorType outType) {
   return op.getGroup() > 1 && outType.getElementType().isF32() &&
          wType.hasStaticShape() && wType.getDimSize(1) > 1 &&
+         wType.getDimSize(0) / op.getGroup() > 1 &&
          runsCppKernels(getDevice(op.getResult().getType()));
 }
 
