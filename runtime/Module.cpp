@@ -171,20 +171,19 @@ void Module::Impl::prepare(const artifact::Parsed &parsed) {
   }
   streams.synchronize("uploading the constants");
   runsInline = devices.size() <= 1 && !plan.hasCopies();
-  if (runsInline && !devices.empty() && !devices.front()->cuda()) {
-    // Liveness: a temp lives from the step that writes it to the last step
-    // that touches it or a view of it. Outputs live to the end.
-    std::vector<size_t> last(plan.values.size(), SIZE_MAX);
-    for (size_t i = 0; i < plan.steps.size(); ++i)
-      for (size_t id : plan.steps[i].args)
-        last[plan.values[id].root] = i;
-    for (size_t id : plan.outputValues)
-      last[plan.values[id].root] = SIZE_MAX;
-    releaseAfter.assign(plan.steps.size(), {});
-    for (size_t id = 0; id < plan.values.size(); ++id)
-      if (plan.values[id].kind == ValueKind::Temp && last[id] != SIZE_MAX)
-        releaseAfter[last[id]].push_back(id);
-  }
+  allocatesLazily = runsInline && !devices.empty() && !devices.front()->cuda();
+  // Liveness: a temp lives from the step that writes it to the last step
+  // that touches it or a view of it. Outputs live to the end.
+  std::vector<size_t> last(plan.values.size(), SIZE_MAX);
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    for (size_t id : plan.steps[i].args)
+      last[plan.values[id].root] = i;
+  for (size_t id : plan.outputValues)
+    last[plan.values[id].root] = SIZE_MAX;
+  releaseAfter.assign(plan.steps.size(), {});
+  for (size_t id = 0; id < plan.values.size(); ++id)
+    if (plan.values[id].kind == ValueKind::Temp && last[id] != SIZE_MAX)
+      releaseAfter[last[id]].push_back(id);
   if (runsInline)
     return;
   for (auto &device : devices)

@@ -83,10 +83,14 @@ struct Module::Impl {
   /// Shapes depend on data steps compute, or on data a dims function must
   /// read back from a device: resolve them step by step (runStepByStep).
   bool stepByStep = false;
-  /// Inline runs in host memory: per step, the temps (roots) no later step
-  /// reads, released right after it so later steps reuse their memory.
-  /// Empty otherwise: every temp is allocated before the run.
+  /// Per step: the temps (roots) no later step reads, which go back to
+  /// their device's memory once it has run, for later steps to reuse.
   std::vector<std::vector<size_t>> releaseAfter;
+  /// Inline runs in host memory allocate each temp when a step first
+  /// touches it and release it after its last step (releaseAfter); other
+  /// plans that know every shape up front allocate every temp before the
+  /// run (a step-by-step run releases them as an inline one does).
+  bool allocatesLazily = false;
   /// Per step (stream plans): its stream and the values it waits for.
   struct Scheduled {
     device::Stream *stream = nullptr;

@@ -268,6 +268,10 @@ std::vector<Tensor> Module::Impl::runStepByStep(
   std::vector<void *> buffers(p.values.size(), nullptr);
   std::vector<device::Buffer> storage, scratch; // device memory of this call
   storage.reserve(p.values.size());
+  // The steps' outputs, each released once the last step touching it has
+  // run (releaseAfter), or after the GPU work queued since then is done.
+  std::vector<device::Buffer> temps(p.values.size());
+  std::vector<size_t> released;
   // Declared after the memory it uses: if anything throws, it waits for the
   // GPU before the memory goes back.
   transfer::Streams streams;
@@ -288,6 +292,9 @@ std::vector<Tensor> Module::Impl::runStepByStep(
     if (queuedOn && (gpu != queuedOn || !step.dimsData.empty())) {
       streams.synchronize(step.describe(index) + ": waiting for its inputs");
       queuedOn = nullptr;
+      for (size_t root : released)
+        temps[root].reset();
+      released.clear();
     }
     // The data its dims function reads, brought to the host for it.
     std::vector<std::pair<size_t, Tensor>> readBack;
@@ -312,12 +319,19 @@ std::vector<Tensor> Module::Impl::runStepByStep(
     }
     for (size_t i = step.numInputs; i < step.args.size(); ++i) {
       size_t id = step.args[i];
-      storage.emplace_back(deviceOf(id), shapes.nbytes[id]);
-      buffers[id] = storage.back().data();
+      temps[id] = device::Buffer(deviceOf(id), shapes.nbytes[id]);
+      buffers[id] = temps[id].data();
     }
     resolveViews(buffers);
     execute(index, buffers, shapes, args, streams, scratch, profiler);
     queuedOn = gpu;
+    // A step queued on a stream may still read its inputs: what it was the
+    // last to touch waits for the next synchronisation.
+    for (size_t root : releaseAfter[index])
+      if (queuedOn)
+        released.push_back(root);
+      else
+        temps[root].reset();
   }
   if (queuedOn) // host outputs may come from copies still queued
     streams.synchronize(kRunningThePlan);
@@ -421,12 +435,12 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
     } else if (v.kind == ValueKind::Constant) {
       buffers[id] = const_cast<void *>(m.constants[id]);
     } else if (v.kind == ValueKind::Temp && !buffers[id] &&
-               m.releaseAfter.empty()) {
+               !m.allocatesLazily) {
       storage.emplace_back(m.deviceOf(id), shapes.nbytes[id]);
       buffers[id] = storage.back().data();
     }
   }
-  // With releaseAfter (host memory), temps are allocated when first touched
+  // Lazily (host memory), temps are allocated when first touched
   // and go back to the device's cache after their last step, for the steps
   // after it to reuse. Those outputs are views of live to the copies below:
   // held here, not in the block, where they went back to the cache before
@@ -445,7 +459,7 @@ std::vector<Tensor> Module::Impl::run(const std::vector<Tensor> &inputs,
         buffers[id] = buffers[root];
       }
       m.execute(i, buffers, shapes, args, streams, scratch, profiler);
-      if (!m.releaseAfter.empty())
+      if (m.allocatesLazily)
         for (size_t root : m.releaseAfter[i])
           temps[root].reset();
     }

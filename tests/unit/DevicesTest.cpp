@@ -32,6 +32,7 @@ constexpr int N = 256; // floats per tensor: every kernel works on f32[256]
 constexpr size_t kBytes = N * sizeof(float);
 
 const char kKernelSource[] = R"(
+#include <cstdint>
 #include <stdexcept>
 #define N 256
 extern "C" int kiln_abi_version(void) { return 1; }
@@ -64,6 +65,9 @@ extern "C" void k_scale(void **b) {
     y[i] = x[i] * 3.0f;
 }
 extern "C" void k_throw(void **) { throw std::runtime_error("kernel exploded"); }
+// A dims function that keeps the static dims: named with dims_data, it makes
+// a run resolve shapes step by step.
+extern "C" const char *k_same_dims(int64_t *, void *const *) { return nullptr; }
 )";
 
 std::string tempPath(const std::string &name) {
@@ -368,6 +372,39 @@ TEST_F(DevicesTest, ConstantsAreUploadedOnceAtLoad) {
   onCpu.memoryCapacity["sim:0"] = 1; // not bound: no constraint
   EXPECT_EQ(kiln::Module::load(path, onCpu).peakBytes(),
             (std::vector<size_t>{0, 0}));
+}
+
+// A dims function reading a temp's data makes a run go step by step; its
+// temps still go back to their device after the last step that reads them,
+// so a chain of seven steps holds two temps at a time, not seven.
+TEST_F(DevicesTest, StepByStepRunsReleaseTempsAfterTheirLastReader) {
+  for (bool multi : {false, true}) {
+    PlanBuilder b;
+    size_t cpu = b.role("cpu", "cpu");
+    size_t sim = multi ? b.role("sim:0", "sim") : cpu;
+    size_t t = b.kernel("k_scale", {b.input("x", cpu)}, cpu);
+    if (multi)
+      t = b.copy(t, sim);
+    for (int k = 0; k < 6; ++k)
+      t = b.kernel("k_scale", {t}, sim);
+    b.steps.back()["dims"] = "k_same_dims";
+    b.steps.back()["dims_data"] = {0};
+    b.output("y", t);
+    kiln::Module m =
+        kiln::Module::load(write(b, multi ? "chain-multi.kiln" : "chain.kiln"));
+    std::vector<kiln::Tensor> in = {inputs(0.25f)[0]};
+    std::vector<float> want(in[0].data<float>(), in[0].data<float>() + N);
+    for (float &v : want)
+      for (int k = 0; k < 7; ++k)
+        v *= 3.0f;
+    std::string what = multi ? "cpu then sim:0" : "cpu";
+    expectSameBytes(m.run(in), {want}, what);
+    expectSameBytes(m.run(in), {want}, what + ", again");
+    std::vector<size_t> peaks = {2 * kBytes};
+    if (multi)
+      peaks = {kBytes, 2 * kBytes};
+    EXPECT_EQ(m.peakBytes(), peaks) << what;
+  }
 }
 
 TEST_F(DevicesTest, RunningOutOfDeviceMemoryIsAnError) {
