@@ -423,8 +423,14 @@ SmallVector<unsigned> kiln::kernelDimsData(KernelOp kernel) {
   return args;
 }
 
-LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
+LogicalResult CEmitter::emitDimsBody(std::vector<std::string> &nodes) {
   raw_ostream &os = body();
+  auto node = [&](const std::string &name) {
+    auto at = llvm::find(nodes, name);
+    if (at == nodes.end())
+      at = nodes.insert(at, name);
+    return "{node:" + std::to_string(at - nodes.begin()) + "}";
+  };
   Block &block = kernel.getBody().front();
   // The inputs whose data sizes depend on (shapes and axes given as
   // tensors), then the size computations.
@@ -448,15 +454,14 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
   }
   for (cf::AssertOp check : runTimeChecks(kernel))
     os << "  if (!" << scalars.lookup(check.getArg()) << ")\n    return "
-       << quoted("node '" + nodeNames(check.getLoc()) + "' (" + symbol +
-                 "): " + check.getMsg().str())
+       << quoted(node(nodeNames(check.getLoc())) + ": " + check.getMsg().str())
        << ";\n";
   // Sizes one loop reads from several operands must agree; along a
   // parallel loop an input may also have size 1 (broadcast).
   for (auto generic : block.getOps<linalg::GenericOp>()) {
-    std::string node = nodeNames(generic.getLoc());
-    if (node.empty()) {
-      llvm::raw_string_ostream where(node);
+    std::string name = nodeNames(generic.getLoc());
+    if (name.empty()) {
+      llvm::raw_string_ostream where(name);
       where << generic.getLoc();
     }
     for (unsigned d = 0; d < generic.getNumLoops(); ++d) {
@@ -481,9 +486,8 @@ LogicalResult CEmitter::emitDimsBody(const std::string &symbol) {
           continue;
         os << "  if (" << size << " != " << range
            << (parallel ? " && " + size + " != 1" : "") << ")\n    return "
-           << quoted("node '" + node + "' (" + symbol + "): argument dims " +
-                     size + " and " + range + " do not " +
-                     (parallel ? "broadcast" : "match"))
+           << quoted(node(name) + ": argument dims " + size + " and " + range +
+                     " do not " + (parallel ? "broadcast" : "match"))
            << ";\n";
       }
     }

@@ -179,8 +179,11 @@ protected:
   /// the outputs into `dims` from those of the inputs (and the data of the
   /// inputs in kernelDimsData, from `inputs`), returning an error message
   /// when the inputs' dims disagree where the kernel needs them equal (e.g.
-  /// two operands of an add), else nullptr.
-  mlir::LogicalResult emitDimsBody(const std::string &symbol);
+  /// two operands of an add), else nullptr. A message names its node as
+  /// {node:K}, K its place in `nodes` (a kernel's dims function can then
+  /// serve every kernel of the same code: the runtime puts the name of the
+  /// step's own node in).
+  mlir::LogicalResult emitDimsBody(std::vector<std::string> &nodes);
   /// The fill's emitFill().
   void emitFillOp(mlir::linalg::FillOp fill);
   /// Declares the buffers the generic's body reads, before its loops.

@@ -219,10 +219,11 @@ LogicalResult CppEmitter::emitLoops(linalg::GenericOp op) {
   return success();
 }
 
-LogicalResult CppEmitter::emitDims(StringRef symbol) {
+LogicalResult CppEmitter::emitDims(StringRef symbol,
+                                   std::vector<std::string> &nodes) {
   os << "extern \"C\" const char *" << symbol
      << "_dims(int64_t *dims, void *const *inputs) {\n";
-  if (failed(emitDimsBody(symbol.str())))
+  if (failed(emitDimsBody(nodes)))
     return failure();
   os << "}\n";
   return success();
@@ -230,7 +231,6 @@ LogicalResult CppEmitter::emitDims(StringRef symbol) {
 
 LogicalResult CppEmitter::emit(StringRef symbol) {
   Block &block = kernel.getBody().front();
-  os << "// kiln kernel " << symbol << ", from " << kernel.getLoc() << "\n";
   int64_t imageBytes = perImageBytes(kernel);
   std::string image = (symbol + "_image").str();
   if (imageBytes)
@@ -348,17 +348,40 @@ bool kiln::runsRowByRow(KernelOp kernel) {
   return CppEmitter(kernel, os).runsRows();
 }
 
-FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
+FailureOr<KernelCpp> kiln::emitKernelCppParts(KernelOp kernel,
+                                              StringRef symbol) {
   if (failed(checkElementTypes(kernel, kCppStyle, "C++")))
     return failure();
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  CppEmitter emitter(kernel, os);
-  if (failed(emitter.emit(symbol)))
+  KernelCpp parts;
+  llvm::raw_string_ostream comment(parts.comment);
+  comment << "// kiln kernel " << symbol << ", from " << kernel.getLoc()
+          << "\n";
+  llvm::raw_string_ostream code(parts.code);
+  if (failed(CppEmitter(kernel, code).emit(symbol)))
     return failure();
   // The dims function, from a fresh emitter (its own scalar names).
+  llvm::raw_string_ostream dims(parts.dims);
   if (needsDimsFunction(kernel) &&
-      failed(CppEmitter(kernel, os).emitDims(symbol)))
+      failed(CppEmitter(kernel, dims).emitDims(symbol, parts.dimsNodes)))
     return failure();
-  return text;
+  return parts;
+}
+
+std::string kiln::kernelCodeKey(StringRef code, StringRef symbol) {
+  StringRef rest = code;
+  std::string key;
+  for (size_t at; (at = rest.find(symbol)) != StringRef::npos;) {
+    key += rest.take_front(at);
+    rest = rest.drop_front(at + symbol.size());
+    // kiln_k1 in kiln_k12 is another kernel's name.
+    key += !rest.empty() && llvm::isDigit(rest.front()) ? symbol : "@";
+  }
+  return key + rest.str();
+}
+
+FailureOr<std::string> kiln::emitKernelCpp(KernelOp kernel, StringRef symbol) {
+  FailureOr<KernelCpp> parts = emitKernelCppParts(kernel, symbol);
+  if (failed(parts))
+    return failure();
+  return parts->comment + parts->code + parts->dims;
 }

@@ -15,6 +15,7 @@
 #include "ir/KilnDialect.h"
 
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -24,9 +25,25 @@ std::string cppType(mlir::Type element);
 /// What every translation unit of kernels starts with (includes, helpers).
 std::string kernelPrelude();
 
-/// The C++ function for `kernel` (to follow kernelPrelude() in a
-/// translation unit); fails with a diagnostic at the op that cannot be
-/// emitted.
+/// The C++ of one kernel: `comment`, a line naming it and its nodes;
+/// `code`, the function `symbol` (and its helpers, named after it); `dims`,
+/// its dims function `symbol`_dims where it needs one, whose messages name
+/// nodes as {node:K}, K an index into `dimsNodes` (the runtime puts the
+/// names in, from the step's "dims_nodes").
+struct KernelCpp {
+  std::string comment, code, dims;
+  std::vector<std::string> dimsNodes;
+};
+mlir::FailureOr<KernelCpp> emitKernelCppParts(KernelOp kernel,
+                                              llvm::StringRef symbol);
+
+/// What makes two kernels' code (or dims functions) the same function: the
+/// text with `symbol` made neutral.
+std::string kernelCodeKey(llvm::StringRef code, llvm::StringRef symbol);
+
+/// The C++ functions for `kernel` (to follow kernelPrelude() in a
+/// translation unit): both parts above; fails with a diagnostic at the op
+/// that cannot be emitted.
 mlir::FailureOr<std::string> emitKernelCpp(KernelOp kernel,
                                            llvm::StringRef symbol);
 

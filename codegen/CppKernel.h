@@ -116,7 +116,10 @@ public:
   CppEmitter(KernelOp kernel, llvm::raw_string_ostream &os)
       : CEmitter(kernel, kCppStyle), os(os), start(os.str().size()) {}
   mlir::LogicalResult emit(llvm::StringRef symbol);
-  mlir::LogicalResult emitDims(llvm::StringRef symbol);
+  /// The dims function `symbol`_dims; `nodes` the nodes its messages name
+  /// (emitDimsBody).
+  mlir::LogicalResult emitDims(llvm::StringRef symbol,
+                               std::vector<std::string> &nodes);
   /// Whether the kernel runs row by row (CppRows.cpp).
   bool runsRows() {
     planRows();

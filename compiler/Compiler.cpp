@@ -15,9 +15,12 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <map>
 
 using namespace mlir;
 
@@ -163,19 +166,62 @@ LogicalResult Compilation::generate() {
   if (failed(built))
     return failure();
   plan = std::make_unique<Plan>(std::move(*built));
+  auto kindOfKernel = [](KernelOp kernel) -> const DeviceKind * {
+    return kernel.getNumResults()
+               ? kindOf(getDevice(kernel.getResult(0).getType()))
+               : nullptr;
+  };
+  // Kernels with the same code (repeated blocks of a model: attention
+  // layers, residual stages, the shape arithmetic of each block) are
+  // compiled once, and so are their dims functions: later steps call the
+  // first one's functions. A dims function's messages name nodes by index
+  // into its step's "dims_nodes", so each step's errors name its own nodes.
+  llvm::StringMap<std::string> firstWithCode, firstWithDims;
+  struct Calls {
+    std::string code, dims;
+    std::vector<std::string> dimsNodes;
+  };
+  std::map<std::string, Calls> calls;
   for (auto &[kernel, symbol] : plan->kernels) {
-    FailureOr<std::string> text = emitKernelCpp(kernel, symbol);
-    if (failed(text))
+    FailureOr<KernelCpp> parts = emitKernelCppParts(kernel, symbol);
+    if (failed(parts))
       return failure();
-    sources.push_back({symbol, *text});
+    std::string text = parts->comment;
+    // A kernel of a device backend (cuda) keeps its symbol: the backend
+    // describes its step by it.
+    const DeviceKind *kind = kindOfKernel(kernel);
+    bool host = !kind || kind->backend == "cpp";
+    auto once = [&](llvm::StringMap<std::string> &first,
+                    const std::string &part) {
+      auto [it, fresh] = first.try_emplace(kernelCodeKey(part, symbol), symbol);
+      if (fresh || !host) {
+        text += part;
+        return symbol;
+      }
+      text += "// " + symbol + " calls " + it->second + "'s\n";
+      return it->second;
+    };
+    Calls &c = calls[symbol];
+    c.code = once(firstWithCode, parts->code);
+    if (!parts->dims.empty())
+      c.dims = once(firstWithDims, parts->dims);
+    c.dimsNodes = std::move(parts->dimsNodes);
+    sources.push_back({symbol, text});
+  }
+  for (nlohmann::json &step : plan->manifest["steps"]) {
+    if (!step.contains("kernel"))
+      continue;
+    const Calls &c = calls.at(step["kernel"].get<std::string>());
+    step["kernel"] = c.code;
+    if (step.contains("dims"))
+      step["dims"] = c.dims + "_dims";
+    if (!c.dimsNodes.empty())
+      step["dims_nodes"] = c.dimsNodes;
   }
   // Kernels of kinds with a device backend (cuda): its source too. Their
   // C++ twins stay in the code section, for roles bound to a host.
   for (auto &[kernel, symbol] : plan->kernels) {
-    const DeviceKind *kind =
-        kernel.getNumResults()
-            ? kindOf(getDevice(kernel.getResult(0).getType()))
-            : nullptr;
+    const DeviceKind *kind = kindOfKernel(kernel);
     if (!kind || kind->backend == "cpp")
       continue;
     if (failed(backend(kind->backend).addKernel(kernel, symbol)))

@@ -521,6 +521,8 @@ void decodeSteps(Plan &plan, const json &steps,
               ValueKind::Temp)
             plan.lateShapes = true;
         }
+      if (s.contains("dims_nodes"))
+        step.dimsNodes = s.at("dims_nodes").get<std::vector<std::string>>();
       if (s.contains("dims")) {
         std::string symbol = s.at("dims").get<std::string>();
         // Through void (*)(): the lookup only knows kernel signatures.
@@ -638,6 +640,28 @@ void resolveViews(const Plan &plan, Shapes &s) {
     settle(plan, s, id);
   }
 }
+
+/// A dims function's message with each {node:K} it holds replaced by
+/// `node '<nodes[K]>'`.
+std::string namingNodes(const std::string &message,
+                        const std::vector<std::string> &nodes) {
+  std::string out;
+  size_t at = 0;
+  for (size_t open; (open = message.find("{node:", at)) != std::string::npos;) {
+    size_t close = message.find('}', open);
+    if (close == std::string::npos)
+      break;
+    std::string digits = message.substr(open + 6, close - open - 6);
+    bool number = !digits.empty() && digits.size() < 9 &&
+                  digits.find_first_not_of("0123456789") == std::string::npos;
+    size_t k = number ? std::stoul(digits) : nodes.size();
+    out += message.substr(at, open - at);
+    out += k < nodes.size() ? "node '" + nodes[k] + "'"
+                            : message.substr(open, close + 1 - open);
+    at = close + 1;
+  }
+  return out + message.substr(at);
+}
 } // namespace
 
 Shapes startShapes(const Plan &plan,
@@ -688,7 +712,7 @@ void resolveStep(const Plan &plan, Shapes &s, size_t index,
         shapes += std::string(i ? ", " : "") +
                   describe(plan.values[step.args[i]].dtype, s.of[step.args[i]]);
       fail(step.describe(index) + " cannot run on inputs of shapes " + shapes +
-           ": " + why);
+           ": " + namingNodes(why, step.dimsNodes));
     }
     size_t at = 0;
     for (size_t i = 0; i < step.args.size(); ++i) {

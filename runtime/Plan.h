@@ -118,6 +118,9 @@ struct Step {
   /// The inputs (positions in args) whose data `dims` reads: a shape or
   /// axes given as a tensor.
   std::vector<size_t> dimsData;
+  /// The nodes `dims`'s messages name as {node:K} (one dims function can
+  /// serve the steps of several kernels of the same code).
+  std::vector<std::string> dimsNodes;
   std::vector<size_t> args; // kernels: inputs then outputs; copies: src, dst
   size_t numInputs = 0;     // 1 for copies
   size_t role = 0;          // where it runs: a copy runs on its destination

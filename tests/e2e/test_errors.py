@@ -193,6 +193,44 @@ class UnsupportedModelTest(CompileFailureTest):
         (z,), _ = self.run_artifact(artifact, [x, y], "broadcast")
         np.testing.assert_array_equal(z, x + y)
 
+    def test_kernels_sharing_code_keep_their_own_node_in_errors(self):
+        # Two matmul + add blocks compile to the same code: kilnc compiles it
+        # and its dims function once and both steps call them, but each step
+        # lists its own nodes for the dims function's messages, so sizes
+        # that disagree in the second block name the second block.
+        from onnx import helper as h, numpy_helper
+        rng = np.random.default_rng(5)
+        w1, w2 = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
+        model = onnx_model(
+            [h.make_node("MatMul", ["a", "w1"], ["s1"], name="first_mm"),
+             h.make_node("Add", ["s1", "b"], ["t1"], name="first_add"),
+             h.make_node("MatMul", ["t1", "w2"], ["s2"], name="second_mm"),
+             h.make_node("Add", ["s2", "c"], ["t2"], name="second_add")],
+            [tensor("a", ["N", 4]), tensor("b", ["N", 4]), tensor("c", ["M", 4])],
+            [tensor("t2", ["N", 4])])
+        model.graph.initializer.extend([numpy_helper.from_array(w1, "w1"),
+                                        numpy_helper.from_array(w2, "w2")])
+        path = self.path("shared_code.onnx")
+        with open(path, "wb") as f:
+            f.write(model.SerializeToString())
+        artifact = self.path("shared_code.kiln")
+        kt.assert_success(self, kt.kilnc(path, "-o", artifact))
+        with open(artifact, "rb") as f:
+            manifest, _ = parse_artifact(f.read())
+        steps = [s for s in manifest["steps"] if "kernel" in s]
+        self.assertEqual([s["kernel"] for s in steps], ["kiln_k0", "kiln_k0"])
+        self.assertEqual([s["dims"] for s in steps], ["kiln_k0_dims", "kiln_k0_dims"])
+        self.assertEqual([s["dims_nodes"] for s in steps], [["first_add"], ["second_add"]])
+        a, b = (rng.standard_normal((3, 4)).astype(np.float32) for _ in range(2))
+        c = rng.standard_normal((3, 4)).astype(np.float32)
+        (t2,), _ = self.run_artifact(artifact, [a, b, c])
+        np.testing.assert_allclose(t2, (a @ w1 + b) @ w2 + c, rtol=1e-5, atol=1e-5)
+        files = [self.save_npy(v, n) for v, n in ((a, "a.npy"), (b, "b.npy"))]
+        c2 = self.save_npy(np.ones((2, 4), np.float32), "c2.npy")
+        proc = kt.kiln_run(artifact, *files, c2)
+        kt.assert_clean_failure(self, proc, "second_add", "do not broadcast")
+        self.assertNotIn("first_add", proc.stderr)
+
     def test_bad_input_shape_options(self):
         from onnx import helper as h
         model = onnx_model([h.make_node("Relu", ["x"], ["y"])],

@@ -4,7 +4,9 @@
 // buffers, a local tensor's from the size its tensor.empty was given, and
 // SYMBOL_dims() computes the outputs' dims and checks that the sizes one
 // loop reads agree (or are 1 along a parallel loop: an input's dynamic dim
-// of size 1 reads index 0, numpy broadcasting decided at run time).
+// of size 1 reads index 0, numpy broadcasting decided at run time). Its
+// messages name nodes as {node:K}, which the runtime fills in from the
+// step's dims_nodes, so kernels of the same code share one dims function.
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -19,7 +21,7 @@
 // CHECK:       out0[d0 * 4 + d1] =
 // CHECK: extern "C" const char *kiln_k0_dims(int64_t *dims, void *const *inputs) {
 // CHECK:   if (dims[2] != dims[0] && dims[2] != 1)
-// CHECK:     return "node 'add' (kiln_k0): argument dims dims[2] and dims[0] do not broadcast";
+// CHECK:     return "{node:0}: argument dims dims[2] and dims[0] do not broadcast";
 // CHECK:   dims[4] = dims[0];
 // CHECK:   return nullptr;
 func.func @add(%x: tensor<?x4xf32, #kiln.device<cpu>>, %y: tensor<?x4xf32, #kiln.device<cpu>>) -> tensor<?x4xf32, #kiln.device<cpu>> {
