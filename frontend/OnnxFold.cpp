@@ -337,40 +337,123 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
     }
     return out;
   }
+  // The element of `t` at each index of `shape` (row-major), `at` giving
+  // its offset in t: the movement ops below.
+  auto gather = [&](const IntTensor &t, std::vector<int64_t> shape,
+                    llvm::function_ref<int64_t(ArrayRef<int64_t>)> at) {
+    IntTensor out{std::move(shape), {}, t.element};
+    int64_t count = 1;
+    for (int64_t d : out.shape)
+      count *= d;
+    std::vector<int64_t> index(out.shape.size(), 0);
+    for (int64_t k = 0; k < count; ++k) {
+      out.data.push_back(t.data[at(index)]);
+      for (int64_t i = int64_t(index.size()) - 1; i >= 0; --i) {
+        if (++index[i] < out.shape[i])
+          break;
+        index[i] = 0;
+      }
+    }
+    return out;
+  };
+  auto stridesOf = [](ArrayRef<int64_t> shape) {
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
+      strides[i] = strides[i + 1] * shape[i + 1];
+    return strides;
+  };
+  if (op == "Transpose") {
+    // torch's export of F.pad reorders the pads with a Transpose.
+    const IntTensor &data = in[0];
+    int64_t rank = data.shape.size();
+    std::vector<int64_t> perm = ints(c, "perm", {});
+    if (perm.empty())
+      for (int64_t i = rank - 1; i >= 0; --i)
+        perm.push_back(i);
+    std::vector<bool> seen(rank, false);
+    if (int64_t(perm.size()) != rank)
+      return fail("perm has " + Twine(perm.size()) + " entries for rank " +
+                  Twine(rank));
+    for (int64_t p : perm) {
+      if (p < 0 || p >= rank || seen[p])
+        return fail("perm is not a permutation of the dims");
+      seen[p] = true;
+    }
+    std::vector<int64_t> shape, strides = stridesOf(data.shape);
+    for (int64_t p : perm)
+      shape.push_back(data.shape[p]);
+    return gather(data, shape, [&](ArrayRef<int64_t> index) {
+      int64_t offset = 0;
+      for (int64_t i = 0; i < rank; ++i)
+        offset += index[i] * strides[perm[i]];
+      return offset;
+    });
+  }
   if (op == "Slice") {
     const IntTensor &data = in[0];
-    if (data.shape.size() != 1 || in.size() < 3)
-      return fail("only vectors with starts and ends are evaluated");
-    std::vector<int64_t> args; // start, end, axis, step
+    int64_t rank = data.shape.size();
+    if (rank == 0 || in.size() < 3)
+      return fail("only tensors with starts and ends are evaluated");
+    std::vector<std::vector<int64_t>> args; // starts, ends, axes, steps
     for (size_t i = 1; i < in.size() && i < 5; ++i) {
       auto v = constants(in[i]);
       if (!v)
         return symbolicFail();
-      args.push_back(v->empty() ? 0 : v->front());
+      args.push_back(*v);
     }
-    if (args.size() > 2 && args[2] != 0 && args[2] != -1)
-      return fail("only axis 0 is evaluated");
-    int64_t n = data.data.size();
-    int64_t step = args.size() > 3 ? args[3] : 1;
-    if (step == 0)
-      return fail("step 0");
-    int64_t start = args[0], end = args[1];
-    IntTensor out{{0}, {}, data.element};
-    if (step > 0) {
-      start = clampIndex(start, n, false);
-      end = std::max<int64_t>(0, clampIndex(end, n, false));
-      for (int64_t i = start; i < end; i += step)
-        out.data.push_back(data.data[i]);
-    } else {
-      // A backward start clamps into [0, n - 1], as ONNX says.
-      start = std::max<int64_t>(
-          0, std::min<int64_t>(clampIndex(start, n, true), n - 1));
-      end = clampIndex(end, n, true);
-      for (int64_t i = start; n > 0 && i > end; i += step)
-        out.data.push_back(data.data[i]);
+    size_t n = args[0].size();
+    if (args[1].size() != n)
+      return fail("starts and ends differ in length");
+    if (args.size() < 3 || args[2].empty()) {
+      args.resize(std::max<size_t>(args.size(), 3));
+      for (size_t i = 0; i < n; ++i)
+        args[2].push_back(i);
     }
-    out.shape[0] = out.data.size();
-    return out;
+    if (args.size() < 4 || args[3].empty())
+      args.resize(4), args[3].assign(n, 1);
+    if (args[2].size() != n || args[3].size() != n)
+      return fail("axes or steps differ in length from starts");
+    // Per dim, the indices it keeps (all of them where no axis names it).
+    std::vector<std::vector<int64_t>> kept(rank);
+    std::vector<bool> named(rank, false);
+    for (size_t k = 0; k < n; ++k) {
+      int64_t axis = args[2][k], step = args[3][k];
+      if (axis < -rank || axis >= rank)
+        return fail("axis " + Twine(axis) + " is outside rank " + Twine(rank));
+      axis = axis < 0 ? axis + rank : axis;
+      if (named[axis])
+        return fail("axis " + Twine(axis) + " is named twice");
+      if (step == 0)
+        return fail("step 0");
+      named[axis] = true;
+      int64_t size = data.shape[axis], start = args[0][k], end = args[1][k];
+      if (step > 0) {
+        start = clampIndex(start, size, false);
+        end = std::max<int64_t>(0, clampIndex(end, size, false));
+        for (int64_t i = start; i < end; i += step)
+          kept[axis].push_back(i);
+      } else {
+        // A backward start clamps into [0, size - 1], as ONNX says.
+        start = std::max<int64_t>(
+            0, std::min<int64_t>(clampIndex(start, size, true), size - 1));
+        end = clampIndex(end, size, true);
+        for (int64_t i = start; size > 0 && i > end; i += step)
+          kept[axis].push_back(i);
+      }
+    }
+    std::vector<int64_t> shape, strides = stridesOf(data.shape);
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!named[d])
+        for (int64_t i = 0; i < data.shape[d]; ++i)
+          kept[d].push_back(i);
+      shape.push_back(kept[d].size());
+    }
+    return gather(data, shape, [&](ArrayRef<int64_t> index) {
+      int64_t offset = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        offset += kept[d][index[d]] * strides[d];
+      return offset;
+    });
   }
   return fail("not evaluated");
 }
@@ -379,7 +462,7 @@ const llvm::StringSet<> &foldable() {
   static const llvm::StringSet<> ops = {
       "Identity", "Cast", "Add", "Sub", "Mul", "Div", "Mod", "Max", "Min",
       "Neg", "Abs", "Unsqueeze", "Squeeze", "Concat", "Gather", "Slice",
-      "Reshape", "Range",
+      "Reshape", "Range", "Transpose",
       // Conditions (an If's, say) on shapes.
       "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
       "Xor", "Not", "Where"};
