@@ -187,14 +187,18 @@ LogicalResult Compilation::generate() {
     if (failed(parts))
       return failure();
     std::string text = parts->comment;
-    // A kernel of a device backend (cuda) keeps its symbol: the backend
-    // describes its step by it.
+    // A kernel of a device backend (cuda) keeps its symbol and lends it to
+    // no other: the backend describes the steps that name it as its own.
     const DeviceKind *kind = kindOfKernel(kernel);
     bool host = !kind || kind->backend == "cpp";
     auto once = [&](llvm::StringMap<std::string> &first,
                     const std::string &part) {
+      if (!host) {
+        text += part;
+        return symbol;
+      }
       auto [it, fresh] = first.try_emplace(kernelCodeKey(part, symbol), symbol);
-      if (fresh || !host) {
+      if (fresh) {
         text += part;
         return symbol;
       }

@@ -231,6 +231,39 @@ class UnsupportedModelTest(CompileFailureTest):
         kt.assert_clean_failure(self, proc, "second_add", "do not broadcast")
         self.assertNotIn("first_add", proc.stderr)
 
+    def test_cpu_kernels_do_not_borrow_a_cuda_kernels_symbol(self):
+        # Data parallel over cuda:0 and cpu gives each replica the same
+        # kernels; the cpu replica's must keep C++ functions of their own,
+        # not the cuda kernels' twins, whose steps the cuda backend
+        # describes (a cpu step naming one was refused at load). Without a
+        # GPU the cuda role runs its twins on the cpu.
+        from onnx import helper as h, numpy_helper
+        rng = np.random.default_rng(6)
+        w = rng.standard_normal((4, 4)).astype(np.float32)
+        model = onnx_model(
+            [h.make_node("MatMul", ["a", "w"], ["s"], name="mm"),
+             h.make_node("Relu", ["s"], ["y"], name="relu")],
+            [tensor("a", ["N", 4])], [tensor("y", ["N", 4])])
+        model.graph.initializer.append(numpy_helper.from_array(w, "w"))
+        path = self.path("replicas.onnx")
+        with open(path, "wb") as f:
+            f.write(model.SerializeToString())
+        artifact = self.path("replicas.kiln")
+        kt.assert_success(self, kt.kilnc(path, "-o", artifact, "--input-shape", "a=4x4",
+                                         "--devices", "cuda:0,cpu", "--placement=data:2"))
+        with open(artifact, "rb") as f:
+            manifest, _ = parse_artifact(f.read())
+        kinds = {}  # the kinds of device the steps naming each kernel run on
+        for step in manifest["steps"]:
+            if "kernel" in step:
+                kind = manifest["devices"][step["device"]]["kind"]
+                kinds.setdefault(step["kernel"], set()).add(kind)
+        self.assertTrue(all(len(k) == 1 for k in kinds.values()), kinds)
+        self.assertIn({"cpu"}, kinds.values())
+        a = rng.standard_normal((4, 4)).astype(np.float32)
+        (y,), _ = self.run_artifact(artifact, [a])
+        np.testing.assert_allclose(y, np.maximum(a @ w, 0), rtol=1e-5, atol=1e-6)
+
     def test_bad_input_shape_options(self):
         from onnx import helper as h
         model = onnx_model([h.make_node("Relu", ["x"], ["y"])],
