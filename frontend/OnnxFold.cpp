@@ -17,6 +17,7 @@
 
 #include "frontend/OnnxOps.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -356,12 +357,6 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
     }
     return out;
   };
-  auto stridesOf = [](ArrayRef<int64_t> shape) {
-    std::vector<int64_t> strides(shape.size(), 1);
-    for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
-      strides[i] = strides[i + 1] * shape[i + 1];
-    return strides;
-  };
   if (op == "Transpose") {
     // torch's export of F.pad reorders the pads with a Transpose.
     const IntTensor &data = in[0];
@@ -379,7 +374,8 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
         return fail("perm is not a permutation of the dims");
       seen[p] = true;
     }
-    std::vector<int64_t> shape, strides = stridesOf(data.shape);
+    std::vector<int64_t> shape;
+    SmallVector<int64_t> strides = computeStrides(data.shape);
     for (int64_t p : perm)
       shape.push_back(data.shape[p]);
     return gather(data, shape, [&](ArrayRef<int64_t> index) {
@@ -441,7 +437,8 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
           kept[axis].push_back(i);
       }
     }
-    std::vector<int64_t> shape, strides = stridesOf(data.shape);
+    std::vector<int64_t> shape;
+    SmallVector<int64_t> strides = computeStrides(data.shape);
     for (int64_t d = 0; d < rank; ++d) {
       if (!named[d])
         for (int64_t i = 0; i < data.shape[d]; ++i)
