@@ -390,6 +390,9 @@ FailureOr<IntTensor> evaluate(NodeContext &c, ArrayRef<IntTensor> in,
     int64_t rank = data.shape.size();
     if (rank == 0 || in.size() < 3)
       return fail("only tensors with starts and ends are evaluated");
+    // `in` skips omitted inputs: steps after omitted axes would read as axes.
+    if (in.size() != c.inputs.size())
+      return fail("omitted axes are evaluated only without steps");
     std::vector<std::vector<int64_t>> args; // starts, ends, axes, steps
     for (size_t i = 1; i < in.size() && i < 5; ++i) {
       auto v = constants(in[i]);

@@ -129,6 +129,20 @@ class ShapeFolding(kt.KilnTestCase):
             (y,), _ = self.run_artifact(artifact, [x], out_name="target_%d" % n)
             np.testing.assert_array_equal(y, x.reshape(n, 4, 6))
 
+    def test_slice_with_steps_but_no_axes(self):
+        # Omitted axes with steps given: the steps are not read as axes
+        # (the folder once reversed nothing and returned an empty tensor).
+        nodes = [const("m", [[1, 2, 3], [4, 5, 6]]), const("s", [-1]),
+                 const("e", [-(2 ** 63) + 1]), const("st", [-1]),
+                 h.make_node("Slice", ["m", "s", "e", "", "st"], ["r"], name="reverse"),
+                 const("f", [-1]), h.make_node("Reshape", ["r", "f"], ["y"], name="flat")]
+        graph = h.make_graph(nodes, "omitted", [],
+                             [h.make_tensor_value_info("y", TensorProto.INT64, [6])])
+        model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+        artifact, _ = self.compile_model(model, "omitted_axes")
+        (y,), _ = self.run_artifact(artifact, [], out_name="omitted_axes")
+        np.testing.assert_array_equal(y, [4, 5, 6, 1, 2, 3])
+
 
 if __name__ == "__main__":
     unittest.main()
