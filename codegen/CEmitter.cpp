@@ -234,7 +234,9 @@ std::string CEmitter::bufferFor(Value tensor) {
                     numElements(tensor));
       buffers[owner] = name;
     }
-    return buffers[tensor] = buffers[owner];
+    // By value: inserting `tensor` may move the map's strings.
+    std::string name = buffers.lookup(owner);
+    return buffers[tensor] = name;
   }
   std::string name = fresh("t");
   auto type = cast<RankedTensorType>(tensor.getType());
@@ -511,10 +513,12 @@ LogicalResult CEmitter::emitDimsBody(std::vector<std::string> &nodes) {
 }
 
 /// Whether the op taking `init` as its destination updates init's buffer in
-/// place: init is that op's alone and made by a linalg op of the kernel.
+/// place: init is that op's alone and made by a linalg op or an insert of
+/// the kernel.
 static bool updatesInPlace(Value init) {
   Operation *def = init.getDefiningOp();
-  return init.hasOneUse() && def && isa<linalg::LinalgOp>(def);
+  return init.hasOneUse() && def &&
+         isa<linalg::LinalgOp, tensor::InsertSliceOp>(def);
 }
 
 void CEmitter::copyInit(Value init, Value result) {
@@ -534,6 +538,53 @@ void CEmitter::emitFillOp(linalg::FillOp fill) {
   Value result = fill.getResult(0);
   emitFill(cast<RankedTensorType>(result.getType()), numElements(result),
            bufferFor(result), scalars.lookup(fill.getInputs()[0]));
+}
+
+LogicalResult CEmitter::emitInsertSlice(tensor::InsertSliceOp insert) {
+  Value result = insert.getResult(), source = insert.getSource();
+  auto type = insert.getResultType();
+  int64_t rank = type.getRank();
+  if (insert.getSourceType().getRank() != rank || !insert.hasUnitStride() ||
+      ShapedType::isDynamicShape(insert.getStaticOffsets()) ||
+      planeDims.count(source) || planeDims.count(result))
+    return insert.emitOpError() << "with dynamic offsets, strides or a "
+                                   "rank change is not supported by the "
+                                   "kernel emitter yet";
+  copyInit(insert.getDest(), result);
+  SliceCopy copy{bufferFor(result),    bufferFor(source), "0", "1", {}, {}, {},
+                 type.getElementType()};
+  ArrayRef<int64_t> offsets = insert.getStaticOffsets();
+  SmallVector<std::string> to, from;
+  for (int64_t d = 0; d < rank; ++d) {
+    to.push_back(dimExpr(result, d));
+    from.push_back(dimExpr(source, d));
+    if (to.back().empty() || from.back().empty())
+      return insert.emitOpError()
+             << "has a dynamic dim the kernel emitter cannot size";
+  }
+  // The dims after the last one that the slice does not cover whole (as far
+  // as the emitter can tell) are contiguous in both: one block per index of
+  // the dims up to it.
+  int64_t split = rank - 1;
+  while (split >= 0 && offsets[split] == 0 && to[split] == from[split])
+    --split;
+  std::string toStride = "1", fromStride = "1";
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    if (d < split) {
+      copy.outer.insert(copy.outer.begin(), from[d]);
+      copy.toStrides.insert(copy.toStrides.begin(), toStride);
+      copy.fromStrides.insert(copy.fromStrides.begin(), fromStride);
+    } else {
+      copy.count = mulExpr(copy.count, from[d]);
+    }
+    if (offsets[d])
+      copy.offset = (copy.offset == "0" ? "" : copy.offset + " + ") +
+                    mulExpr(std::to_string(offsets[d]), toStride);
+    toStride = mulExpr(toStride, to[d]);
+    fromStride = mulExpr(fromStride, from[d]);
+  }
+  emitSliceCopy(copy);
+  return success();
 }
 
 void CEmitter::declareOperands(linalg::GenericOp op) {
@@ -698,7 +749,7 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
   // Output buffers, pushed backwards through destination-passing chains.
   for (auto [j, value] : llvm::enumerate(yield.getValues()))
     if (!buffers.count(value) && value.getDefiningOp() &&
-        isa<linalg::LinalgOp>(value.getDefiningOp()))
+        isa<linalg::LinalgOp, tensor::InsertSliceOp>(value.getDefiningOp()))
       buffers[value] = outputs[j];
   for (Operation &op : llvm::reverse(block.without_terminator())) {
     auto dps = dyn_cast<DestinationStyleOpInterface>(&op);
@@ -715,9 +766,11 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
         sharedWith[input] = result;
       continue;
     }
+    // By value: inserting into the map may move its strings.
+    std::string out = buffers.lookup(op.getResult(0));
     Value init = dps.getDpsInits()[0];
     if (updatesInPlace(init) && !buffers.count(init))
-      buffers[init] = buffers[op.getResult(0)];
+      buffers[init] = out;
     Value input = inPlaceInput(op);
     if (!input)
       continue;
@@ -725,10 +778,10 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
     // it while the output is written along it: in place only when the dims
     // agree at run time.
     if (sameDims(input, op.getResult(0)))
-      buffers[input] = buffers[op.getResult(0)];
+      buffers[input] = out;
     else if (std::string same = sameDimsAtRunTime(input, op.getResult(0));
              !same.empty())
-      sharesWhen[chainRoot(input)] = {buffers[op.getResult(0)], same};
+      sharesWhen[chainRoot(input)] = {out, same};
   }
   for (Operation &op : block.without_terminator()) {
     if (absorbed(&op)) {
@@ -744,6 +797,9 @@ LogicalResult CEmitter::emitOps(ArrayRef<std::string> inputs,
               // Only the static knowledge of the type changes: a view.
               buffers[c.getResult()] = bufferFor(c.getSource());
               return success();
+            })
+            .Case<tensor::InsertSliceOp>([&](tensor::InsertSliceOp insert) {
+              return emitInsertSlice(insert);
             })
             .Case<linalg::FillOp>([&](linalg::FillOp fill) {
               if (!defersFill(fill))

@@ -82,6 +82,16 @@ protected:
   virtual void emitCopy(const std::string &to, const std::string &from,
                         mlir::RankedTensorType type,
                         const std::string &count) = 0;
+  /// A block copy (a tensor.insert_slice): for each index of the loops
+  /// `outer` (their trip counts, outermost first), `count` contiguous
+  /// elements from `from` + the sum of index * fromStrides to `to` +
+  /// `offset` + the sum of index * toStrides. All are C expressions.
+  struct SliceCopy {
+    std::string to, from, offset, count;
+    llvm::SmallVector<std::string> outer, toStrides, fromStrides;
+    mlir::Type element;
+  };
+  virtual void emitSliceCopy(const SliceCopy &copy) = 0;
   /// Loops of `op` around emitGenericBody().
   virtual mlir::LogicalResult emitGenericLoops(mlir::linalg::GenericOp op) = 0;
   /// Whether `fill` is left to its user (which then calls emitFillOp() only
@@ -186,6 +196,9 @@ protected:
   mlir::LogicalResult emitDimsBody(std::vector<std::string> &nodes);
   /// The fill's emitFill().
   void emitFillOp(mlir::linalg::FillOp fill);
+  /// The insert's emitSliceCopy(), into its dest's buffer (copied first
+  /// where that buffer is not the result's).
+  mlir::LogicalResult emitInsertSlice(mlir::tensor::InsertSliceOp insert);
   /// Declares the buffers the generic's body reads, before its loops.
   void declareOperands(mlir::linalg::GenericOp op);
   /// The generic's body at loop variables d0, d1, ...: operand reads, scalar

@@ -94,6 +94,32 @@ void CppEmitter::emitParallelFor(linalg::GenericOp op, unsigned shared) {
                       shared, work, kParallelWork);
 }
 
+void CppEmitter::emitSliceCopy(const SliceCopy &copy) {
+  std::string work = "int64_t(1) * " + copy.count, to = copy.offset, from = "0";
+  for (auto [i, trips] : llvm::enumerate(copy.outer)) {
+    work += " * " + trips;
+    to += llvm::formatv(" + s{0} * {1}", i, copy.toStrides[i]).str();
+    from += llvm::formatv(" + s{0} * {1}", i, copy.fromStrides[i]).str();
+  }
+  os << "  // tensor.insert_slice: " << copy.count << " elements a block\n";
+  if (!copy.outer.empty())
+    os << llvm::formatv("#pragma omp parallel for collapse({0}) "
+                        "schedule(static) if ({1} >= {2})\n",
+                        copy.outer.size(), work, kParallelWork);
+  std::string indent = "  ";
+  for (auto [i, trips] : llvm::enumerate(copy.outer)) {
+    os << indent
+       << llvm::formatv("for (int64_t s{0} = 0; s{0} < {1}; ++s{0})\n", i,
+                        trips);
+    indent += "  ";
+  }
+  os << indent
+     << llvm::formatv("std::memcpy({0} + ({1}), {2} + ({3}), sizeof({4}) * "
+                      "({5}));\n",
+                      copy.to, to, copy.from, from, typeName(copy.element),
+                      copy.count);
+}
+
 LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {
   if (!rowOps.empty() && op == rowOps.back())
     return emitRows();

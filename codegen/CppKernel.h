@@ -165,6 +165,7 @@ private:
     os << llvm::formatv("  std::memcpy({0}, {1}, sizeof({2}) * {3});\n", to,
                         from, typeName(type.getElementType()), count);
   }
+  void emitSliceCopy(const SliceCopy &copy) override;
   mlir::LogicalResult emitGenericLoops(mlir::linalg::GenericOp op) override;
   /// Names loop dims [from, rank - 1) "0" and the others dD in dimNames: the
   /// last dim's loop then runs over all of [from, rank) flattened

@@ -132,6 +132,31 @@ private:
     beginPhase(type.getNumElements())
         << llvm::formatv("    {0}[i] = {1}[i];\n", to, from);
   }
+  void emitSliceCopy(const SliceCopy &copy) override {
+    // A thread per element: j along the block, then the loops' indices from
+    // the innermost out.
+    // (Kernels on a cuda device have static shapes: every size a number.)
+    int64_t threads = 1;
+    for (const std::string &size : llvm::concat<const std::string>(
+             ArrayRef(copy.count), ArrayRef(copy.outer))) {
+      int64_t n = 0;
+      (void)StringRef(size).getAsInteger(10, n);
+      threads *= n;
+    }
+    raw_ostream &os = beginPhase(threads);
+    os << "    // tensor.insert_slice: " << copy.count << " elements a block\n";
+    os << llvm::formatv("    {0} r = i / ({1}), j = i % ({1});\n", idx,
+                        copy.count);
+    std::string to = copy.offset + " + j", from = "j";
+    for (int64_t k = copy.outer.size() - 1; k >= 0; --k) {
+      os << llvm::formatv("    {0} s{1} = r % ({2});\n    r /= ({2});\n", idx,
+                          k, copy.outer[k]);
+      to += llvm::formatv(" + s{0} * ({1})", k, copy.toStrides[k]).str();
+      from += llvm::formatv(" + s{0} * ({1})", k, copy.fromStrides[k]).str();
+    }
+    os << llvm::formatv("    (void)r;\n    {0}[{1}] = {2}[{3}];\n", copy.to, to,
+                        copy.from, from);
+  }
   LogicalResult emitGenericLoops(linalg::GenericOp op) override;
   /// A zero fill that only initialises a library launch: the launch
   /// overwrites instead (beta 0).

@@ -96,6 +96,24 @@ class CudaEmulatedTest(kt.KilnTestCase):
         err = self.check(y, (e / e.sum(axis=1, keepdims=True)).astype(np.float32))
         kt.note("softmax over rows of 5000 on emulated cuda:0: rel L2 %.2e" % err)
 
+    def test_concat_copies_each_input_into_its_slice(self):
+        # One copy phase per input, into its slice of the result; 26 inputs
+        # (a dense block's Concat), one computed by the kernel first.
+        from onnx import helper
+        rng = np.random.default_rng(3)
+        sizes = [16] + [8] * 24 + [3]
+        names = ["x%d" % i for i in range(len(sizes))]
+        feeds = [rng.standard_normal((2, c, 3, 5)).astype(np.float32)
+                 for c in sizes]
+        nodes = [helper.make_node("Relu", ["x1"], ["r"]),
+                 helper.make_node("Concat", names[:1] + ["r"] + names[2:],
+                                  ["y"], axis=1)]
+        y, source = self.run_emulated("concat_many", nodes, names, feeds)
+        self.assertEqual(source.count("tensor.insert_slice"), len(sizes), source)
+        want = np.concatenate([feeds[0], np.maximum(feeds[1], 0)] + feeds[2:],
+                              axis=1)
+        np.testing.assert_array_equal(y, want)
+
     def test_gemm_and_layernorm(self):
         """A cuBLAS GEMM feeding a LayerNorm (warp reductions) and an erf
         GELU: library launches and generated phases share slots and

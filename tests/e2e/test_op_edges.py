@@ -10,7 +10,7 @@ onnxruntime), AffineGrid with align_corners over a one-point axis
 (torch's affine_grid), Det of 0x0 matrices, ScatterElements with
 indices and updates of different shapes (a compile error), LayerNorm of
 constant rows (exactly its bias), Concat inputs whose non-axis sizes
-differ at run time, gathers along an axis empty at run time and Expand
+differ at run time and Concat of many inputs, gathers along an axis empty at run time and Expand
 to a shape that does not broadcast (run-time errors), an Expand of a
 window's result whose dims are 1 at run time, integer arithmetic that
 wraps.
@@ -314,6 +314,36 @@ class OpEdges(kt.KilnTestCase):
                 bad = self.save_npy(np.ones(shape, np.float32), "concat_bad.npy")
                 proc = kt.kiln_run(artifact, self.save_npy(a, "concat_a.npy"), bad)
                 kt.assert_clean_failure(self, proc, "concat inputs 0 and 1 differ in dim 0")
+
+    def test_concat_of_many_inputs(self):
+        # A dense block's Concat: 26 inputs of different lengths along the
+        # axis, one of them empty, one given twice and one computed in the
+        # same kernel (a Relu), with a symbolic batch; and along a middle
+        # axis. Each input is copied into its slice (tensor.insert_slice); the
+        # emitter once lost the output buffer's name past 24 inserts.
+        from onnx import TensorProto as T, helper as h
+        sizes = [64] + [32] * 22 + [0, 3, 5]
+        names = ["x%d" % i for i in range(len(sizes))]
+        nodes = [h.make_node("Relu", ["x1"], ["r"]),
+                 h.make_node("Concat", names[:1] + ["r"] + names[2:] + ["x2"],
+                             ["y"], axis=1),
+                 h.make_node("Concat", ["x2", "x1"], ["z"], axis=2)]
+        m = kt.onnx_model(
+            nodes,
+            [h.make_tensor_value_info(n, T.FLOAT, ["b", c, 4, 3])
+             for n, c in zip(names, sizes)],
+            [h.make_tensor_value_info("y", T.FLOAT, None),
+             h.make_tensor_value_info("z", T.FLOAT, None)], 13)
+        rng = np.random.default_rng(7)
+        for batch in (1, 3):
+            with self.subTest(batch=batch):
+                xs = [rng.standard_normal((batch, c, 4, 3)).astype(np.float32)
+                      for c in sizes]
+                y, z = self.run_onnx(m, "concat_many", xs)
+                parts = [xs[0], np.maximum(xs[1], 0)] + xs[2:] + [xs[2]]
+                np.testing.assert_array_equal(y, np.concatenate(parts, axis=1))
+                np.testing.assert_array_equal(
+                    z, np.concatenate([xs[2], xs[1]], axis=2))
 
     def test_gathers_along_an_empty_axis(self):
         # A clamped index into an axis that is 0 at run time still read

@@ -86,15 +86,14 @@ func.func @slice_strided(%x: tensor<4x10xf32, #kiln.device<cpu>>) -> tensor<4x3x
 
 // -----
 
-// Concat along axis 1: each element reads both inputs at clamped columns
-// and picks the second's from column 3 on.
+// Concat along axis 1 of known lengths: each input is inserted into its
+// slice of the result (columns 0-2, then 3-7), with no generic.
 // CHECK-LABEL: func.func @concat
-// CHECK: linalg.generic {{.+}} outs(%{{.+}} : tensor<2x8xf32>)
-// CHECK: %[[COL:.+]] = linalg.index 1
-// CHECK: %[[FIRST:.+]] = tensor.extract %{{.+}} : tensor<2x3xf32>
-// CHECK: %[[SECOND:.+]] = tensor.extract %{{.+}} : tensor<2x5xf32>
-// CHECK: %[[PAST:.+]] = arith.cmpi sge, %[[COL]], %c3
-// CHECK: arith.select %[[PAST]], %[[SECOND]], %[[FIRST]] : f32
+// CHECK: %[[EMPTY:.+]] = tensor.empty() : tensor<2x8xf32>
+// CHECK: %[[FIRST:.+]] = tensor.insert_slice %{{.+}} into %[[EMPTY]][0, 0] [2, 3] [1, 1] : tensor<2x3xf32> into tensor<2x8xf32>
+// CHECK: %[[BOTH:.+]] = tensor.insert_slice %{{.+}} into %[[FIRST]][0, 3] [2, 5] [1, 1] : tensor<2x5xf32> into tensor<2x8xf32>
+// CHECK-NOT: linalg.generic
+// CHECK: kiln.yield %[[BOTH]]
 func.func @concat(%x: tensor<2x3xf32, #kiln.device<cpu>>, %z: tensor<2x5xf32, #kiln.device<cpu>>) -> tensor<2x8xf32, #kiln.device<cpu>> {
   %k = kiln.kernel(%x, %z : tensor<2x3xf32, #kiln.device<cpu>>, tensor<2x5xf32, #kiln.device<cpu>>) -> (tensor<2x8xf32, #kiln.device<cpu>>) {
   ^bb0(%a: tensor<2x3xf32, #kiln.device<cpu>>, %b: tensor<2x5xf32, #kiln.device<cpu>>):
@@ -102,6 +101,26 @@ func.func @concat(%x: tensor<2x3xf32, #kiln.device<cpu>>, %z: tensor<2x5xf32, #k
     kiln.yield %y : tensor<2x8xf32, #kiln.device<cpu>>
   }
   return %k : tensor<2x8xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// With a symbolic batch the inserts take its size from the input; an
+// input empty along the axis is left out.
+// CHECK-LABEL: func.func @concat_batch
+// CHECK: tensor.empty
+// CHECK: %[[N:.+]] = tensor.dim %[[A:.+]], %c0 : tensor<?x3xf32>
+// CHECK-NEXT: %[[FIRST:.+]] = tensor.insert_slice %[[A]] into %{{.+}}[0, 0] [%[[N]], 3] [1, 1] : tensor<?x3xf32> into tensor<?x8xf32>
+// CHECK-NOT: tensor<?x0xf32> into
+// CHECK: tensor.insert_slice %{{.+}} into %[[FIRST]][0, 3] [%{{.+}}, 5] [1, 1] : tensor<?x5xf32> into tensor<?x8xf32>
+// CHECK-NOT: linalg.generic
+func.func @concat_batch(%x: tensor<?x3xf32, #kiln.device<cpu>>, %e: tensor<?x0xf32, #kiln.device<cpu>>, %z: tensor<?x5xf32, #kiln.device<cpu>>) -> tensor<?x8xf32, #kiln.device<cpu>> {
+  %k = kiln.kernel(%x, %e, %z : tensor<?x3xf32, #kiln.device<cpu>>, tensor<?x0xf32, #kiln.device<cpu>>, tensor<?x5xf32, #kiln.device<cpu>>) -> (tensor<?x8xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x3xf32, #kiln.device<cpu>>, %n: tensor<?x0xf32, #kiln.device<cpu>>, %b: tensor<?x5xf32, #kiln.device<cpu>>):
+    %y = kiln.concat %a, %n, %b {axis = 1 : i64} : tensor<?x3xf32, #kiln.device<cpu>>, tensor<?x0xf32, #kiln.device<cpu>>, tensor<?x5xf32, #kiln.device<cpu>> -> tensor<?x8xf32, #kiln.device<cpu>>
+    kiln.yield %y : tensor<?x8xf32, #kiln.device<cpu>>
+  }
+  return %k : tensor<?x8xf32, #kiln.device<cpu>>
 }
 
 // -----
