@@ -18,6 +18,10 @@
 // total s (D - 1) + output_padding + (K - 1) d + 1 - out, split as the ONNX
 // reference splits it.
 //
+// With strides equal to the kernel and no pads, dilation or groups it is a
+// 1x1 convolution whose channels are spread over the output's blocks
+// (convTransposeByBlocks).
+//
 // Over shapes known only at run time (but the batch) it is instead, per
 // group, the product of the weight's transpose with the input (columns [N,
 // M*K, D1*..*Dr]) summed into the output by Col2Im (ops/Col2Im.cpp), whose
@@ -217,6 +221,67 @@ FailureOr<Values> convTransposeAtRunTime(NodeContext &c, int64_t group,
   return Values{out};
 }
 
+// Strides equal to the kernel, no pads, dilation or groups (a U-Net's 2x2
+// upsampling): each input position writes its own K1 x .. x Kr block of the
+// output, so the whole op is a 1x1 conv to M * K1 * .. * Kr channels (the
+// weight [C, M, K..] transposed to [M, K.., C]) whose channels are then
+// spread over the blocks: reshape to [N, M, K.., D..], transpose to [N, M,
+// D1, K1, D2, K2, ..], reshape to [N, M, D1 K1, ..]. The convolution over the
+// zero-inserted input computes zeros for all but 1 in K1 .. Kr of its taps
+// (unet's 2x2 up-convs: 16.6 of 43 ms).
+FailureOr<Values> convTransposeByBlocks(NodeContext &c,
+                                        ArrayRef<int64_t> kernel) {
+  Value x = c.inputs[0], w = c.inputs[1];
+  auto xType = typeOf(x), wType = typeOf(w);
+  int64_t r = kernel.size(), channels = wType.getDimSize(0),
+          out = wType.getDimSize(1), blocks = 1;
+  for (int64_t k : kernel)
+    blocks *= k;
+  OpChain g(c);
+  SmallVector<int64_t> perm = {1};
+  for (int64_t i = 0; i < r; ++i)
+    perm.push_back(i + 2);
+  perm.push_back(0);
+  SmallVector<int64_t> oneByOne = {out * blocks, channels};
+  oneByOne.append(r, 1);
+  Value weight = g.reshape(g.transpose(w, perm), oneByOne);
+  SmallVector<Value> operands = {x, weight};
+  if (c.inputs.size() == 3 && c.inputs[2]) {
+    // Each output channel's bias for each of its block positions.
+    Value bias = g.reshape(c.inputs[2], {out, 1});
+    SmallVector<Value> copies(blocks, bias);
+    operands.push_back(g.reshape(g.concat(copies, 1), {out * blocks}));
+  }
+  if (g.failed())
+    return failure();
+  Builder &b = c.builder;
+  auto conv = c.create(
+      ConvOp::getOperationName(), operands,
+      {b.getNamedAttr("strides",
+                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(r, 1))),
+       b.getNamedAttr("pads",
+                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(2 * r, 0))),
+       b.getNamedAttr("dilations",
+                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(r, 1))),
+       b.getNamedAttr("group", b.getI64IntegerAttr(1))});
+  if (failed(conv))
+    return failure();
+  int64_t batch = xType.getDimSize(0);
+  SmallVector<int64_t> split = {batch, out}, spread = {0, 1},
+                       merged = {batch, out};
+  split.append(kernel.begin(), kernel.end());
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t size = xType.getDimSize(i + 2);
+    split.push_back(size);
+    spread.append({2 + r + i, 2 + i});
+    merged.push_back(size * kernel[i]);
+  }
+  Value y = g.reshape(g.transpose(g.reshape(*conv, split), spread), merged);
+  if (g.failed())
+    return failure();
+  return Values{y};
+}
+
 } // namespace
 
 FailureOr<Values> convertConvTranspose(NodeContext &c) {
@@ -297,6 +362,15 @@ FailureOr<Values> convertConvTranspose(NodeContext &c) {
   } else if (autoPad != "VALID") {
     return c.error("auto_pad '" + autoPad + "' is not supported");
   }
+
+  if (group == 1 && llvm::all_of(pads, [](int64_t p) { return p == 0; }) &&
+      llvm::all_of(extra, [](int64_t e) { return e == 0; }) &&
+      llvm::all_of(dilations, [](int64_t d) { return d == 1; }) &&
+      strides == kernel &&
+      (outShape.empty() || llvm::all_of(llvm::seq<size_t>(0, r), [&](size_t i) {
+         return outShape[i] == natural(i);
+       })))
+    return convTransposeByBlocks(c, kernel);
 
   // The input, dilated by the strides and cropped where a pad is negative.
   Value input = x;

@@ -565,6 +565,56 @@ class DynamicWindows(kt.KilnTestCase):
                     self.assertEqual(got.shape, want.shape)
                     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
+    def test_conv_transpose_by_blocks(self):
+        """Strides equal to the kernel, no pads, dilation or groups (a
+        U-Net's up-convs): a 1x1 conv to M * K1 * .. * Kr channels spread
+        over the output's blocks, not a conv over the input with zeros
+        inserted; 1-d, 2-d with a non-square kernel, and 3-d, with and
+        without bias and with output_shape, at a run-time batch, against
+        torch."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        cases = [  # c, m, kernel (= strides), spatial, bias, output_shape
+            (5, 3, [2], [7], True, False),
+            (8, 4, [2, 3], [5, 4], True, True),
+            (3, 2, [2, 2, 2], [3, 4, 2], False, False),
+        ]
+        convs = {1: torch.nn.functional.conv_transpose1d,
+                 2: torch.nn.functional.conv_transpose2d,
+                 3: torch.nn.functional.conv_transpose3d}
+        for i, (c, m, k, spatial, bias, out_shape) in enumerate(cases):
+            with self.subTest(case=i):
+                rng = np.random.default_rng(70 + i)
+                w = rng.standard_normal((c, m) + tuple(k)).astype(np.float32)
+                b = rng.standard_normal(m).astype(np.float32)
+                attrs = {"strides": k}
+                if out_shape:
+                    attrs["output_shape"] = [s * kk for s, kk in zip(spatial, k)]
+                node = h.make_node("ConvTranspose", ["x", "w"] + (["b"] if bias else []),
+                                   ["y"], **attrs)
+                inits = [nh.from_array(w, "w")] + ([nh.from_array(b, "b")] if bias else [])
+                graph = h.make_graph([node], "deconv_blocks",
+                                     [tensor("x", T.FLOAT, ["n", c] + spatial)],
+                                     [tensor("y", T.FLOAT, None)], inits)
+                model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+                tag = "deconv_blocks%d" % i
+                mlir = kt.kilnc(self.save_model(model, tag + ".onnx"), "--emit=mlir",
+                                "-o", "-").stdout
+                ones = "x".join(["1"] * len(k))
+                # The conv's weight (lowered): M * K1 * .. * Kr by C by 1s.
+                self.assertIn("tensor<%dx%dx%sxf32>) outs(" % (
+                    m * int(np.prod(k)), c, ones), mlir)
+                self.assertIn('kiln.conv = "gemm"', mlir)
+                artifact = self.compiled(model, tag)
+                for n in (1, 3):
+                    x = rng.standard_normal((n, c) + tuple(spatial)).astype(np.float32)
+                    want = convs[len(k)](torch.from_numpy(x), torch.from_numpy(w),
+                                         torch.from_numpy(b) if bias else None,
+                                         stride=k).numpy()
+                    (got,) = self.run_at(artifact, "%s_%d" % (tag, n), [x])
+                    self.assertEqual(got.shape, want.shape)
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
     def test_conv_transpose_edges(self):
         """output_padding not below the stride (allowed when below the
         dilation), against torch; auto_pad SAME with a negative begin pad,
