@@ -200,8 +200,10 @@ Value im2col(OpBuilder &b, Location loc, Value in, RankedTensorType wType,
   auto inType = cast<RankedTensorType>(in.getType());
   int64_t lead = groups > 1 ? 3 : 2; // n, [g,] c
   SmallVector<int64_t> shape = {inType.getDimSize(0), inType.getDimSize(1)};
+  // A group's channels from the weight: the input's may be known only at
+  // run time (the same number, as the kernel's dims function checks).
   if (groups > 1)
-    shape = {inType.getDimSize(0), groups, inType.getDimSize(1) / groups};
+    shape = {inType.getDimSize(0), groups, wType.getDimSize(1)};
   llvm::append_range(shape, wType.getShape().drop_front(2));
   llvm::append_range(shape, outType.getShape().drop_front(2));
   auto colType = RankedTensorType::get(shape, inType.getElementType());
@@ -236,6 +238,21 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
   auto wType = cast<RankedTensorType>(operands[1].getType());
   int64_t r = wType.getRank() - 2, cg = wType.getDimSize(1),
           mg = op.getGroup() > 0 ? wType.getDimSize(0) / op.getGroup() : 0;
+  // Groups read the input's channels through the group index, not as a
+  // loop dim of their own: nothing else checks that a channel count known
+  // only at run time is the one the weight needs.
+  auto inType = cast<RankedTensorType>(operands[0].getType());
+  if (op.getGroup() > 1 && inType.isDynamicDim(1) && !wType.isDynamicDim(1)) {
+    int64_t channels = op.getGroup() * cg;
+    Value same = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::eq, lowering::dimOf(b, loc, operands[0], 1),
+        b.create<arith::ConstantIndexOp>(loc, channels));
+    b.create<cf::AssertOp>(loc, same,
+                           b.getStringAttr("conv input needs " +
+                                           Twine(channels) + " channels (" +
+                                           Twine(op.getGroup()) +
+                                           " groups of " + Twine(cg) + ")"));
+  }
   ArrayRef<int64_t> pads = op.getPads();
   SmallVector<int64_t> begin = {0, 0}, end = {0, 0};
   begin.append(pads.begin(), pads.begin() + r);

@@ -41,6 +41,31 @@ class DynamicWindows(kt.KilnTestCase):
         outputs, _ = self.run_artifact(artifact, inputs, out_name=tag)
         return outputs
 
+    def test_grouped_conv_of_run_time_channels(self):
+        """A grouped conv (constant weight) of an input whose channel dim is
+        symbolic: the groups' channels come from the weight (it did not
+        compile: fuzz seed 31415), and an input with another channel count is
+        a run-time error (it ran, reading past the input)."""
+        torch = kt.import_or_skip("torch")
+        from onnx import TensorProto as T, helper as h, numpy_helper as nh
+        rng = np.random.default_rng(12)
+        w = rng.standard_normal((12, 2, 3)).astype(np.float32)
+        graph = h.make_graph(
+            [h.make_node("Conv", ["x", "w"], ["y"], group=4, strides=[2])],
+            "grouped", [tensor("x", T.FLOAT, ["n", "c", 17])],
+            [tensor("y", T.FLOAT, None)], [nh.from_array(w, "w")])
+        model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+        artifact = self.compiled(model, "grouped_rt")
+        for n in (1, 3):
+            x = rng.standard_normal((n, 8, 17)).astype(np.float32)
+            (got,) = self.run_at(artifact, "grouped_rt_%d" % n, [x])
+            want = torch.nn.functional.conv1d(torch.from_numpy(x), torch.from_numpy(w),
+                                              stride=2, groups=4).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        bad = self.save_npy(np.ones((1, 6, 17), np.float32), "grouped_bad.npy")
+        kt.assert_clean_failure(self, kt.kiln_run(artifact, bad),
+                                "conv input needs 8 channels (4 groups of 2)")
+
     def test_conv_with_a_weight_sized_at_run_time(self):
         torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h
