@@ -265,9 +265,12 @@ class DynamicWindows(kt.KilnTestCase):
         (in one chunk of transformed tiles, or in several, or one image at
         a time when the kernel runs image by image), and without oneDNN
         (KILN_DNNL=none: the direct loops instead). Under 32 tiles in all
-        (a 7x7 or 8x7 output at batch 1: 16 tiles) the kernel runs im2col
-        and one GEMM on the weight instead; at batch 3 the same artifact
-        runs Winograd."""
+        (a 7x7 or 8x7 output at batch 1: 16 tiles), or where the GEMMs are
+        small (tiles x m x c under 2^19 multiply-adds: most cases here) the
+        kernel runs im2col and one GEMM on the weight instead; the 48x48
+        and 128x128 planes run Winograd by bands of an image's tiles, the
+        128 channels at 7x7 and batch 3 Winograd by chunks of images (more
+        channels than an image's tiles)."""
         torch = kt.import_or_skip("torch")
         from onnx import TensorProto as T, helper as h
         from unittest import mock
@@ -278,6 +281,7 @@ class DynamicWindows(kt.KilnTestCase):
             (64, 16, (48, 48), [1, 1, 1, 1], True, (1, 3)),
             (32, 32, (7, 7), [1, 1, 1, 1], True, (1, 3)),
             (24, 16, (9, 7), [0, 2, 1, 0], False, (1, 3)),
+            (128, 128, (7, 7), [1, 1, 1, 1], True, (1, 3)),
             # 4 padded inputs of 2.1 MiB: image by image.
             (32, 32, (128, 128), [1, 1, 1, 1], True, (4,)),
         ]

@@ -137,7 +137,11 @@ inline bool kiln_winograd_band(kiln_sgemm_fn gemm, int64_t n, int64_t t0, int64_
 // 2x2 outputs. With fewer than 32 tiles in all (resnet18's layer4 at batch
 // 1: 16), the 16 GEMMs are too narrow to pay for reading U, 16/9 the size
 // of w: the conv runs as im2col and one GEMM on w[m][c][3][3] per image
-// instead (docs/performance-log.md, step 25). With an image's tiles at least
+// instead (docs/performance-log.md, step 25); so it does where all the
+// GEMMs' multiply-adds (tiles x m x c) are under 2^19 each, as in
+// densenet121's 3x3 convs of 128 to 32 channels at 14x14 (49 tiles: 6.8 ms
+// of its 40 at batch 1, 3.7 by im2col; at 28x28, 196 tiles, Winograd
+// stays ahead: 3.8 ms against 5.1; step 64). With an image's tiles at least
 // as many as the output channels (U no bigger than an image's transformed
 // tiles: resnet18's layers 1 and 2), each thread takes bands of an image's
 // tiles of at most 2 MiB of transformed tiles and products
@@ -155,7 +159,7 @@ inline bool kiln_winograd3x3(int64_t batch, int64_t c, int64_t m, int64_t hp, in
     return false;
   if (batch == 0 || m == 0 || t == 0)
     return true;
-  if (batch * t < 32) {
+  if (batch * t < 32 || batch * t * m * c < (int64_t(1) << 19)) {
     const int64_t o = ho * wo;
     kiln_scratch col_owner(sizeof(float) * 9 * std::max<int64_t>(c, 1) * o);
     float *__restrict col = static_cast<float *>(col_owner.data);
