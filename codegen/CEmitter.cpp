@@ -551,8 +551,8 @@ LogicalResult CEmitter::emitInsertSlice(tensor::InsertSliceOp insert) {
                                    "rank change is not supported by the "
                                    "kernel emitter yet";
   copyInit(insert.getDest(), result);
-  SliceCopy copy{bufferFor(result),    bufferFor(source), "0", "1", {}, {}, {},
-                 type.getElementType()};
+  SliceCopy copy{bufferFor(result),     bufferFor(source), "0", "1", {}, {}, {},
+                 insert.getSourceType()};
   ArrayRef<int64_t> offsets = insert.getStaticOffsets();
   SmallVector<std::string> to, from;
   for (int64_t d = 0; d < rank; ++d) {

@@ -85,11 +85,12 @@ protected:
   /// A block copy (a tensor.insert_slice): for each index of the loops
   /// `outer` (their trip counts, outermost first), `count` contiguous
   /// elements from `from` + the sum of index * fromStrides to `to` +
-  /// `offset` + the sum of index * toStrides. All are C expressions.
+  /// `offset` + the sum of index * toStrides. All are C expressions;
+  /// `source` is the type of what is copied.
   struct SliceCopy {
     std::string to, from, offset, count;
     llvm::SmallVector<std::string> outer, toStrides, fromStrides;
-    mlir::Type element;
+    mlir::RankedTensorType source;
   };
   virtual void emitSliceCopy(const SliceCopy &copy) = 0;
   /// Loops of `op` around emitGenericBody().

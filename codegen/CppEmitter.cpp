@@ -116,8 +116,8 @@ void CppEmitter::emitSliceCopy(const SliceCopy &copy) {
   os << indent
      << llvm::formatv("std::memcpy({0} + ({1}), {2} + ({3}), sizeof({4}) * "
                       "({5}));\n",
-                      copy.to, to, copy.from, from, typeName(copy.element),
-                      copy.count);
+                      copy.to, to, copy.from, from,
+                      typeName(copy.source.getElementType()), copy.count);
 }
 
 LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op) {

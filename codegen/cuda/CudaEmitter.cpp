@@ -135,15 +135,8 @@ private:
   void emitSliceCopy(const SliceCopy &copy) override {
     // A thread per element: j along the block, then the loops' indices from
     // the innermost out.
-    // (Kernels on a cuda device have static shapes: every size a number.)
-    int64_t threads = 1;
-    for (const std::string &size : llvm::concat<const std::string>(
-             ArrayRef(copy.count), ArrayRef(copy.outer))) {
-      int64_t n = 0;
-      (void)StringRef(size).getAsInteger(10, n);
-      threads *= n;
-    }
-    raw_ostream &os = beginPhase(threads);
+    // (Kernels on a cuda device have static shapes.)
+    raw_ostream &os = beginPhase(copy.source.getNumElements());
     os << "    // tensor.insert_slice: " << copy.count << " elements a block\n";
     os << llvm::formatv("    {0} r = i / ({1}), j = i % ({1});\n", idx,
                         copy.count);

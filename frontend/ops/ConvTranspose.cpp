@@ -221,6 +221,21 @@ FailureOr<Values> convTransposeAtRunTime(NodeContext &c, int64_t group,
   return Values{out};
 }
 
+// The kiln.conv of `operands` (input, weight[, bias]) with stride 1 along
+// every spatial axis: both ways below end in one.
+FailureOr<Value> strideOneConv(NodeContext &c, ValueRange operands,
+                               ArrayRef<int64_t> pads,
+                               ArrayRef<int64_t> dilations, int64_t group) {
+  Builder &b = c.builder;
+  return c.create(
+      ConvOp::getOperationName(), operands,
+      {b.getNamedAttr("strides", b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                                     dilations.size(), 1))),
+       b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
+       b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
+       b.getNamedAttr("group", b.getI64IntegerAttr(group))});
+}
+
 // Strides equal to the kernel, no pads, dilation or groups (a U-Net's 2x2
 // upsampling): each input position writes its own K1 x .. x Kr block of the
 // output, so the whole op is a 1x1 conv to M * K1 * .. * Kr channels (the
@@ -254,16 +269,8 @@ FailureOr<Values> convTransposeByBlocks(NodeContext &c,
   }
   if (g.failed())
     return failure();
-  Builder &b = c.builder;
-  auto conv = c.create(
-      ConvOp::getOperationName(), operands,
-      {b.getNamedAttr("strides",
-                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(r, 1))),
-       b.getNamedAttr("pads",
-                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(2 * r, 0))),
-       b.getNamedAttr("dilations",
-                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(r, 1))),
-       b.getNamedAttr("group", b.getI64IntegerAttr(1))});
+  auto conv = strideOneConv(c, operands, SmallVector<int64_t>(2 * r, 0),
+                            SmallVector<int64_t>(r, 1), 1);
   if (failed(conv))
     return failure();
   int64_t batch = xType.getDimSize(0);
@@ -437,14 +444,7 @@ FailureOr<Values> convertConvTranspose(NodeContext &c) {
   SmallVector<Value> operands = {input, *weight};
   if (c.inputs.size() == 3 && c.inputs[2])
     operands.push_back(c.inputs[2]);
-  Builder &b = c.builder;
-  return single(c.create(
-      ConvOp::getOperationName(), operands,
-      {b.getNamedAttr("strides",
-                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(r, 1))),
-       b.getNamedAttr("pads", b.getDenseI64ArrayAttr(convPads)),
-       b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(dilations)),
-       b.getNamedAttr("group", b.getI64IntegerAttr(group))}));
+  return single(strideOneConv(c, operands, convPads, dilations, group));
 }
 
 void addConvTransposeConverters(ConverterTable &table) {
