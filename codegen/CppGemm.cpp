@@ -118,8 +118,8 @@ linalg::GenericOp cpp::rowsConvPad(linalg::GenericOp conv) {
 /// planes (rowsConvPad) is done by kiln_conv_rows as it copies the input,
 /// and otherwise only in front of those loops. True when emitted.
 bool CppEmitter::emitRowsConvCall(linalg::GenericOp op) {
-  std::optional<std::pair<int64_t, int64_t>> strides = matchRowsConv(op);
-  if (!strides || !zeroFillOf(op))
+  std::optional<DirectConv> conv = matchRowsConv(op);
+  if (!conv || !zeroFillOf(op))
     return false;
   Value in = op.getDpsInputs()[0];
   linalg::GenericOp pad = rowsConvPad(op);
@@ -127,14 +127,18 @@ bool CppEmitter::emitRowsConvCall(linalg::GenericOp op) {
   Value source = match ? match->input : in;
   SmallVector<int64_t> begin =
       match ? match->begin : SmallVector<int64_t>(4, 0);
+  // The weight packed at compile time (kGroupedPanels), if it was.
+  std::string panels = "nullptr";
+  if (auto input = op->getAttrOfType<IntegerAttr>(kGroupedPanels))
+    panels = bufferFor(kernel.getBody().front().getArgument(input.getInt()));
   std::string args = llvm::formatv(
       "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, "
-      "{13}, {14}, {15}, {16}, {17}",
-      loopRange(op, 0), loopRange(op, 2), loopRange(op, 1), dimExpr(in, 2),
-      dimExpr(in, 3), dimExpr(source, 2), dimExpr(source, 3), begin[2],
-      begin[3], loopRange(op, 3), loopRange(op, 4), strides->first,
-      strides->second, loopRange(op, 5), loopRange(op, 6), bufferFor(source),
-      bufferFor(op.getDpsInputs()[1]), bufferFor(op.getResult(0)));
+      "{13}, {14}, {15}, {16}, {17}, {18}, {19}",
+      loopRange(op, 0), conv->groups, loopRange(op, 2), loopRange(op, 1),
+      dimExpr(in, 2), dimExpr(in, 3), dimExpr(source, 2), dimExpr(source, 3),
+      begin[2], begin[3], loopRange(op, 3), loopRange(op, 4), conv->sh,
+      conv->sw, loopRange(op, 5), loopRange(op, 6), bufferFor(source),
+      bufferFor(op.getDpsInputs()[1]), panels, bufferFor(op.getResult(0)));
   std::string tiled;
   if (linalg::GenericOp epilogue = gemmEpilogue(op))
     tiled =

@@ -253,11 +253,12 @@ convMaps(linalg::GenericOp op, ArrayRef<utils::IteratorType> iterators) {
   return op.getIndexingMapsArray();
 }
 
-/// The strides [sh, sw] (1 or 2) of `op` when it is a direct f32 2-D conv
-/// with a static 4-D weight: loops [n, m, c, kh, kw, oh, ow], out[n, m, oh,
-/// ow] += in[n, c, oh * sh + kh, ow * sw + kw] * w[m, c, kh, kw].
-static std::optional<std::pair<int64_t, int64_t>>
-directConvStrides(linalg::GenericOp op) {
+/// The strides [sh, sw] (1 or 2) and groups of `op` when it is a direct f32
+/// 2-D conv with a static 4-D weight: loops [n, m, c, kh, kw, oh, ow],
+/// out[n, m, oh, ow] += in[n, g * C + c, oh * sh + kh, ow * sw + kw] * w[m,
+/// c, kh, kw], g = m floordiv (M / groups) (the input channel is c without
+/// groups).
+static std::optional<DirectConv> directConv(linalg::GenericOp op) {
   using Iter = utils::IteratorType;
   std::optional<SmallVector<AffineMap>> maps = convMaps(
       op, {Iter::parallel, Iter::parallel, Iter::reduction, Iter::reduction,
@@ -267,10 +268,21 @@ directConvStrides(linalg::GenericOp op) {
   if (!maps || (*maps)[1] != l.map({d[1], d[2], d[3], d[4]}) ||
       (*maps)[2] != l.map({d[0], d[1], d[5], d[6]}))
     return std::nullopt;
+  auto in = cast<RankedTensorType>(op.getDpsInputs()[0].getType());
+  auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  int64_t m = weight.getDimSize(0), c = weight.getDimSize(1), groups = 1;
+  AffineExpr channel = d[2];
+  if (in.getRank() == 4 && !in.isDynamicDim(1) && in.getDimSize(1) != c) {
+    groups = c > 0 && in.getDimSize(1) % c == 0 ? in.getDimSize(1) / c : 0;
+    if (groups < 2 || m % groups)
+      return std::nullopt;
+    channel = d[1].floorDiv(m / groups) * c + d[2];
+  }
   for (int64_t sh : {1, 2})
     for (int64_t sw : {1, 2})
-      if ((*maps)[0] == l.map({d[0], d[2], d[5] * sh + d[3], d[6] * sw + d[4]}))
-        return std::make_pair(sh, sw);
+      if ((*maps)[0] ==
+          l.map({d[0], channel, d[5] * sh + d[3], d[6] * sw + d[4]}))
+        return DirectConv{sh, sw, groups};
   return std::nullopt;
 }
 
@@ -352,17 +364,17 @@ static bool loweredAs(linalg::GenericOp op, StringRef kind) {
 bool kiln::matchWinograd(linalg::GenericOp op) {
   if (!loweredAs(op, "winograd"))
     return false;
-  if (directConvStrides(op) != std::make_pair(int64_t(1), int64_t(1)))
+  std::optional<DirectConv> conv = directConv(op);
+  if (!conv || conv->sh != 1 || conv->sw != 1 || conv->groups != 1)
     return false;
   auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
   return weight.getDimSize(2) == 3 && weight.getDimSize(3) == 3;
 }
 
-std::optional<std::pair<int64_t, int64_t>>
-kiln::matchRowsConv(linalg::GenericOp op) {
+std::optional<DirectConv> kiln::matchRowsConv(linalg::GenericOp op) {
   if (!loweredAs(op, "rows"))
     return std::nullopt;
-  return directConvStrides(op);
+  return directConv(op);
 }
 
 std::optional<ConvMatch> kiln::matchLibraryConv(linalg::GenericOp op) {

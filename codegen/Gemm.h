@@ -66,16 +66,20 @@ std::optional<int64_t> matchDepthwise3x3(mlir::linalg::GenericOp op);
 /// (what pooling lowers to). Its stride when `op` is one.
 std::optional<int64_t> matchMaxPool3x3(mlir::linalg::GenericOp op);
 
+/// A direct conv's strides and groups.
+struct DirectConv {
+  int64_t sh, sw, groups;
+};
 /// A conv the lowering chose to run by output rows (kConvKind "rows", or the
-/// CPU twin's kConvTwinKind: a stem, few input channels and a large window)
-/// in the form that takes: a direct f32 conv, stride 1 or 2 in each spatial
-/// dim, no dilation or groups, loops [n, m, c, kh, kw, oh, ow] computing
-/// out[n, m, oh, ow] += in[n, c, oh * sh + kh, ow * sw + kw] * w[m, c, kh,
-/// kw] with a static weight and output planes (input 0 the padded input).
-/// Its strides [sh, sw] when it is one. The CPU runs it by output rows
-/// (kiln_conv_rows): im2col's K (c * kh * kw) is too small for a GEMM.
-std::optional<std::pair<int64_t, int64_t>>
-matchRowsConv(mlir::linalg::GenericOp op);
+/// CPU twin's kConvTwinKind: a stem, few input channels and a large window,
+/// or groups of few channels) in the form that takes: a direct f32 conv,
+/// stride 1 or 2 in each spatial dim, no dilation, loops [n, m, c, kh, kw,
+/// oh, ow] computing out[n, m, oh, ow] += in[n, g * C + c, oh * sh + kh, ow
+/// * sw + kw] * w[m, c, kh, kw], g = m floordiv (M / groups), with a static
+/// weight and output planes (input 0 the padded input). Its strides and
+/// groups when it is one. The CPU runs it by output rows (kiln_conv_rows):
+/// im2col's K (c * kh * kw) is too small for a GEMM.
+std::optional<DirectConv> matchRowsConv(mlir::linalg::GenericOp op);
 
 /// The zero fill that only initialises `op` (its init, with no other use).
 /// A library GEMM or conv overwrites it instead of accumulating, so only

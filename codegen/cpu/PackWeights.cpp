@@ -16,6 +16,12 @@
 // U[16][M][C] (U = G w G^T per (m, c), in float64, then rounded), named by
 // kWinogradU (docs/performance-log.md, step 21).
 //
+// A conv in groups that matchRowsConv accepts (run by flattened planes)
+// with a constant weight gets it as blocks of kPackedColumns output
+// channels of a group, tap by tap (kGroupedPanels): packed by each call,
+// the weights of regnet_x_400mf's 7x7 groups cost as much as half the conv
+// (docs/performance-log.md, step 65).
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cpu/Passes.h"
@@ -99,6 +105,43 @@ Value winogradU(linalg::GenericOp conv, DenseMap<Operation *, Value> &packed) {
   return result;
 }
 
+/// The constant weight of grouped conv `conv` (matchRowsConv) packed for
+/// kiln_conv_flat (kGroupedPanels), or null when the conv does not qualify.
+/// `packed` caches one per constant.
+Value groupedPanels(linalg::GenericOp conv,
+                    DenseMap<Operation *, Value> &packed) {
+  std::optional<DirectConv> match = matchRowsConv(conv);
+  if (!match || match->groups < 2)
+    return {};
+  ConstantOp constant = boundConstant(conv.getDpsInputs()[1]);
+  if (!constant)
+    return {};
+  if (Value done = packed.lookup(constant))
+    return done;
+  auto type = cast<RankedTensorType>(constant.getType());
+  int64_t m = type.getDimSize(0), groups = match->groups, mg = m / groups,
+          taps = type.getNumElements() / m;
+  std::vector<char> bytes = getConstantBytes(constant.getValue());
+  if (bytes.size() != size_t(m * taps) * sizeof(float))
+    return {};
+  const int64_t blocks = (mg + kPackedColumns - 1) / kPackedColumns;
+  std::vector<char> out(
+      size_t(groups * blocks * taps * kPackedColumns) * sizeof(float), 0);
+  auto *from = reinterpret_cast<const float *>(bytes.data());
+  auto *to = reinterpret_cast<float *>(out.data());
+  for (int64_t o = 0; o < m; ++o) {
+    int64_t g = o / mg, block = o % mg / kPackedColumns,
+            lane = o % mg % kPackedColumns;
+    for (int64_t t = 0; t < taps; ++t)
+      to[((g * blocks + block) * taps + t) * kPackedColumns + lane] =
+          from[o * taps + t];
+  }
+  Value result = derivedConstant(
+      constant, {groups, blocks, taps, kPackedColumns}, out, "grouped");
+  packed[constant] = result;
+  return result;
+}
+
 /// The constant B of `gemm` packed for it, or null when the
 /// GEMM does not qualify. `packed` caches one packing per constant.
 Value packedB(linalg::GenericOp gemm, DenseMap<Operation *, Value> &packed) {
@@ -139,7 +182,7 @@ Value packedB(linalg::GenericOp gemm, DenseMap<Operation *, Value> &packed) {
 
 struct PackWeights : kiln::impl::KilnPackWeightsBase<PackWeights> {
   void runOnOperation() override {
-    DenseMap<Operation *, Value> packed, transformed;
+    DenseMap<Operation *, Value> packed, transformed, grouped;
     getOperation().walk([&](KernelOp kernel) {
       if (!kernel.getNumResults() ||
           !runsCppKernels(getDevice(kernel.getResult(0).getType())))
@@ -151,6 +194,10 @@ struct PackWeights : kiln::impl::KilnPackWeightsBase<PackWeights> {
         if (!b) {
           attr = kWinogradU;
           b = winogradU(op, transformed);
+        }
+        if (!b) {
+          attr = kGroupedPanels;
+          b = groupedPanels(op, grouped);
         }
         if (!b)
           continue;

@@ -33,6 +33,15 @@ inline constexpr int64_t kPackedRows = 256;
 /// between input and output transforms of 4x4 tiles.
 inline constexpr llvm::StringLiteral kWinogradU = "kiln.winograd_u";
 
+/// An integer attribute on a kernel-level linalg.generic that is a conv in
+/// groups codegen/Gemm.h's matchRowsConv accepts: the number of the kernel
+/// input that holds its constant weight w[M][C][kh][kw] packed per group as
+/// [groups][ceil(M / groups / kPackedColumns)][C * kh * kw][kPackedColumns]
+/// (the group's output channels in blocks of kPackedColumns, tap by tap,
+/// zero-padded past the group's last), which kiln_conv_flat reads its
+/// weight vectors from.
+inline constexpr llvm::StringLiteral kGroupedPanels = "kiln.grouped_panels";
+
 } // namespace kiln
 
 #endif // KILN_CODEGEN_CPU_TUNING_H

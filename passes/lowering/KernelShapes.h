@@ -46,6 +46,22 @@ inline bool rowsConvSizes(int64_t channels, int64_t kh, int64_t kw,
          outWidth >= kRowsConvMinWidth;
 }
 
+/// A CPU conv in groups of several input and output channels, each output
+/// summing at most this many taps (a group's input channels x its window),
+/// stride 1 or 2, runs so too, by flattened output planes (kiln_conv_flat):
+/// the im2col GEMMs of such groups are too small for the library (regnet's
+/// 16 channels per group at 7x7 to 56x56 ran 1.4-5x faster so in a harness
+/// on 2 AVX-512 cores, resnext50's 4 to 32 1.8-6x; docs/performance-log.md,
+/// step 65). Past it, the weights of a block of channels leave the caches
+/// and the GEMM wins (a dense 512-channel 3x3 conv at 7x7 ran 0.34x).
+inline constexpr int64_t kGroupedRowsMaxTaps = 576;
+/// Whether a grouped conv of these sizes (per group) qualifies.
+inline bool groupedRowsConvSizes(int64_t channels, int64_t outputs, int64_t kh,
+                                 int64_t kw) {
+  return channels > 1 && outputs > 1 &&
+         channels * kh * kw <= kGroupedRowsMaxTaps;
+}
+
 } // namespace kiln
 
 #endif // KILN_PASSES_LOWERING_KERNELSHAPES_H

@@ -122,13 +122,23 @@ bool winogradConv(ConvOp op, Value weight, RankedTensorType wType,
 
 // Whether the C++ kernel runs `op` by output rows (KernelShapes.h,
 // kRowsConvChannels): a 2-D window without groups of kRowsConvMinTaps or
-// more over a few input channels, strides 1 or 2, no dilation, output rows
-// at least kRowsConvMinWidth wide. On the CPU such a conv runs so instead of
-// its im2col GEMM; on a cuda device its CPU twin does.
+// more over a few input channels with output rows at least
+// kRowsConvMinWidth wide, or one in groups of a static weight
+// (groupedRowsConvSizes); strides 1 or 2, no dilation. On the CPU such a
+// conv runs so instead of its im2col GEMM; on a cuda device its CPU twin
+// does.
 bool rowsConv(ConvOp op, RankedTensorType wType, RankedTensorType outType) {
-  return op.getGroup() == 1 && wType.getRank() == 4 &&
-         rowsConvSizes(wType.getDimSize(1), wType.getDimSize(2),
-                       wType.getDimSize(3), outType.getDimSize(3)) &&
+  if (wType.getRank() != 4)
+    return false;
+  bool stem = op.getGroup() == 1 &&
+              rowsConvSizes(wType.getDimSize(1), wType.getDimSize(2),
+                            wType.getDimSize(3), outType.getDimSize(3));
+  bool grouped = op.getGroup() > 1 && wType.hasStaticShape() &&
+                 wType.getDimSize(0) % op.getGroup() == 0 &&
+                 groupedRowsConvSizes(wType.getDimSize(1),
+                                      wType.getDimSize(0) / op.getGroup(),
+                                      wType.getDimSize(2), wType.getDimSize(3));
+  return (stem || grouped) &&
          llvm::all_of(op.getStrides(),
                       [](int64_t s) { return s == 1 || s == 2; }) &&
          llvm::all_of(op.getDilations(), [](int64_t d) { return d == 1; });
@@ -283,12 +293,13 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
       end[3] += outType.getDimSize(3) % 2;
     }
   }
-  // A stem conv by output rows: a direct window with its taps outside.
+  // A stem conv, or one of small groups, by output rows: a direct window
+  // with its taps outside.
   bool rows = gemm && !winograd &&
               runsCppKernels(getDevice(op.getResult().getType())) &&
               rowsConv(op, wType, outType);
   if (rows)
-    gemm = false;
+    gemm = grouped = false;
   Value input = lowering::padTensor(b, loc, operands[0], begin, end, 0);
 
   // Dims: n = 0, m = 1, c = 2, k = 3.., o = 3 + r..

@@ -226,9 +226,8 @@ TEST_F(Prelude, SgemmRunsShareAnOperandAcrossRuns) {
                       "kernels then run their own loops";
     for (int64_t r = 0; r < runs; ++r)
       for (int64_t g = 0; g < groups; ++g) {
-        std::vector<double> want =
-            product(a.data() + g * m * k, b.data() + (r * groups + g) * k * n,
-                    m, n, k);
+        std::vector<double> want = product(
+            a.data() + g * m * k, b.data() + (r * groups + g) * k * n, m, n, k);
         for (int64_t e = 0; e < m * n; ++e)
           ASSERT_NEAR(c[(r * groups + g) * m * n + e],
                       want[e] + (accumulate ? 0.5 : 0.0), 1e-5 * k)
@@ -309,6 +308,82 @@ TEST_F(Prelude, DepthwiseConvsMatchTheirTaps) {
   checkDepthwise<2, 14, 14, 7, 7, 1, 1>();
   checkDepthwise<2, 15, 9, 7, 4, 0, 0>(); // odd sizes, no padding
   checkDepthwise<1, 5, 40, 3, 38, 0, 0>();
+}
+
+// kiln_conv_flat_tiles on a conv of `groups` groups of c input and mg output
+// channels against loops in double, its weight as it is and packed as
+// kiln-pack-weights packs it, with an epilogue that must see every (image,
+// channel, row) once.
+void checkFlatConv(int64_t batch, int64_t groups, int64_t c, int64_t mg,
+                   int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh,
+                   int64_t sw, int64_t top, int64_t left, int64_t bottom,
+                   int64_t right) {
+  const int64_t m = groups * mg, ci = groups * c, taps = c * kh * kw;
+  const int64_t ho = (h + top + bottom - kh) / sh + 1,
+                wo = (w + left + right - kw) / sw + 1;
+  std::vector<float> x = randoms(batch * ci * h * w, 11),
+                     wt = randoms(m * taps, 12);
+  std::vector<double> want(batch * m * ho * wo, 0.0);
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t r = 0; r < ho; ++r)
+        for (int64_t q = 0; q < wo; ++q) {
+          double sum = 0;
+          for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t row = r * sh + i - top, col = q * sw + j - left;
+                if (row >= 0 && row < h && col >= 0 && col < w)
+                  sum +=
+                      double(
+                          x[((n * ci + o / mg * c + ch) * h + row) * w + col]) *
+                      wt[(o * c + ch) * kh * kw + i * kw + j];
+              }
+          want[((n * m + o) * ho + r) * wo + q] = sum;
+        }
+  const int64_t blocks = (mg + 15) / 16;
+  std::vector<float> panels(groups * blocks * taps * 16, 0.0f);
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t t = 0; t < taps; ++t)
+      panels[((o / mg * blocks + o % mg / 16) * taps + t) * 16 + o % mg % 16] =
+          wt[o * taps + t];
+  const float *none = nullptr;
+  for (const float *packed :
+       {none, static_cast<const float *>(panels.data())}) {
+    std::vector<float> y(want.size(), NAN);
+    std::vector<int> seen(want.size(), 0);
+    // Threads mark disjoint elements, each its own.
+    auto epilogue = [&](int64_t n, int64_t m0, int64_t m1, int64_t r0,
+                        int64_t r1) {
+      for (int64_t o = m0; o < m1; ++o)
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t q = 0; q < wo; ++q)
+            ++seen[((n * m + o) * ho + r) * wo + q];
+    };
+    bool ran = kiln_conv_flat_tiles(batch, groups, c, m, h, w, top, left, kh,
+                                    kw, sh, sw, ho, wo, x.data(), wt.data(),
+                                    packed, y.data(), m, ho, epilogue);
+    ASSERT_TRUE(ran);
+    for (size_t e = 0; e < y.size(); ++e) {
+      ASSERT_NEAR(y[e], want[e], 1e-4 * std::sqrt(double(taps)))
+          << "element " << e;
+      ASSERT_EQ(seen[e], 1) << "element " << e;
+    }
+  }
+}
+
+TEST_F(Prelude, FlatConvsMatchTheirTapsInEveryGroup) {
+  checkFlatConv(1, 25, 16, 16, 7, 7, 3, 3, 1, 1, 1, 1, 1,
+                1); // regnet_x's last stage
+  checkFlatConv(2, 2, 16, 16, 15, 16, 3, 3, 2, 2, 1, 1, 1,
+                1); // strided, odd rows
+  checkFlatConv(1, 3, 8, 8, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1);  // 8 per group
+  checkFlatConv(1, 2, 32, 32, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1); // two vectors
+  checkFlatConv(1, 2, 5, 20, 8, 9, 3, 5, 1, 2, 0, 2, 1,
+                1); // uneven window and pads
+  checkFlatConv(3, 4, 2, 3, 6, 5, 1, 1, 2, 1, 0, 0, 0, 0); // 1x1, 3 per group
+  checkFlatConv(1, 2, 4, 40, 4, 30, 2, 3, 2, 2, 0, 0, 1,
+                0); // wide rows, 40 per group
 }
 
 template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top,

@@ -36,6 +36,26 @@
 // over all taps stay in vectors of 8 outputs, up to 3 at a time (16
 // registers hold no more: as 6 vectors of 16 in pairs of registers,
 // resnet18's stem took 22 ms against 0.9).
+#if defined(__AVX2__)
+// r[j] = column j of the 8x8 matrix with rows r[0..7].
+inline void kiln_transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+    r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+  }
+}
+#endif
 #if defined(__AVX512F__)
 constexpr int64_t kiln_rows_block = 32, kiln_rows_tile = 14;
 // r[j] = column j of the 16x16 matrix with rows r[0..15].
@@ -95,24 +115,6 @@ inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const f
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int64_t kiln_rows_block = 16, kiln_rows_tile = 6;
-// r[j] = column j of the 8x8 matrix with rows r[0..7].
-inline void kiln_transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 2; ++i) {
-    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-  }
-  for (int j = 0; j < 4; ++j) {
-    r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-    r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-  }
-}
 // The sums of `width` (at most kiln_rows_tile) outputs of `rows` channels
 // (at most 8 V) written to y, row r at y + r * ldy, 8 at a time when
 // `whole` (the next tile of the row then writes over the lanes past
@@ -193,16 +195,291 @@ inline void kiln_conv_rows_tile(const float *at, const int64_t *offsets, const f
     std::memcpy(y + r * ldy, acc[r], sizeof(acc[r]));
 }
 #endif
+// A conv by flattened output planes, for convs whose output rows are too
+// short for a row's tiles or whose channels come in groups: y[n][g * mg +
+// o][oh][ow] = sum over ch < c, i < kh, j < kw of x[n][g * c + ch][oh * sh +
+// i - top][ow * sw + j - left] * w[g * mg + o][ch][i][j], mg = m / groups.
+// Each image's x is copied padded and split by both strides, [channel][row
+// phase][column phase][row][pitch] with pitch wo + (kw - 1) / sw, so that
+// output (oh, ow) at flat position f = oh * pitch + ow reads tap (ch, i, j)
+// at f plus an offset of the tap alone: a tile is P consecutive f, and the
+// pitch - wo columns of each row past wo are computed and dropped (2 of 9
+// on a 7x7 plane, none past the tile). A thread takes a block of NV
+// vectors of L channels of one group on a band of rows, packs the block's
+// weights tap by tap, and per tap reads NV weight vectors and P broadcast
+// inputs into P x NV sums; an L x L transpose per vector turns them into
+// rows of outputs, stored with lane masks.
+typedef float kiln_vf8 __attribute__((vector_size(32)));
+// s in every lane (V{} + s would add 0 first: -0 + 0 is +0).
+inline void kiln_splat(kiln_vf8 &v, float s) { v = kiln_vf8{s, s, s, s, s, s, s, s}; }
+inline kiln_vf8 kiln_fma(kiln_vf8 a, kiln_vf8 b, kiln_vf8 c) {
+#if defined(__AVX2__) && defined(__FMA__)
+  return kiln_vf8(_mm256_fmadd_ps(__m256(a), __m256(b), __m256(c)));
+#else
+  return a * b + c;
+#endif
+}
+// r[j] = column j of the L x L matrix with rows r[0..L-1].
+inline void kiln_flat_transpose(kiln_vf8 r[8]) {
+#if defined(__AVX2__)
+  __m256 t[8];
+  for (int i = 0; i < 8; ++i)
+    t[i] = __m256(r[i]);
+  kiln_transpose8(t);
+  for (int i = 0; i < 8; ++i)
+    r[i] = kiln_vf8(t[i]);
+#else
+  for (int i = 0; i < 8; ++i)
+    for (int j = i + 1; j < 8; ++j)
+      std::swap(r[i][j], r[j][i]);
+#endif
+}
+// Lanes [lo, lo + len) of t[j] to y + j * ld for j < rows.
+inline void kiln_flat_store(const kiln_vf8 t[8], float *y, int64_t ld, int64_t rows, int64_t lo,
+                            int64_t len) {
+#if defined(__AVX2__)
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(lo - 1)),
+                                        _mm256_cmpgt_epi32(_mm256_set1_epi32(lo + len), iota));
+  for (int64_t j = 0; j < rows; ++j)
+    _mm256_maskstore_ps(y + j * ld - lo, mask, __m256(t[j]));
+#else
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t i = lo; i < lo + len; ++i)
+      y[j * ld + i - lo] = t[j][i];
+#endif
+}
+#if defined(__AVX512F__)
+typedef float kiln_vf16 __attribute__((vector_size(64)));
+inline void kiln_splat(kiln_vf16 &v, float s) {
+  v = kiln_vf16{s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s};
+}
+inline kiln_vf16 kiln_fma(kiln_vf16 a, kiln_vf16 b, kiln_vf16 c) {
+  return kiln_vf16(_mm512_fmadd_ps(__m512(a), __m512(b), __m512(c)));
+}
+inline void kiln_flat_transpose(kiln_vf16 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; ++i)
+    t[i] = __m512(r[i]);
+  kiln_transpose16(t);
+  for (int i = 0; i < 16; ++i)
+    r[i] = kiln_vf16(t[i]);
+}
+inline void kiln_flat_store(const kiln_vf16 t[16], float *y, int64_t ld, int64_t rows,
+                            int64_t lo, int64_t len) {
+  const __mmask16 mask = __mmask16(((1u << len) - 1) << lo);
+  for (int64_t j = 0; j < rows; ++j)
+    _mm512_mask_storeu_ps(y + j * ld - lo, mask, __m512(t[j]));
+}
+#endif
+// The row pieces of flat positions [f0, f1) of a plane of rows of `pitch`
+// positions, `wo` kept: piece k is lanes [lo[k], lo[k] + len[k]) at
+// output position at[k] (oh * wo + ow). Returns the count.
+inline int64_t kiln_flat_pieces(int64_t f0, int64_t f1, int64_t pitch, int64_t wo,
+                                int64_t *lo, int64_t *len, int64_t *at) {
+  int64_t k = 0;
+  for (int64_t f = f0; f < f1;) {
+    const int64_t oh = f / pitch, ow = f % pitch;
+    if (ow >= wo) {
+      f = (oh + 1) * pitch;
+      continue;
+    }
+    const int64_t n = std::min(wo - ow, f1 - f);
+    lo[k] = f - f0, len[k] = n, at[k] = oh * wo + ow, ++k;
+    f += n;
+  }
+  return k;
+}
+// The P x NV sums of flat positions [f0, f1) (at most P) of the NV * L
+// channels (`rows` kept): tap t reads at + offsets[t] and the weight
+// vectors at w + t * tstride + v * vstride.
+template <typename V, int L, int NV, int P>
+inline void kiln_conv_flat_tile(const float *at, const int64_t *offsets, const float *w,
+                                int64_t tstride, int64_t vstride, int64_t taps, float *y,
+                                int64_t plane, int64_t rows, int64_t f0, int64_t f1,
+                                int64_t pitch, int64_t wo) {
+  V acc[P][NV];
+#pragma GCC unroll 32
+  for (int i = 0; i < P; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = V{};
+  for (int64_t t = 0; t < taps; ++t) {
+    const float *p = at + offsets[t];
+    V wv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v)
+      __builtin_memcpy(&wv[v], w + t * tstride + v * vstride, sizeof(V));
+#pragma GCC unroll 32
+    for (int i = 0; i < P; ++i) {
+      V b;
+      kiln_splat(b, p[i]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v)
+        acc[i][v] = kiln_fma(b, wv[v], acc[i][v]);
+    }
+  }
+  for (int64_t c0 = 0; c0 < P; c0 += L) {
+    int64_t lo[L + 1], len[L + 1], pos[L + 1];
+    const int64_t pieces =
+        kiln_flat_pieces(f0 + c0, std::min(f0 + c0 + L, f1), pitch, wo, lo, len, pos);
+    for (int v = 0; v < NV && v * L < rows; ++v) {
+      V r[L];
+      for (int i = 0; i < L; ++i)
+        r[i] = c0 + i < P ? acc[c0 + i][v] : V{};
+      kiln_flat_transpose(r);
+      for (int64_t k = 0; k < pieces; ++k)
+        kiln_flat_store(r, y + v * L * plane + pos[k], plane, std::min<int64_t>(L, rows - v * L),
+                        lo[k], len[k]);
+    }
+  }
+}
+// kiln_conv_flat_tiles with blocks of NV vectors of L channels and tiles
+// of P flat positions.
+template <typename V, int L, int NV, int P, typename F>
+inline void kiln_conv_flat_run(int64_t batch, int64_t groups, int64_t c, int64_t m, int64_t h,
+                               int64_t iw, int64_t top, int64_t left, int64_t kh, int64_t kw,
+                               int64_t sh, int64_t sw, int64_t ho, int64_t wo, const float *x,
+                               const float *w, const float *panels, float *y,
+                               const F &epilogue) {
+  const int64_t pitch = wo + (kw - 1) / sw, height = ho + (kh - 1) / sh;
+  const int64_t sub = height * pitch, chplane = sh * sw * sub, image = groups * c * chplane;
+  // A tile's lanes past its last output read up to P - 1 positions on.
+  kiln_scratch xs_owner(sizeof(float) * (batch * image + P));
+  float *__restrict xs = static_cast<float *>(xs_owner.data);
+  std::memset(xs + batch * image, 0, sizeof(float) * P);
+#pragma omp parallel for schedule(static) if (batch * image >= 4096)
+  for (int64_t row = 0; row < batch * groups * c * sh * height; ++row) {
+    const int64_t q = row % height, rph = row / height % sh, nc = row / (height * sh);
+    const int64_t r = q * sh + rph - top;
+    for (int64_t cph = 0; cph < sw; ++cph) {
+      float *o = xs + nc * chplane + (rph * sw + cph) * sub + q * pitch;
+      if (r < 0 || r >= h) {
+        std::memset(o, 0, sizeof(float) * pitch);
+        continue;
+      }
+      // Columns k * sw + cph - left of the row: [k0, k1) lie in it.
+      const float *src = x + (nc * h + r) * iw + cph - left;
+      const int64_t k0 = std::min(pitch, std::max<int64_t>(0, (left - cph + sw - 1) / sw));
+      const int64_t k1 = std::max(k0, std::min(pitch, (iw + left - cph + sw - 1) / sw));
+      std::memset(o, 0, sizeof(float) * k0);
+      if (sw == 1) {
+        std::memcpy(o + k0, src + k0, sizeof(float) * (k1 - k0));
+      } else {
+        int64_t k = k0;
+#if defined(__AVX512F__)
+        if (sw == 2)
+          for (; k + 16 <= k1 && 2 * k + cph - left + 32 <= iw; k += 16)
+            _mm512_storeu_ps(o + k, kiln_even16(src + 2 * k));
+#endif
+        for (; k < k1; ++k)
+          o[k] = src[k * sw];
+      }
+      std::memset(o + k1, 0, sizeof(float) * (pitch - k1));
+    }
+  }
+  const int64_t taps = c * kh * kw, mg = m / groups, B = NV * L, blocks = (mg + B - 1) / B;
+  const int64_t mg16 = (mg + 15) / 16; // blocks of panels per group
+  kiln_scratch offsets_owner(sizeof(int64_t) * taps);
+  int64_t *offsets = static_cast<int64_t *>(offsets_owner.data);
+  for (int64_t ch = 0, t = 0; ch < c; ++ch)
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j, ++t)
+        offsets[t] = ch * chplane + ((i % sh) * sw + j % sw) * sub + i / sh * pitch + j / sw;
+  // Bands of rows so that each thread gets several blocks.
+  const int64_t threads = omp_get_max_threads(), per = batch * groups * blocks;
+  const int64_t want = std::min(ho, std::max<int64_t>(1, (4 * threads + per - 1) / per));
+  const int64_t band = (ho + want - 1) / want, bands = (ho + band - 1) / band;
+  const int64_t packed = (taps * B + 15) / 16 * 16;
+  kiln_scratch wt_owner(sizeof(float) * threads * packed);
+  const int64_t plane = ho * wo;
+#pragma omp parallel
+  {
+    float *wt = static_cast<float *>(wt_owner.data) + omp_get_thread_num() * packed;
+    int64_t current = -1;
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < per * bands; ++u) {
+      const int64_t b = u % blocks, r = u / blocks % bands, g = u / (blocks * bands) % groups,
+                    n = u / (blocks * bands * groups);
+      const int64_t o0 = g * mg + b * B, rows = std::min(B, mg - b * B);
+      // The block's weight vectors: v at wv + v * vstride, tap t's next
+      // at + t * tstride.
+      const float *wv = wt;
+      int64_t tstride = B, vstride = L;
+      if (panels) {
+        const int64_t at = g * mg16 + b * B / 16;
+        // Vectors of 16 are blocks of panels; vectors of 8 halves of one
+        // (B is 8 or 16 then).
+        wv = panels + at * taps * 16 + b * B % 16, tstride = 16;
+        vstride = L == 16 ? taps * 16 : L;
+      } else if (g * blocks + b != current) {
+        current = g * blocks + b;
+        for (int64_t l = 0; l < B; ++l)
+          for (int64_t t = 0; t < taps; ++t)
+            wt[t * B + l] = l < rows ? w[(o0 + l) * taps + t] : 0.0f;
+      }
+      const float *at = xs + n * image + g * c * chplane;
+      float *yb = y + (n * m + o0) * plane;
+      const int64_t r0 = r * band, r1 = std::min(ho, r0 + band), f1 = (r1 - 1) * pitch + wo;
+      for (int64_t f = r0 * pitch; f < f1; f += P)
+        kiln_conv_flat_tile<V, L, NV, P>(at + f, offsets, wv, tstride, vstride, taps, yb, plane,
+                                         rows, f, std::min(f + P, f1), pitch, wo);
+      epilogue(n, o0, o0 + rows, r0, r1);
+    }
+  }
+}
+// A conv by flattened planes (above), with `epilogue(n, mlo, mhi, r0, r1)`
+// run by the thread on channels [mlo, mhi) of rows [r0, r1) of image n
+// right after computing them: em must be m and en ho, m a multiple of
+// groups, else false, having written nothing.
+template <typename F>
+inline bool kiln_conv_flat_tiles(int64_t batch, int64_t groups, int64_t c, int64_t m, int64_t h,
+                                 int64_t iw, int64_t top, int64_t left, int64_t kh, int64_t kw,
+                                 int64_t sh, int64_t sw, int64_t ho, int64_t wo, const float *x,
+                                 const float *w, const float *panels, float *y, int64_t em,
+                                 int64_t en, const F &epilogue) {
+  if (em != m || en != ho || groups < 1 || m % groups)
+    return false;
+  if (batch == 0 || m == 0 || ho == 0 || wo == 0)
+    return true;
+  const int64_t mg = m / groups;
+#if defined(__AVX512F__)
+  if (mg % 32 == 0)
+    kiln_conv_flat_run<kiln_vf16, 16, 2, 14>(batch, groups, c, m, h, iw, top, left, kh, kw, sh,
+                                             sw, ho, wo, x, w, panels, y, epilogue);
+  else if (mg > 8)
+    kiln_conv_flat_run<kiln_vf16, 16, 1, 16>(batch, groups, c, m, h, iw, top, left, kh, kw, sh,
+                                             sw, ho, wo, x, w, panels, y, epilogue);
+  else
+    kiln_conv_flat_run<kiln_vf8, 8, 1, 16>(batch, groups, c, m, h, iw, top, left, kh, kw, sh, sw,
+                                          ho, wo, x, w, panels, y, epilogue);
+#elif defined(__AVX2__) && defined(__FMA__)
+  if (mg % 16 == 0)
+    kiln_conv_flat_run<kiln_vf8, 8, 2, 6>(batch, groups, c, m, h, iw, top, left, kh, kw, sh, sw,
+                                          ho, wo, x, w, panels, y, epilogue);
+  else
+    kiln_conv_flat_run<kiln_vf8, 8, 1, 12>(batch, groups, c, m, h, iw, top, left, kh, kw, sh, sw,
+                                           ho, wo, x, w, panels, y, epilogue);
+#else
+  (void)mg;
+  kiln_conv_flat_run<kiln_vf8, 8, 1, 4>(batch, groups, c, m, h, iw, top, left, kh, kw, sh, sw, ho,
+                                        wo, x, w, panels, y, epilogue);
+#endif
+  return true;
+}
 // With `epilogue(n, mlo, mhi, oh, oh + 1)` run by the thread on each tile
 // of channels [mlo, mhi) of output row oh of image n right after computing
 // it (as kiln_sgemm_tiles does for a GEMM's tiles): em must be m and en ho
 // (steps of a channel and a row), else false, having written nothing.
 template <typename F>
-inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp, int64_t wp,
-                                 int64_t h, int64_t iw, int64_t top, int64_t left, int64_t kh,
-                                 int64_t kw, int64_t sh, int64_t sw, int64_t ho, int64_t wo,
-                                 const float *x, const float *w, float *y, int64_t em, int64_t en,
-                                 const F &epilogue) {
+inline bool kiln_conv_rows_tiles(int64_t batch, int64_t groups, int64_t c, int64_t m, int64_t hp,
+                                 int64_t wp, int64_t h, int64_t iw, int64_t top, int64_t left,
+                                 int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ho,
+                                 int64_t wo, const float *x, const float *w, const float *panels,
+                                 float *y, int64_t em, int64_t en, const F &epilogue) {
+  if (groups != 1)
+    return kiln_conv_flat_tiles(batch, groups, c, m, h, iw, top, left, kh, kw, sh, sw, ho, wo, x,
+                                w, panels, y, em, en, epilogue);
   if (em != m || en != ho)
     return false;
   if (batch == 0 || m == 0 || ho == 0 || wo == 0)
@@ -331,11 +608,12 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t c, int64_t m, int64_t hp
   }
   return true;
 }
-inline bool kiln_conv_rows(int64_t batch, int64_t c, int64_t m, int64_t hp, int64_t wp,
-                           int64_t h, int64_t iw, int64_t top, int64_t left, int64_t kh,
-                           int64_t kw, int64_t sh, int64_t sw, int64_t ho, int64_t wo,
-                           const float *x, const float *w, float *y) {
-  return kiln_conv_rows_tiles(batch, c, m, hp, wp, h, iw, top, left, kh, kw, sh, sw, ho, wo, x,
-                              w, y, m, ho, [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
+inline bool kiln_conv_rows(int64_t batch, int64_t groups, int64_t c, int64_t m, int64_t hp,
+                           int64_t wp, int64_t h, int64_t iw, int64_t top, int64_t left,
+                           int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ho, int64_t wo,
+                           const float *x, const float *w, const float *panels, float *y) {
+  return kiln_conv_rows_tiles(batch, groups, c, m, hp, wp, h, iw, top, left, kh, kw, sh, sw, ho,
+                              wo, x, w, panels, y, m, ho,
+                              [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
 }
 

@@ -608,8 +608,8 @@ func.func @split_plane_copy(%x: tensor<1x2x50x50xf32, #kiln.device<cpu>>) -> ten
 // CHECK-NEXT:   for (int64_t d0 = image; d0 < image + 1; ++d0)
 // CHECK-NEXT:     for (int64_t d1 = mlo; d1 < mhi; ++d1)
 // CHECK-NEXT:       for (int64_t d3 = nlo * int64_t(1) * 16; d3 < nhi * int64_t(1) * 16; ++d3) {
-// CHECK:      const bool [[FLAG:tiled[0-9]+]] = static_cast<const void *>(out0) != static_cast<const void *>(in0) && {{.*}}kiln_conv_rows_tiles(1, 3, 8, 37, 37, 32, 32, 3, 3, 7, 7, 2, 2, 16, 16, in0, in1, out0, 8, 16, [[TILE]]);
-// CHECK-NEXT: if (![[FLAG]] && !kiln_conv_rows(1, 3, 8, 37, 37, 32, 32, 3, 3, 7, 7, 2, 2, 16, 16, in0, in1, out0)) {
+// CHECK:      const bool [[FLAG:tiled[0-9]+]] = static_cast<const void *>(out0) != static_cast<const void *>(in0) && {{.*}}kiln_conv_rows_tiles(1, 1, 3, 8, 37, 37, 32, 32, 3, 3, 7, 7, 2, 2, 16, 16, in0, in1, nullptr, out0, 8, 16, [[TILE]]);
+// CHECK-NEXT: if (![[FLAG]] && !kiln_conv_rows(1, 1, 3, 8, 37, 37, 32, 32, 3, 3, 7, 7, 2, 2, 16, 16, in0, in1, nullptr, out0)) {
 // CHECK-NEXT: // linalg.generic: parallel, parallel, parallel, parallel
 // CHECK:      [[X:t[0-9]+]][d0 * 4107 + d1 * 1369 + d2 * 37 + d3] =
 // CHECK:      = [[X]][d0 * 4107 + d2 * 1369 + ((d5 * 2) + d3) * 37 + ((d6 * 2) + d4)];

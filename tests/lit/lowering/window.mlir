@@ -68,38 +68,64 @@ func.func @conv_gemm(%x: tensor<2x3x6x6xf32, #kiln.device<cpu>>, %w: tensor<4x3x
 
 // -----
 
-// An f32 conv with groups of several channels on the CPU: im2col with the
+// An f32 conv with groups of several channels on the CPU that is dilated,
+// or whose groups sum too many taps to run by rows (below): im2col with the
 // groups apart ([n, g, c, kh, kw, oh, ow]), then loops [n, g, m, c, kh, kw,
 // oh, ow] into sums [n, g, m, oh, ow] from zeros; the weight's channel is a
 // flattened pair (g * 3 + m), which codegen/Gemm.h reads as two dims: a
 // batch [n, g] of GEMMs whose weight is the same for every image. A generic
 // then adds the bias to the sums of output channel m (group m floordiv 3).
-// A 1x1 stride-1 window reads the input itself (channel g * 2 + c), and
+// A 1x1 stride-1 window reads the input itself (channel g * 600 + c), and
 // without a bias the last generic only copies.
-// CHECK-DAG: #[[GRWIN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1 * 2 + d2, d5 + d3, d6 + d4)>
+// CHECK-DAG: #[[GRWIN:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1 * 2 + d2, d5 + d3 * 2, d6 + d4 * 2)>
 // CHECK-DAG: #[[GRCOL:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d3, d4, d5, d6, d7)>
 // CHECK-DAG: #[[GRW:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d1 * 3 + d2, d3, d4, d5)>
 // CHECK-DAG: #[[GRSUMS:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d2, d6, d7)>
 // CHECK-DAG: #[[GRBACK:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 3, d1 mod 3, d2, d3)>
-// CHECK-DAG: #[[GRIN1:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1 * 2 + d3, d6, d7)>
+// CHECK-DAG: #[[GRIN1:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1 * 600 + d3, d6, d7)>
 // CHECK-LABEL: func.func @conv_groups_gemm
 // CHECK: %[[GRPATCHES:.+]] = linalg.generic {indexing_maps = [#[[GRWIN]], #{{.+}}], {{.*}} outs(%{{.+}} : tensor<?x2x2x3x3x6x6xf32>)
 // CHECK: %[[GRZERO:.+]] = linalg.fill {{.*}} -> tensor<?x2x3x6x6xf32>
 // CHECK: %[[GRS:.+]] = linalg.generic {indexing_maps = [#[[GRCOL]], #[[GRW]], #[[GRSUMS]]], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction", "parallel", "parallel"]} ins(%[[GRPATCHES]], %{{.+}} : tensor<?x2x2x3x3x6x6xf32>, tensor<6x2x3x3xf32>) outs(%[[GRZERO]] : tensor<?x2x3x6x6xf32>) attrs = {{ *}}{kiln.conv = "gemm"}
 // CHECK: linalg.generic {indexing_maps = [#[[GRBACK]], #{{.+}}, #{{.+}}], {{.*}} ins(%[[GRS]], %{{.+}} : tensor<?x2x3x6x6xf32>, tensor<6xf32>) outs(%{{.+}} : tensor<?x6x6x6xf32>)
 // CHECK:   arith.addf
-// CHECK: %[[GRS1:.+]] = linalg.generic {indexing_maps = [#[[GRIN1]], #[[GRW1:.+]], #[[GRSUMS]]], {{.*}} ins(%{{.+}}, %{{.+}} : tensor<?x4x6x6xf32>, tensor<6x2x1x1xf32>) {{.*}} attrs = {{ *}}{kiln.conv = "gemm"}
+// CHECK: %[[GRS1:.+]] = linalg.generic {indexing_maps = [#[[GRIN1]], #[[GRW1:.+]], #[[GRSUMS]]], {{.*}} ins(%{{.+}}, %{{.+}} : tensor<?x1200x6x6xf32>, tensor<6x600x1x1xf32>) {{.*}} attrs = {{ *}}{kiln.conv = "gemm"}
 // CHECK: linalg.generic {indexing_maps = [#[[GRBACK]], #{{.+}}], {{.*}} ins(%[[GRS1]] : tensor<?x2x3x6x6xf32>) outs(%{{.+}} : tensor<?x6x6x6xf32>)
 // CHECK-NEXT: ^bb0(%[[GRIN:.+]]: f32, %{{.+}}: f32):
 // CHECK-NEXT:   linalg.yield %[[GRIN]]
-func.func @conv_groups_gemm(%x: tensor<?x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<6x2x3x3xf32, #kiln.device<cpu>>, %b: tensor<6xf32, #kiln.device<cpu>>, %w1: tensor<6x2x1x1xf32, #kiln.device<cpu>>) -> (tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>) {
-  %k:2 = kiln.kernel(%x, %w, %b, %w1 : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x3x3xf32, #kiln.device<cpu>>, tensor<6xf32, #kiln.device<cpu>>, tensor<6x2x1x1xf32, #kiln.device<cpu>>) -> (tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>) {
-  ^bb0(%a: tensor<?x4x6x6xf32, #kiln.device<cpu>>, %c: tensor<6x2x3x3xf32, #kiln.device<cpu>>, %d: tensor<6xf32, #kiln.device<cpu>>, %e: tensor<6x2x1x1xf32, #kiln.device<cpu>>):
-    %y = kiln.conv %a, %c, %d {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2} : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x3x3xf32, #kiln.device<cpu>>, tensor<6xf32, #kiln.device<cpu>> -> tensor<?x6x6x6xf32, #kiln.device<cpu>>
-    %z = kiln.conv %a, %e {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2} : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x1x1xf32, #kiln.device<cpu>> -> tensor<?x6x6x6xf32, #kiln.device<cpu>>
+func.func @conv_groups_gemm(%x: tensor<?x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<6x2x3x3xf32, #kiln.device<cpu>>, %b: tensor<6xf32, #kiln.device<cpu>>, %x1: tensor<?x1200x6x6xf32, #kiln.device<cpu>>, %w1: tensor<6x600x1x1xf32, #kiln.device<cpu>>) -> (tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>) {
+  %k:2 = kiln.kernel(%x, %w, %b, %x1, %w1 : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x3x3xf32, #kiln.device<cpu>>, tensor<6xf32, #kiln.device<cpu>>, tensor<?x1200x6x6xf32, #kiln.device<cpu>>, tensor<6x600x1x1xf32, #kiln.device<cpu>>) -> (tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x4x6x6xf32, #kiln.device<cpu>>, %c: tensor<6x2x3x3xf32, #kiln.device<cpu>>, %d: tensor<6xf32, #kiln.device<cpu>>, %a1: tensor<?x1200x6x6xf32, #kiln.device<cpu>>, %e: tensor<6x600x1x1xf32, #kiln.device<cpu>>):
+    %y = kiln.conv %a, %c, %d {strides = array<i64: 1, 1>, pads = array<i64: 2, 2, 2, 2>, dilations = array<i64: 2, 2>, group = 2} : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x3x3xf32, #kiln.device<cpu>>, tensor<6xf32, #kiln.device<cpu>> -> tensor<?x6x6x6xf32, #kiln.device<cpu>>
+    %z = kiln.conv %a1, %e {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2} : tensor<?x1200x6x6xf32, #kiln.device<cpu>>, tensor<6x600x1x1xf32, #kiln.device<cpu>> -> tensor<?x6x6x6xf32, #kiln.device<cpu>>
     kiln.yield %y, %z : tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>
   }
   return %k#0, %k#1 : tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>
+}
+
+// -----
+
+// An f32 conv in groups of few taps (2 channels x 3x3 window, stride 1 or
+// 2) on the CPU stays a direct window whose input channel is (m floordiv
+// 3) * 2 + c, run by rows (kiln_conv_flat): no im2col, no sums per group;
+// the bias comes after. So does a 1x1 window.
+// CHECK-DAG: #[[GRR:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 3) * 2 + d2, d5 + d3, d6 + d4)>
+// CHECK-DAG: #[[GRR2:.+]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, (d1 floordiv 3) * 2 + d2, d5 * 2 + d3, d6 * 2 + d4)>
+// CHECK-LABEL: func.func @conv_groups_rows
+// CHECK-NOT: tensor<?x2x2x3x3x6x6xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[GRR]], #{{.+}}, #{{.+}}], {{.*}} ins(%{{.+}}, %{{.+}} : tensor<?x4x8x8xf32>, tensor<6x2x3x3xf32>) outs(%{{.+}} : tensor<?x6x6x6xf32>) attrs = {{ *}}{kiln.conv = "rows"}
+// CHECK: arith.addf
+// CHECK: linalg.generic {indexing_maps = [#[[GRR2]], #{{.+}}, #{{.+}}], {{.*}} ins(%{{.+}}, %{{.+}} : tensor<?x4x8x8xf32>, tensor<6x2x3x3xf32>) outs(%{{.+}} : tensor<?x6x3x3xf32>) attrs = {{ *}}{kiln.conv = "rows"}
+// CHECK: kiln.conv = "rows"
+func.func @conv_groups_rows(%x: tensor<?x4x6x6xf32, #kiln.device<cpu>>, %w: tensor<6x2x3x3xf32, #kiln.device<cpu>>, %b: tensor<6xf32, #kiln.device<cpu>>, %w1: tensor<6x2x1x1xf32, #kiln.device<cpu>>) -> (tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x3x3xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>) {
+  %k:3 = kiln.kernel(%x, %w, %b, %w1 : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x3x3xf32, #kiln.device<cpu>>, tensor<6xf32, #kiln.device<cpu>>, tensor<6x2x1x1xf32, #kiln.device<cpu>>) -> (tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x3x3xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>) {
+  ^bb0(%a: tensor<?x4x6x6xf32, #kiln.device<cpu>>, %c: tensor<6x2x3x3xf32, #kiln.device<cpu>>, %d: tensor<6xf32, #kiln.device<cpu>>, %e: tensor<6x2x1x1xf32, #kiln.device<cpu>>):
+    %y = kiln.conv %a, %c, %d {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2} : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x3x3xf32, #kiln.device<cpu>>, tensor<6xf32, #kiln.device<cpu>> -> tensor<?x6x6x6xf32, #kiln.device<cpu>>
+    %s = kiln.conv %a, %c {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2} : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x3x3xf32, #kiln.device<cpu>> -> tensor<?x6x3x3xf32, #kiln.device<cpu>>
+    %z = kiln.conv %a, %e {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2} : tensor<?x4x6x6xf32, #kiln.device<cpu>>, tensor<6x2x1x1xf32, #kiln.device<cpu>> -> tensor<?x6x6x6xf32, #kiln.device<cpu>>
+    kiln.yield %y, %s, %z : tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x3x3xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>
+  }
+  return %k#0, %k#1, %k#2 : tensor<?x6x6x6xf32, #kiln.device<cpu>>, tensor<?x6x3x3xf32, #kiln.device<cpu>>, tensor<?x6x6x6xf32, #kiln.device<cpu>>
 }
 
 // -----
