@@ -13,6 +13,7 @@
 
 #include "codegen/CppKernel.h"
 #include "codegen/cpu/Tuning.h"
+#include "passes/lowering/KernelShapes.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -172,17 +173,30 @@ static Value channelBias(Operation *prologue) {
 }
 
 /// `if (!kiln_dwconv3x3(...)) {` in front of the loops of a depthwise 3x3
-/// window (matchDepthwise3x3) whose accumulator starts at a constant or a
-/// bias along its channels: the prelude reads the unpadded input (its zero
-/// pad's, when a pad makes it) and runs the window's epilogue on each
-/// plane (kiln_dwconv3x3_tiles); the loops run only if it declines. True
-/// when emitted.
+/// window of equal strides (matchDepthwise) whose accumulator starts at a
+/// constant or a bias along its channels, `if (!kiln_dwconv_flat(...)) {`
+/// in front of those of any other: the prelude reads the unpadded input
+/// (its zero pad's, when a pad makes it) and runs the window's epilogue on
+/// each plane (the _tiles variants); the loops run only if it declines.
+/// True when emitted.
 bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
-  std::optional<int64_t> stride = matchDepthwise3x3(op);
-  if (!stride)
+  std::optional<DepthwiseConv> conv = matchDepthwise(op);
+  if (!conv)
+    return false;
+  bool small = conv->kh == 3 && conv->kw == 3 && conv->sh == conv->sw;
+  // Other windows run by flat planes at stride 1 when their taps are too
+  // many to unroll in the loops (a 7x7 window) or their planes are at least
+  // kFlatDepthwiseWidth wide. In the models, strided ones gained nothing
+  // (the copy split by strides costs what they save) and a 5x5 window on
+  // 14x14 and 7x7 planes ran 0.72-0.85x the loops (mnasnet1_0; 28x28 ones
+  // 1.5x; docs/performance-log.md, step 66).
+  auto out = cast<RankedTensorType>(op.getResult(0).getType());
+  if (!small && (conv->sh != 1 || conv->sw != 1 ||
+                 (conv->kh * conv->kw <= kUnrolledTaps &&
+                  out.getDimSize(3) < kFlatDepthwiseWidth)))
     return false;
   // Its input, or that of a pad of its planes with zeros.
-  std::optional<PlaneSource> source = planeSource(op, *stride);
+  std::optional<PlaneSource> source = planeSource(op, conv->sh);
   if (!source || (source->padValue && !isPositiveZero(source->padValue)))
     return false;
   Operation *prologue = windowPrologue(op);
@@ -198,17 +212,31 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
       "{0}, {1}, {2}, {3}, {4}, {5}, {6}", loopRange(op, 0), loopRange(op, 1),
       bufferFor(source->input), bufferFor(op.getDpsInputs()[1]), bias, init,
       bufferFor(op.getResult(0)));
+  std::string callee = "kiln_dwconv3x3" + source->sizes;
+  if (!small) {
+    Value in = source->input;
+    args = llvm::formatv(
+        "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, "
+        "{13}, {14}, {15}, {16}",
+        loopRange(op, 0), loopRange(op, 1), dimExpr(in, 2), dimExpr(in, 3),
+        source->top, source->left, conv->kh, conv->kw, conv->sh, conv->sw,
+        loopRange(op, 2), loopRange(op, 3), bufferFor(in),
+        bufferFor(op.getDpsInputs()[1]), bias, init,
+        bufferFor(op.getResult(0)));
+    callee = "kiln_dwconv_flat";
+  }
   linalg::GenericOp epilogue = windowEpilogue(op);
   if (!epilogue) {
-    os << "  if (!kiln_dwconv3x3" << source->sizes << "(" << args << ")) {\n";
+    os << "  if (!" << callee << "(" << args << ")) {\n";
     return true;
   }
   // The epilogue on each plane, as on a GEMM's tiles: [n] images of
   // [channels] x [rows, columns].
-  std::string tiled =
-      emitTiledGemm(op, convProduct(op, {2, 3}, {4, 5, 6}), epilogue, "", args,
-                    "", "kiln_dwconv3x3_tiles" + source->sizes,
-                    {source->input, op.getDpsInputs()[1]});
+  std::string tiled = emitTiledGemm(
+      op, convProduct(op, {2, 3}, {4, 5, 6}), epilogue, "", args, "",
+      small ? "kiln_dwconv3x3_tiles" + source->sizes
+            : std::string("kiln_dwconv_flat_tiles"),
+      {source->input, op.getDpsInputs()[1]});
   if (tiled.empty())
     return false;
   os << "  if (!" << tiled << ") {\n";

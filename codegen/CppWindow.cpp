@@ -34,7 +34,8 @@ unsigned cpp::unrolledWindow(linalg::GenericOp op) {
     tail *= ranges[p - 1];
     --p;
   }
-  if (p == iterators.size() || p < 2 || tail > kUnrolledTaps)
+  if (p == iterators.size() || p < 2 ||
+      tail > (matchDepthwise(op) ? kDepthwiseTaps : kUnrolledTaps))
     return 0;
   AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
   if (out.getNumResults() != p)

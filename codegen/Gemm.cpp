@@ -286,7 +286,7 @@ static std::optional<DirectConv> directConv(linalg::GenericOp op) {
   return std::nullopt;
 }
 
-std::optional<int64_t> kiln::matchDepthwise3x3(linalg::GenericOp op) {
+std::optional<DepthwiseConv> kiln::matchDepthwise(linalg::GenericOp op) {
   using Iter = utils::IteratorType;
   std::optional<SmallVector<AffineMap>> maps = convMaps(
       op, {Iter::parallel, Iter::parallel, Iter::parallel, Iter::parallel,
@@ -296,15 +296,16 @@ std::optional<int64_t> kiln::matchDepthwise3x3(linalg::GenericOp op) {
   auto weight = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
   ConvLoops l(op.getContext());
   ArrayRef<AffineExpr> d = l.d;
-  if (weight.getDimSize(1) != 1 || weight.getDimSize(2) != 3 ||
-      weight.getDimSize(3) != 3 ||
+  if (weight.getDimSize(1) != 1 ||
       (*maps)[1] != l.map({d[1], d[4], d[5], d[6]}) ||
       (*maps)[2] != l.map({d[0], d[1], d[2], d[3]}))
     return std::nullopt;
-  for (int64_t s : {1, 2})
-    if ((*maps)[0] ==
-        l.map({d[0], d[1] + d[4], d[2] * s + d[5], d[3] * s + d[6]}))
-      return s;
+  for (int64_t sh : {1, 2})
+    for (int64_t sw : {1, 2})
+      if ((*maps)[0] ==
+          l.map({d[0], d[1] + d[4], d[2] * sh + d[5], d[3] * sw + d[6]}))
+        return DepthwiseConv{weight.getDimSize(2), weight.getDimSize(3), sh,
+                             sw};
   return std::nullopt;
 }
 

@@ -53,13 +53,18 @@ std::optional<GemmMatch> matchGemm(mlir::linalg::GenericOp op);
 /// kiln-pack-weights transformed (kWinogradU).
 bool matchWinograd(mlir::linalg::GenericOp op);
 
-/// A depthwise f32 conv with a 3x3 window and the same stride, 1 or 2, in
-/// both dims, no dilation: loops [n, ch, oh, ow, g, kh, kw] (g of size 1)
-/// computing out[n, ch, oh, ow] += in[n, ch + g, oh * s + kh, ow * s + kw] *
-/// w[ch, g, kh, kw] (input 0 the padded input, input 1 the weight of static
-/// shape [C, 1, 3, 3]). Its stride s when it is one. The CPU runs it from the
-/// unpadded input (kiln_dwconv3x3).
-std::optional<int64_t> matchDepthwise3x3(mlir::linalg::GenericOp op);
+/// A depthwise conv's window and strides.
+struct DepthwiseConv {
+  int64_t kh, kw, sh, sw;
+};
+/// A depthwise f32 conv, stride 1 or 2 in each dim, no dilation, its taps
+/// innermost: loops [n, ch, oh, ow, g, kh, kw] (g of size 1) computing
+/// out[n, ch, oh, ow] += in[n, ch + g, oh * sh + kh, ow * sw + kw] * w[ch,
+/// g, kh, kw] (input 0 the padded input, input 1 the weight of static shape
+/// [C, 1, KH, KW]). Its window and strides when it is one. The CPU runs it
+/// from the unpadded input (kiln_dwconv3x3 for a 3x3 window of equal
+/// strides, kiln_dwconv_flat otherwise).
+std::optional<DepthwiseConv> matchDepthwise(mlir::linalg::GenericOp op);
 
 /// A 3x3 max pool, stride 1 or 2 in both spatial dims: y[n][c][h][w] = max
 /// over i, j < 3 of x[n][c][h * s + i][w * s + j], with a 3x3 window operand

@@ -487,7 +487,10 @@ Value lowerConv(OpBuilder &b, ConvOp op, ValueRange operands) {
     conv->setAttr(kConvKind, b.getStringAttr("direct"));
     return conv.getResult(0);
   }
-  if (!gemm && !winograd && !rows && !cudnn && n >= 0 && n <= kUnrolledTaps)
+  bool depthwise = cg == 1 && mg == 1 && r == 2 &&
+                   runsCppKernels(getDevice(op.getResult().getType()));
+  if (!gemm && !winograd && !rows && !cudnn && n >= 0 &&
+      n <= (depthwise ? kDepthwiseTaps : kUnrolledTaps))
     reductionsInnermost(maps, iterators, 2, 3 + r, r);
   auto conv = b.create<linalg::GenericOp>(
       loc, TypeRange{outType}, ValueRange{input, operands[1]}, ValueRange{init},

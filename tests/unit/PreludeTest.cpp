@@ -386,6 +386,65 @@ TEST_F(Prelude, FlatConvsMatchTheirTapsInEveryGroup) {
                 0); // wide rows, 40 per group
 }
 
+// kiln_dwconv_flat_tiles against loops in double, with a bias or an init,
+// and an epilogue that must see every (image, channel) plane once.
+void checkFlatDepthwise(int64_t batch, int64_t c, int64_t h, int64_t w,
+                        int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                        int64_t top, int64_t left, int64_t bottom,
+                        int64_t right) {
+  const int64_t ho = (h + top + bottom - kh) / sh + 1,
+                wo = (w + left + right - kw) / sw + 1;
+  std::vector<float> x = randoms(batch * c * h * w, 13),
+                     wt = randoms(c * kh * kw, 14), bias = randoms(c, 15);
+  const float *none = nullptr;
+  for (const float *b : {none, static_cast<const float *>(bias.data())}) {
+    const float init = 0.25f;
+    std::vector<double> want(batch * c * ho * wo);
+    for (int64_t n = 0; n < batch; ++n)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t r = 0; r < ho; ++r)
+          for (int64_t q = 0; q < wo; ++q) {
+            double sum = b ? b[ch] : init;
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t row = r * sh + i - top, col = q * sw + j - left;
+                if (row >= 0 && row < h && col >= 0 && col < w)
+                  sum += double(x[((n * c + ch) * h + row) * w + col]) *
+                         wt[(ch * kh + i) * kw + j];
+              }
+            want[((n * c + ch) * ho + r) * wo + q] = sum;
+          }
+    std::vector<float> y(want.size(), NAN);
+    std::vector<int> seen(batch * c, 0);
+    // Threads mark disjoint planes, each its own.
+    auto epilogue = [&](int64_t n, int64_t c0, int64_t c1, int64_t r0,
+                        int64_t r1) {
+      if (r0 == 0 && r1 == ho)
+        for (int64_t ch = c0; ch < c1; ++ch)
+          ++seen[n * c + ch];
+    };
+    bool ran = kiln_dwconv_flat_tiles(batch, c, h, w, top, left, kh, kw, sh, sw,
+                                      ho, wo, x.data(), wt.data(), b, init,
+                                      y.data(), c, ho, epilogue);
+    ASSERT_TRUE(ran);
+    for (size_t e = 0; e < y.size(); ++e)
+      ASSERT_NEAR(y[e], want[e], 1e-5 * kh * kw) << "element " << e;
+    for (int64_t p = 0; p < batch * c; ++p)
+      ASSERT_EQ(seen[p], 1) << "plane " << p;
+  }
+}
+
+TEST_F(Prelude, FlatDepthwiseConvsMatchTheirTaps) {
+  checkFlatDepthwise(1, 5, 14, 14, 5, 5, 1, 1, 2, 2, 2, 2); // efficientnet's
+  checkFlatDepthwise(2, 3, 15, 16, 5, 5, 2, 2, 2, 2, 2, 2); // strided, odd rows
+  checkFlatDepthwise(1, 4, 7, 7, 7, 7, 1, 1, 3, 3, 3,
+                     3); // convnext's last stage
+  checkFlatDepthwise(1, 2, 40, 33, 3, 3, 1, 1, 1, 1, 1, 1); // long rows
+  checkFlatDepthwise(3, 2, 9, 12, 3, 5, 2, 1, 0, 2, 1,
+                     0); // uneven window, pads, strides
+  checkFlatDepthwise(1, 3, 6, 5, 1, 1, 1, 1, 0, 0, 0, 0); // 1x1
+}
+
 template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top,
           int64_t Left>
 void checkMaxPool(bool withNaN) {

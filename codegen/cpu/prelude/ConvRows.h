@@ -334,6 +334,46 @@ inline void kiln_conv_flat_tile(const float *at, const int64_t *offsets, const f
     }
   }
 }
+// One row of a plane copied for a flat conv: its columns k * sw + cph -
+// left (zeros outside the row, or everywhere without one: src null) to o
+// + cph * sub, k < pitch, for each column phase cph < sw.
+inline void kiln_flat_row(const float *src, int64_t iw, int64_t left, int64_t sw, int64_t pitch,
+                          float *o, int64_t sub) {
+  for (int64_t cph = 0; cph < sw; ++cph, o += sub) {
+    if (!src) {
+      for (int64_t k = 0; k < pitch; ++k)
+        o[k] = 0.0f;
+      continue;
+    }
+    const float *s = src + cph - left;
+    const int64_t k0 = std::min(pitch, std::max<int64_t>(0, (left - cph + sw - 1) / sw));
+    const int64_t k1 = std::max(k0, std::min(pitch, (iw + left - cph + sw - 1) / sw));
+    // Loops, not memset and memcpy: rows of a 7x7 plane are too short for
+    // the calls to pay.
+    for (int64_t k = 0; k < k0; ++k)
+      o[k] = 0.0f;
+    if (sw == 1) {
+      for (int64_t k = k0; k < k1; ++k)
+        o[k] = s[k];
+    } else {
+      int64_t k = k0;
+#if defined(__AVX512F__)
+      if (sw == 2)
+        for (; k + 16 <= k1 && 2 * k + cph - left + 32 <= iw; k += 16)
+          _mm512_storeu_ps(o + k, kiln_even16(s + 2 * k));
+#endif
+      for (; k < k1; ++k)
+        o[k] = s[k * sw];
+    }
+    for (int64_t k = k1; k < pitch; ++k)
+      o[k] = 0.0f;
+  }
+}
+// The offset of tap (i, j) in a plane copied for a flat conv.
+inline int64_t kiln_flat_offset(int64_t i, int64_t j, int64_t sh, int64_t sw, int64_t sub,
+                                int64_t pitch) {
+  return ((i % sh) * sw + j % sw) * sub + i / sh * pitch + j / sw;
+}
 // kiln_conv_flat_tiles with blocks of NV vectors of L channels and tiles
 // of P flat positions.
 template <typename V, int L, int NV, int P, typename F>
@@ -352,31 +392,8 @@ inline void kiln_conv_flat_run(int64_t batch, int64_t groups, int64_t c, int64_t
   for (int64_t row = 0; row < batch * groups * c * sh * height; ++row) {
     const int64_t q = row % height, rph = row / height % sh, nc = row / (height * sh);
     const int64_t r = q * sh + rph - top;
-    for (int64_t cph = 0; cph < sw; ++cph) {
-      float *o = xs + nc * chplane + (rph * sw + cph) * sub + q * pitch;
-      if (r < 0 || r >= h) {
-        std::memset(o, 0, sizeof(float) * pitch);
-        continue;
-      }
-      // Columns k * sw + cph - left of the row: [k0, k1) lie in it.
-      const float *src = x + (nc * h + r) * iw + cph - left;
-      const int64_t k0 = std::min(pitch, std::max<int64_t>(0, (left - cph + sw - 1) / sw));
-      const int64_t k1 = std::max(k0, std::min(pitch, (iw + left - cph + sw - 1) / sw));
-      std::memset(o, 0, sizeof(float) * k0);
-      if (sw == 1) {
-        std::memcpy(o + k0, src + k0, sizeof(float) * (k1 - k0));
-      } else {
-        int64_t k = k0;
-#if defined(__AVX512F__)
-        if (sw == 2)
-          for (; k + 16 <= k1 && 2 * k + cph - left + 32 <= iw; k += 16)
-            _mm512_storeu_ps(o + k, kiln_even16(src + 2 * k));
-#endif
-        for (; k < k1; ++k)
-          o[k] = src[k * sw];
-      }
-      std::memset(o + k1, 0, sizeof(float) * (pitch - k1));
-    }
+    kiln_flat_row(r >= 0 && r < h ? x + (nc * h + r) * iw : nullptr, iw, left, sw, pitch,
+                  xs + nc * chplane + rph * sw * sub + q * pitch, sub);
   }
   const int64_t taps = c * kh * kw, mg = m / groups, B = NV * L, blocks = (mg + B - 1) / B;
   const int64_t mg16 = (mg + 15) / 16; // blocks of panels per group
@@ -385,7 +402,7 @@ inline void kiln_conv_flat_run(int64_t batch, int64_t groups, int64_t c, int64_t
   for (int64_t ch = 0, t = 0; ch < c; ++ch)
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j, ++t)
-        offsets[t] = ch * chplane + ((i % sh) * sw + j % sw) * sub + i / sh * pitch + j / sw;
+        offsets[t] = ch * chplane + kiln_flat_offset(i, j, sh, sw, sub, pitch);
   // Bands of rows so that each thread gets several blocks.
   const int64_t threads = omp_get_max_threads(), per = batch * groups * blocks;
   const int64_t want = std::min(ho, std::max<int64_t>(1, (4 * threads + per - 1) / per));
