@@ -277,16 +277,13 @@ inline void kiln_flat_store(const kiln_vf16 t[16], float *y, int64_t ld, int64_t
 // output position at[k] (oh * wo + ow). Returns the count.
 inline int64_t kiln_flat_pieces(int64_t f0, int64_t f1, int64_t pitch, int64_t wo,
                                 int64_t *lo, int64_t *len, int64_t *at) {
-  int64_t k = 0;
-  for (int64_t f = f0; f < f1;) {
-    const int64_t oh = f / pitch, ow = f % pitch;
-    if (ow >= wo) {
-      f = (oh + 1) * pitch;
+  // One division, then row by row.
+  int64_t k = 0, oh = f0 / pitch, ow = f0 - oh * pitch;
+  for (int64_t f = f0; f < f1; f += pitch - ow, ow = 0, ++oh) {
+    if (ow >= wo)
       continue;
-    }
     const int64_t n = std::min(wo - ow, f1 - f);
     lo[k] = f - f0, len[k] = n, at[k] = oh * wo + ow, ++k;
-    f += n;
   }
   return k;
 }
@@ -358,9 +355,19 @@ inline void kiln_flat_row(const float *src, int64_t iw, int64_t left, int64_t sw
     } else {
       int64_t k = k0;
 #if defined(__AVX512F__)
-      if (sw == 2)
-        for (; k + 16 <= k1 && 2 * k + cph - left + 32 <= iw; k += 16)
-          _mm512_storeu_ps(o + k, kiln_even16(s + 2 * k));
+      // Stride 2: 16 columns from two vectors of the row, the last ones'
+      // loads and store masked (a 28-wide row fills no whole vector).
+      if (sw == 2) {
+        const __m512i even =
+            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        for (; k < k1; k += 16) {
+          const int64_t n = std::min<int64_t>(16, k1 - k), last = 2 * n - 1;
+          const __m512 a = _mm512_maskz_loadu_ps(kiln_lanes(last), s + 2 * k);
+          const __m512 b = _mm512_maskz_loadu_ps(kiln_lanes(std::max<int64_t>(0, last - 16)),
+                                                 s + 2 * k + 16);
+          _mm512_mask_storeu_ps(o + k, kiln_lanes(n), _mm512_permutex2var_ps(a, even, b));
+        }
+      }
 #endif
       for (; k < k1; ++k)
         o[k] = s[k * sw];
