@@ -25,10 +25,10 @@ using namespace mlir;
 using namespace kiln;
 using namespace kiln::cdetail;
 
-const CStyle kiln::kCppStyle = {"std::", "__restrict", "_Float16", "kiln_expf",
-                                "kiln_erff"};
-const CStyle kiln::kCudaStyle = {"", "__restrict__", "__half", nullptr,
-                                 nullptr};
+const CStyle kiln::kCppStyle = {"std::",     "__restrict", "_Float16",
+                                "kiln_expf", "kiln_erff",  "kiln_tanhf"};
+const CStyle kiln::kCudaStyle = {"",      "__restrict__", "__half",
+                                 nullptr, nullptr,        nullptr};
 
 std::string kiln::cTypeName(Type t, const CStyle &style) {
   if (t.isF32())

@@ -31,9 +31,9 @@ struct CStyle {
   const char *mathPrefix; // "std::" (C++) or "" (CUDA's overloads)
   const char *restrict;   // "__restrict" or "__restrict__"
   const char *half;       // the float16 type
-  /// f32 exp and erf, when the backend has its own vectorizable ones
+  /// f32 exp, erf and tanh, when the backend has its own vectorizable ones
   /// (else the math library's, by mathPrefix).
-  const char *expF32, *erfF32;
+  const char *expF32, *erfF32, *tanhF32;
 };
 
 extern const CStyle kCppStyle, kCudaStyle;

@@ -230,7 +230,11 @@ LogicalResult CEmitter::emitScalar(Operation *op, raw_ostream &os,
             return math("exp") + m(0) + ")";
           })
           .Case<math::LogOp>([&](auto) { return math("log") + m(0) + ")"; })
-          .Case<math::TanhOp>([&](auto) { return math("tanh") + m(0) + ")"; })
+          .Case<math::TanhOp>([&](auto) {
+            if (style.tanhF32 && op->getResultTypes()[0].isF32())
+              return std::string(style.tanhF32) + "(" + m(0) + ")";
+            return math("tanh") + m(0) + ")";
+          })
           .Case<math::SqrtOp>([&](auto) { return math("sqrt") + m(0) + ")"; })
           .Case<math::AbsFOp>([&](auto) { return math("fabs") + m(0) + ")"; })
           .Case<math::AbsIOp>([&](auto) {

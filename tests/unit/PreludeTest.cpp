@@ -106,6 +106,28 @@ TEST_F(Prelude, ErfIsWithinSixUlpsOfLibm) {
   EXPECT_TRUE(std::isnan(kiln_erff(std::nanf(""))));
 }
 
+TEST_F(Prelude, TanhIsWithinTwoUlpsOfLibm) {
+  int64_t worst = 0;
+  float at = 0;
+  // Every 31st float up to 10 (tanh is 1 in float from 9.01 on), both signs.
+  for (uint32_t bits = 0; bits < 0x41200000u; bits += 31)
+    for (float x :
+         {__builtin_bit_cast(float, bits), -__builtin_bit_cast(float, bits)}) {
+      float want = float(std::tanh(double(x)));
+      int64_t d = ulps(kiln_tanhf(x), want);
+      if (d > worst) {
+        worst = d;
+        at = x;
+      }
+    }
+  EXPECT_LE(worst, 2) << "at x = " << at;
+  EXPECT_EQ(kiln_tanhf(20.0f), 1.0f);
+  EXPECT_EQ(kiln_tanhf(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_EQ(kiln_tanhf(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_TRUE(std::isnan(kiln_tanhf(std::nanf(""))));
+  EXPECT_TRUE(std::signbit(kiln_tanhf(-0.0f)));
+}
+
 TEST_F(Prelude, MaxAndMinPropagateNaNFromEitherSide) {
   float nan = std::nanf("");
   EXPECT_TRUE(std::isnan(kiln_maximum(nan, 1.0f)));

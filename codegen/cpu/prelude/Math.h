@@ -97,5 +97,23 @@ inline float kiln_erff(float x) {
   float y = c * p / q;
   return x != x ? x : y;
 }
+// tanh(x) as Cephes' tanhf computes it, without branches: x + x^3 P(x^2) for
+// |x| < 0.625, else 1 - 2 / (e^2|x| + 1) with x's sign (+-1 for large |x|:
+// kiln_expf clamps). Within 2 ulp of tanh (every float checked against
+// double tanh); NaN in, NaN out. std::tanh is a library call per element:
+// a GELU of 16K elements (GPT's MLP at batch 8) took 0.9 ms with it.
+inline float kiln_tanhf(float x) {
+  const float a = x < 0.0f ? -x : x;
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z + -5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z + -3.33332819422e-1f;
+  const float small = x == 0.0f ? x : p * z * x + x; // -0 stays -0
+  const float big = 1.0f - 2.0f / (kiln_expf(a + a) + 1.0f);
+  const float signed_big = x < 0.0f ? -big : big;
+  return a < 0.625f ? small : (x != x ? x : signed_big);
+}
 } // namespace
 

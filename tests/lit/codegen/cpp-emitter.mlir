@@ -194,12 +194,14 @@ func.func @not_gemm(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8x3xf32, #k
   return %0 : tensor<8xf32, #kiln.device<cpu>>
 }
 
-// f32 exp and erf use the backend's own branch-free versions, which
+// f32 exp, erf and tanh use the backend's own branch-free versions, which
 // vectorize; f64 keeps the math library's.
 // CHECK-LABEL: // kiln kernel kiln_k6
 // CHECK: const float [[E:v[0-9]+]] = kiln_expf(
-// CHECK: const float {{v[0-9]+}} = kiln_erff([[E]]);
-// CHECK: const double {{v[0-9]+}} = std::exp(
+// CHECK: const float [[F:v[0-9]+]] = kiln_erff([[E]]);
+// CHECK: const float {{v[0-9]+}} = kiln_tanhf([[F]]);
+// CHECK: const double [[G:v[0-9]+]] = std::exp(
+// CHECK: const double {{v[0-9]+}} = std::tanh([[G]]);
 func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.device<cpu>>) -> (tensor<8xf32, #kiln.device<cpu>>, tensor<8xf64, #kiln.device<cpu>>) {
   %0:2 = kiln.kernel(%a, %b : tensor<8xf32, #kiln.device<cpu>>, tensor<8xf64, #kiln.device<cpu>>) -> (tensor<8xf32, #kiln.device<cpu>>, tensor<8xf64, #kiln.device<cpu>>) {
   ^bb0(%a0: tensor<8xf32>, %a1: tensor<8xf64>):
@@ -208,13 +210,15 @@ func.func @math(%a: tensor<8xf32, #kiln.device<cpu>>, %b: tensor<8xf64, #kiln.de
     ^bb0(%x: f32, %o: f32):
       %e = math.exp %x : f32
       %f = math.erf %e : f32
-      linalg.yield %f : f32
+      %t = math.tanh %f : f32
+      linalg.yield %t : f32
     } -> tensor<8xf32>
     %e1 = tensor.empty() : tensor<8xf64>
     %r1 = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%a1 : tensor<8xf64>) outs(%e1 : tensor<8xf64>) {
     ^bb0(%x: f64, %o: f64):
       %e = math.exp %x : f64
-      linalg.yield %e : f64
+      %t = math.tanh %e : f64
+      linalg.yield %t : f64
     } -> tensor<8xf64>
     kiln.yield %r0, %r1 : tensor<8xf32>, tensor<8xf64>
   }
