@@ -45,23 +45,27 @@ class DepthwiseConv(kt.KilnTestCase):
         ("s2_split_asym", 8, (50, 52), 2, (1, 0, 0, 1), False, "Clip", True),
     ]
 
+    def check_case(self, torch, name, c, hh, ww, k, s, pads, bias, act, routine,
+                   present):
+        """Compiles and checks one depthwise conv; `routine` must be in its
+        C++ when `present`, else not."""
+        rng = np.random.default_rng(len(name) + c)
+        model, w, b = kt.conv_model(name, c, c, (hh, ww), k, (s, s), pads, rng,
+                                    group=c, bias=bias, act=act)
+        path, cpp = self.emit_cpp(model, name)
+        kernels = cpp[cpp.index("//===--- kiln_k0"):]
+        self.assertEqual(routine in kernels, present, kernels[:3000])
+        for target, artifact in self.cpu_artifacts(path, name):
+            self.check_conv(torch, artifact, name + "_" + target, rng,
+                            (c, hh, ww), w, b if bias else None, (s, s), pads,
+                            group=c, act=act, scale=3)
+
     def test_depthwise_convs(self):
         torch = kt.import_or_skip("torch")
         for name, c, (hh, ww), s, pads, bias, act, prelude in self.CASES:
             with self.subTest(case=name):
-                rng = np.random.default_rng(len(name) + c)
-                model, w, b = kt.conv_model(name, c, c, (hh, ww), 3, (s, s),
-                                            pads, rng, group=c, bias=bias,
-                                            act=act)
-                path, cpp = self.emit_cpp(model, name)
-                kernels = cpp[cpp.index("//===--- kiln_k0"):]
-                self.assertEqual("kiln_dwconv3x3" in kernels, prelude,
-                                 kernels[:3000])
-                for target, artifact in self.cpu_artifacts(path, name):
-                    self.check_conv(torch, artifact, name + "_" + target,
-                                    rng, (c, hh, ww), w,
-                                    b if bias else None, (s, s), pads,
-                                    group=c, act=act, scale=3)
+                self.check_case(torch, name, c, hh, ww, 3, s, pads, bias, act,
+                                "kiln_dwconv3x3", prelude)
 
     OTHER_WINDOWS = [
         # name, channels, (h, w), window, stride, pads, bias, activation,
@@ -78,19 +82,8 @@ class DepthwiseConv(kt.KilnTestCase):
         torch = kt.import_or_skip("torch")
         for name, c, (hh, ww), k, s, pads, bias, act, routine in self.OTHER_WINDOWS:
             with self.subTest(case=name):
-                rng = np.random.default_rng(len(name) + c)
-                model, w, b = kt.conv_model(name, c, c, (hh, ww), k, (s, s),
-                                            pads, rng, group=c, bias=bias,
-                                            act=act)
-                path, cpp = self.emit_cpp(model, name)
-                kernels = cpp[cpp.index("//===--- kiln_k0"):]
-                self.assertEqual("kiln_dwconv_flat" in kernels, routine is not None,
-                                 kernels[:3000])
-                for target, artifact in self.cpu_artifacts(path, name):
-                    self.check_conv(torch, artifact, name + "_" + target,
-                                    rng, (c, hh, ww), w,
-                                    b if bias else None, (s, s), pads,
-                                    group=c, act=act, scale=3)
+                self.check_case(torch, name, c, hh, ww, k, s, pads, bias, act,
+                                "kiln_dwconv_flat", routine is not None)
 
 
 if __name__ == "__main__":
