@@ -175,8 +175,8 @@ LogicalResult CppEmitter::emitLoops(linalg::GenericOp op) {
       os << "  }\n";
     return success();
   }
-  bool gemm =
-      call || emitGemmCall(op) || emitWinogradCall(op) || emitRowsConvCall(op);
+  bool gemm = call || emitGemmCall(op) || emitWinogradCall(op) ||
+              emitRowsConvCall(op) || emitTransposeCall(op);
   SmallVector<std::string> ranges;
   for (unsigned d = 0; d < op.getNumLoops(); ++d) {
     ranges.push_back(loopRange(op, d));

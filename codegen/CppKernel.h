@@ -192,6 +192,9 @@ private:
   bool emitRowsConvCall(mlir::linalg::GenericOp op);
   bool emitDepthwiseCall(mlir::linalg::GenericOp op);
   bool emitMaxPoolCall(mlir::linalg::GenericOp op);
+  /// `if (!kiln_transpose2d(...)) {` in front of the loops of a generic
+  /// that swaps the last two dims (CppTranspose.cpp). True when emitted.
+  bool emitTransposeCall(mlir::linalg::GenericOp op);
   std::optional<PlaneSource> planeSource(mlir::linalg::GenericOp op,
                                          int64_t stride);
   void emitParallelFor(mlir::linalg::GenericOp op, unsigned shared);

@@ -345,6 +345,39 @@ class OpEdges(kt.KilnTestCase):
                 np.testing.assert_array_equal(
                     z, np.concatenate([xs[2], xs[1]], axis=2))
 
+    def test_transposes_of_the_last_two_dims(self):
+        # Transposes that swap the last two dims run as tiles
+        # (kiln_transpose2d): sizes off the tile, a symbolic batch, rank 2 to
+        # 4; a transpose fed by a Relu in its kernel; an int32 one (the loops).
+        from onnx import TensorProto as T, helper as h
+        nodes = [h.make_node("Transpose", ["a"], ["ya"], perm=[0, 1, 3, 2]),
+                 h.make_node("Transpose", ["b"], ["yb"], perm=[1, 0]),
+                 h.make_node("Relu", ["c"], ["rc"]),
+                 h.make_node("Transpose", ["rc"], ["yc"], perm=[0, 2, 1]),
+                 h.make_node("Transpose", ["i"], ["yi"], perm=[0, 2, 1])]
+        m = kt.onnx_model(
+            nodes,
+            [h.make_tensor_value_info("a", T.FLOAT, ["n", 3, 37, 20]),
+             h.make_tensor_value_info("b", T.FLOAT, [33, 17]),
+             h.make_tensor_value_info("c", T.FLOAT, ["n", 128, 64]),
+             h.make_tensor_value_info("i", T.INT32, ["n", 5, 7])],
+            [h.make_tensor_value_info(n, T.FLOAT if n != "yi" else T.INT32, None)
+             for n in ("ya", "yb", "yc", "yi")], 13)
+        _, cpp = self.emit_cpp(m, "transposes")
+        self.assertEqual(cpp.split("// kiln kernel", 1)[1].count("kiln_transpose2d("), 3)
+        rng = np.random.default_rng(9)
+        for n in (1, 2):
+            with self.subTest(batch=n):
+                a = rng.standard_normal((n, 3, 37, 20)).astype(np.float32)
+                b = rng.standard_normal((33, 17)).astype(np.float32)
+                c = rng.standard_normal((n, 128, 64)).astype(np.float32)
+                i = rng.integers(-9, 9, (n, 5, 7)).astype(np.int32)
+                ya, yb, yc, yi = self.run_onnx(m, "transposes", [a, b, c, i])
+                np.testing.assert_array_equal(ya, a.transpose(0, 1, 3, 2))
+                np.testing.assert_array_equal(yb, b.T)
+                np.testing.assert_array_equal(yc, np.maximum(c, 0).transpose(0, 2, 1))
+                np.testing.assert_array_equal(yi, i.transpose(0, 2, 1))
+
     def test_gathers_along_an_empty_axis(self):
         # A clamped index into an axis that is 0 at run time still read
         # element 0 (garbage, found by scripts/fuzz); every index is out of

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/cpu/prelude/MaxPool.h"
+#include "codegen/cpu/prelude/Transpose.h"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +20,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 
 namespace {
 
@@ -320,6 +321,27 @@ void checkDepthwise() {
       x, batch * c, wAll.data(), bAll.data(), 0.0, 0.0);
   for (size_t e = 0; e < y.size(); ++e)
     ASSERT_NEAR(y[e], want[e], 1e-5) << "element " << e;
+}
+
+TEST_F(Prelude, TransposesOfTheLastTwoDimsMoveEveryElement) {
+  for (auto [batch, rows, cols] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+        {2, 5, 3},
+        {1, 16, 16},
+        {3, 17, 33},
+        {2, 128, 64},
+        {1, 8, 100}}) {
+    std::vector<float> in = randoms(batch * rows * cols, 16),
+                       out(in.size(), NAN);
+    ASSERT_TRUE(kiln_transpose2d(batch, rows, cols, in.data(), out.data()));
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(out[(b * rows + r) * cols + c],
+                    in[(b * cols + c) * rows + r])
+              << batch << "x" << rows << "x" << cols << " at " << b << ", " << r
+              << ", " << c;
+  }
 }
 
 TEST_F(Prelude, DepthwiseConvsMatchTheirTaps) {
