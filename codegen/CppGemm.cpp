@@ -208,23 +208,23 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
   } else {
     return false;
   }
+  // kiln_dwconv3x3 takes the plane's sizes as template arguments,
+  // kiln_dwconv_flat as arguments before the tensors.
+  Value in = source->input;
+  std::string sizes =
+      small
+          ? ""
+          : llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, ",
+                          dimExpr(in, 2), dimExpr(in, 3), source->top,
+                          source->left, conv->kh, conv->kw, conv->sh, conv->sw,
+                          loopRange(op, 2), loopRange(op, 3))
+                .str();
   std::string args = llvm::formatv(
-      "{0}, {1}, {2}, {3}, {4}, {5}, {6}", loopRange(op, 0), loopRange(op, 1),
-      bufferFor(source->input), bufferFor(op.getDpsInputs()[1]), bias, init,
-      bufferFor(op.getResult(0)));
-  std::string callee = "kiln_dwconv3x3" + source->sizes;
-  if (!small) {
-    Value in = source->input;
-    args = llvm::formatv(
-        "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, "
-        "{13}, {14}, {15}, {16}",
-        loopRange(op, 0), loopRange(op, 1), dimExpr(in, 2), dimExpr(in, 3),
-        source->top, source->left, conv->kh, conv->kw, conv->sh, conv->sw,
-        loopRange(op, 2), loopRange(op, 3), bufferFor(in),
-        bufferFor(op.getDpsInputs()[1]), bias, init,
-        bufferFor(op.getResult(0)));
-    callee = "kiln_dwconv_flat";
-  }
+      "{0}, {1}, {2}{3}, {4}, {5}, {6}, {7}", loopRange(op, 0),
+      loopRange(op, 1), sizes, bufferFor(in), bufferFor(op.getDpsInputs()[1]),
+      bias, init, bufferFor(op.getResult(0)));
+  std::string callee = small ? "kiln_dwconv3x3" + source->sizes
+                             : std::string("kiln_dwconv_flat");
   linalg::GenericOp epilogue = windowEpilogue(op);
   if (!epilogue) {
     os << "  if (!" << callee << "(" << args << ")) {\n";

@@ -70,15 +70,21 @@ Value derivedConstant(ConstantOp constant, ArrayRef<int64_t> shape,
                               makeConstantAttr(outType, out, name));
 }
 
+/// The constant weight of conv `conv` (input 1), or null, and what
+/// `packed` holds for it already (null when nothing).
+std::pair<ConstantOp, Value> convWeight(linalg::GenericOp conv,
+                                        DenseMap<Operation *, Value> &packed) {
+  ConstantOp constant = boundConstant(conv.getDpsInputs()[1]);
+  return {constant, constant ? packed.lookup(constant) : Value()};
+}
+
 /// The constant weight of Winograd conv `conv` transformed for it, or null
 /// when the conv does not qualify. `packed` caches one per constant.
 Value winogradU(linalg::GenericOp conv, DenseMap<Operation *, Value> &packed) {
   if (!matchWinograd(conv))
     return {};
-  ConstantOp constant = boundConstant(conv.getDpsInputs()[1]);
-  if (!constant)
-    return {};
-  if (Value done = packed.lookup(constant))
+  auto [constant, done] = convWeight(conv, packed);
+  if (!constant || done)
     return done;
   auto type = cast<RankedTensorType>(constant.getType());
   int64_t m = type.getDimSize(0), c = type.getDimSize(1);
@@ -113,10 +119,8 @@ Value groupedPanels(linalg::GenericOp conv,
   std::optional<DirectConv> match = matchRowsConv(conv);
   if (!match || match->groups < 2)
     return {};
-  ConstantOp constant = boundConstant(conv.getDpsInputs()[1]);
-  if (!constant)
-    return {};
-  if (Value done = packed.lookup(constant))
+  auto [constant, done] = convWeight(conv, packed);
+  if (!constant || done)
     return done;
   auto type = cast<RankedTensorType>(constant.getType());
   int64_t m = type.getDimSize(0), groups = match->groups, mg = m / groups,

@@ -331,9 +331,10 @@ inline void kiln_conv_flat_tile(const float *at, const int64_t *offsets, const f
     }
   }
 }
-// One row of a plane copied for a flat conv: its columns k * sw + cph -
-// left (zeros outside the row, or everywhere without one: src null) to o
-// + cph * sub, k < pitch, for each column phase cph < sw.
+// One row of a plane copied padded and split by the column stride, as
+// kiln_conv_rows, kiln_conv_flat and kiln_dwconv_flat read it: its columns
+// k * sw + cph - left (zeros outside the row, or everywhere without one: src
+// null) to o + cph * sub, k < pitch, for each column phase cph < sw.
 inline void kiln_flat_row(const float *src, int64_t iw, int64_t left, int64_t sw, int64_t pitch,
                           float *o, int64_t sub) {
   for (int64_t cph = 0; cph < sw; ++cph, o += sub) {
@@ -548,34 +549,8 @@ inline bool kiln_conv_rows_tiles(int64_t batch, int64_t groups, int64_t c, int64
 #pragma omp parallel for schedule(static) if (c * hp * wp >= 4096)
     for (int64_t rc = 0; rc < c * hp; ++rc) {
       const int64_t ch = rc % c, r = rc / c, s = r - top;
-      float *o = xs + (ch * hp + r) * row;
-      if (s < 0 || s >= h) {
-        std::memset(o, 0, sizeof(float) * row);
-        continue;
-      }
-      const float *src = xn + (ch * h + s) * iw;
-      const int64_t inside = std::min(iw + left, wp);
-      for (int64_t ph = 0; ph < sw; ++ph) {
-        float *op = o + ph * phase;
-        const int64_t first = std::min(phase, (left - ph + sw - 1) / sw);
-        const int64_t end = std::max(first, std::min(phase, (inside - ph + sw - 1) / sw));
-        std::memset(op, 0, sizeof(float) * first);
-        if (sw == 1) {
-          std::memcpy(op + first, src + first - left, sizeof(float) * (end - first));
-        } else {
-          int64_t q = first;
-#if defined(__AVX512F__)
-          // Stride 2: 16 columns of a phase from two vectors of the row:
-          // mobilenet_v2's copy 35-44 us against 47-51 one by one.
-          if (sw == 2)
-            for (; q + 16 <= end && 2 * q + ph - left + 32 <= iw; q += 16)
-              _mm512_storeu_ps(op + q, kiln_even16(src + 2 * q + ph - left));
-#endif
-          for (; q < end; ++q)
-            op[q] = src[q * sw + ph - left];
-        }
-        std::memset(op + end, 0, sizeof(float) * (phase - end));
-      }
+      kiln_flat_row(s >= 0 && s < h ? xn + (ch * h + s) * iw : nullptr, iw, left, sw, phase,
+                    xs + (ch * hp + r) * row, phase);
     }
     // A thread runs all blocks of channels on an output row before the
     // next row, while the input rows it reads are in L1, and the epilogue
