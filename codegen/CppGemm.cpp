@@ -13,7 +13,6 @@
 
 #include "codegen/CppKernel.h"
 #include "codegen/cpu/Tuning.h"
-#include "passes/lowering/KernelShapes.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -174,27 +173,17 @@ static Value channelBias(Operation *prologue) {
 
 /// `if (!kiln_dwconv3x3(...)) {` in front of the loops of a depthwise 3x3
 /// window of equal strides (matchDepthwise) whose accumulator starts at a
-/// constant or a bias along its channels, `if (!kiln_dwconv_flat(...)) {`
+/// constant or a bias along its channels, `if (!kiln_dwconv(...)) {`
 /// in front of those of any other: the prelude reads the unpadded input
 /// (its zero pad's, when a pad makes it) and runs the window's epilogue on
-/// each plane (the _tiles variants); the loops run only if it declines.
+/// each plane or block of channels (the _tiles variants); the loops run
+/// only if it declines.
 /// True when emitted.
 bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
   std::optional<DepthwiseConv> conv = matchDepthwise(op);
   if (!conv)
     return false;
   bool small = conv->kh == 3 && conv->kw == 3 && conv->sh == conv->sw;
-  // Other windows run by flat planes at stride 1 when their taps are too
-  // many to unroll in the loops (a 7x7 window) or their planes are at least
-  // kFlatDepthwiseWidth wide. In the models, strided ones gained nothing
-  // (the copy split by strides costs what they save) and a 5x5 window on
-  // 14x14 and 7x7 planes ran 0.72-0.85x the loops (mnasnet1_0; 28x28 ones
-  // 1.5x; docs/performance-log.md, step 66).
-  auto out = cast<RankedTensorType>(op.getResult(0).getType());
-  if (!small && (conv->sh != 1 || conv->sw != 1 ||
-                 (conv->kh * conv->kw <= kUnrolledTaps &&
-                  out.getDimSize(3) < kFlatDepthwiseWidth)))
-    return false;
   // Its input, or that of a pad of its planes with zeros.
   std::optional<PlaneSource> source = planeSource(op, conv->sh);
   if (!source || (source->padValue && !isPositiveZero(source->padValue)))
@@ -209,7 +198,7 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
     return false;
   }
   // kiln_dwconv3x3 takes the plane's sizes as template arguments,
-  // kiln_dwconv_flat as arguments before the tensors.
+  // kiln_dwconv as arguments before the tensors.
   Value in = source->input;
   std::string sizes =
       small
@@ -223,8 +212,8 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
       "{0}, {1}, {2}{3}, {4}, {5}, {6}, {7}", loopRange(op, 0),
       loopRange(op, 1), sizes, bufferFor(in), bufferFor(op.getDpsInputs()[1]),
       bias, init, bufferFor(op.getResult(0)));
-  std::string callee = small ? "kiln_dwconv3x3" + source->sizes
-                             : std::string("kiln_dwconv_flat");
+  std::string callee =
+      small ? "kiln_dwconv3x3" + source->sizes : std::string("kiln_dwconv");
   linalg::GenericOp epilogue = windowEpilogue(op);
   if (!epilogue) {
     os << "  if (!" << callee << "(" << args << ")) {\n";
@@ -235,7 +224,7 @@ bool CppEmitter::emitDepthwiseCall(linalg::GenericOp op) {
   std::string tiled = emitTiledGemm(
       op, convProduct(op, {2, 3}, {4, 5, 6}), epilogue, "", args, "",
       small ? "kiln_dwconv3x3_tiles" + source->sizes
-            : std::string("kiln_dwconv_flat_tiles"),
+            : std::string("kiln_dwconv_tiles"),
       {source->input, op.getDpsInputs()[1]});
   if (tiled.empty())
     return false;

@@ -63,7 +63,7 @@ struct DepthwiseConv {
 /// g, kh, kw] (input 0 the padded input, input 1 the weight of static shape
 /// [C, 1, KH, KW]). Its window and strides when it is one. The CPU runs it
 /// from the unpadded input (kiln_dwconv3x3 for a 3x3 window of equal
-/// strides, kiln_dwconv_flat otherwise).
+/// strides, kiln_dwconv otherwise).
 std::optional<DepthwiseConv> matchDepthwise(mlir::linalg::GenericOp op);
 
 /// A 3x3 max pool, stride 1 or 2 in both spatial dims: y[n][c][h][w] = max

@@ -22,13 +22,10 @@ namespace kiln {
 inline constexpr int64_t kUnrolledTaps = 32;
 
 /// A depthwise conv window on the CPU of at most this many taps (7x7, a
-/// ConvNeXt's) loops them innermost too: the C++ kernel runs it by flattened
-/// planes (kiln_dwconv_flat), with its init and epilogue per element as for
-/// windows of kUnrolledTaps.
+/// ConvNeXt's) loops them innermost too: the C++ kernel runs it with its
+/// channels innermost (kiln_dwconv), with its init and epilogue per element
+/// as for windows of kUnrolledTaps.
 inline constexpr int64_t kDepthwiseTaps = 49;
-/// The output width from which a depthwise window of kUnrolledTaps or
-/// fewer, other than 3x3, runs by flattened planes too (codegen/CppGemm.cpp).
-inline constexpr int64_t kFlatDepthwiseWidth = 28;
 
 /// A window with such taps whose innermost output dim has a static stride
 /// S > 1 in its input and at least this many outputs reads a padded plane

@@ -218,11 +218,13 @@ def import_or_skip(name):
 def conv_model(name, c, m, hw, k, strides, pads, rng, group=1, bias=True,
                act=None):
     """A one-Conv ONNX model (opset 17) on x [n, c, h, w] with a symbolic
-    batch, its weight [m, c / group, k, k] and bias [m] drawn from `rng`,
-    then `act` (None, "Relu", "Sigmoid" or "Clip" to [0, 6]). Returns the
-    model, the weight and the bias (drawn even when unused)."""
+    batch, its weight [m, c / group, kh, kw] (k is kh = kw, or a pair) and
+    bias [m] drawn from `rng`, then `act` (None, "Relu", "Sigmoid" or "Clip"
+    to [0, 6]). Returns the model, the weight and the bias (drawn even when
+    unused)."""
     from onnx import TensorProto as T, helper as h, numpy_helper as nh
-    w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
+    kh, kw = (k, k) if np.isscalar(k) else k
+    w = rng.standard_normal((m, c // group, kh, kw)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
     consts = [nh.from_array(w, "w")]
     inputs = ["x", "w"]
@@ -230,7 +232,7 @@ def conv_model(name, c, m, hw, k, strides, pads, rng, group=1, bias=True,
         consts.append(nh.from_array(b, "b"))
         inputs.append("b")
     nodes = [h.make_node("Conv", inputs, ["y" if act is None else "s"],
-                         kernel_shape=[k, k], strides=list(strides),
+                         kernel_shape=[kh, kw], strides=list(strides),
                          pads=list(pads), group=group)]
     if act == "Clip":
         consts += [nh.from_array(np.array(0, np.float32), "lo"),

@@ -430,12 +430,12 @@ TEST_F(Prelude, FlatConvsMatchTheirTapsInEveryGroup) {
                 0); // wide rows, 40 per group
 }
 
-// kiln_dwconv_flat_tiles against loops in double, with a bias or an init,
-// and an epilogue that must see every (image, channel) plane once.
-void checkFlatDepthwise(int64_t batch, int64_t c, int64_t h, int64_t w,
-                        int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                        int64_t top, int64_t left, int64_t bottom,
-                        int64_t right) {
+// kiln_dwconv_tiles against loops in double, with a bias or an init, and
+// an epilogue that must see every (image, channel) plane once.
+void checkDepthwiseWindow(int64_t batch, int64_t c, int64_t h, int64_t w,
+                          int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                          int64_t top, int64_t left, int64_t bottom,
+                          int64_t right) {
   const int64_t ho = (h + top + bottom - kh) / sh + 1,
                 wo = (w + left + right - kw) / sw + 1;
   std::vector<float> x = randoms(batch * c * h * w, 13),
@@ -467,9 +467,9 @@ void checkFlatDepthwise(int64_t batch, int64_t c, int64_t h, int64_t w,
         for (int64_t ch = c0; ch < c1; ++ch)
           ++seen[n * c + ch];
     };
-    bool ran = kiln_dwconv_flat_tiles(batch, c, h, w, top, left, kh, kw, sh, sw,
-                                      ho, wo, x.data(), wt.data(), b, init,
-                                      y.data(), c, ho, epilogue);
+    bool ran = kiln_dwconv_tiles(batch, c, h, w, top, left, kh, kw, sh, sw, ho,
+                                 wo, x.data(), wt.data(), b, init, y.data(), c,
+                                 ho, epilogue);
     ASSERT_TRUE(ran);
     for (size_t e = 0; e < y.size(); ++e)
       ASSERT_NEAR(y[e], want[e], 1e-5 * kh * kw) << "element " << e;
@@ -478,15 +478,22 @@ void checkFlatDepthwise(int64_t batch, int64_t c, int64_t h, int64_t w,
   }
 }
 
-TEST_F(Prelude, FlatDepthwiseConvsMatchTheirTaps) {
-  checkFlatDepthwise(1, 5, 14, 14, 5, 5, 1, 1, 2, 2, 2, 2); // efficientnet's
-  checkFlatDepthwise(2, 3, 15, 16, 5, 5, 2, 2, 2, 2, 2, 2); // strided, odd rows
-  checkFlatDepthwise(1, 4, 7, 7, 7, 7, 1, 1, 3, 3, 3,
-                     3); // convnext's last stage
-  checkFlatDepthwise(1, 2, 40, 33, 3, 3, 1, 1, 1, 1, 1, 1); // long rows
-  checkFlatDepthwise(3, 2, 9, 12, 3, 5, 2, 1, 0, 2, 1,
-                     0); // uneven window, pads, strides
-  checkFlatDepthwise(1, 3, 6, 5, 1, 1, 1, 1, 0, 0, 0, 0); // 1x1
+TEST_F(Prelude, DepthwiseWindowsMatchTheirTaps) {
+  checkDepthwiseWindow(1, 5, 14, 14, 5, 5, 1, 1, 2, 2, 2, 2); // efficientnet's
+  checkDepthwiseWindow(2, 3, 15, 16, 5, 5, 2, 2, 2, 2, 2, 2); // strided, odd
+  checkDepthwiseWindow(1, 4, 7, 7, 7, 7, 1, 1, 3, 3, 3, 3);   // convnext's
+  checkDepthwiseWindow(1, 2, 40, 33, 3, 3, 1, 1, 1, 1, 1, 1); // long rows
+  checkDepthwiseWindow(3, 2, 9, 12, 3, 5, 2, 1, 0, 2, 1,
+                       0); // uneven window, pads, strides
+  checkDepthwiseWindow(1, 3, 6, 5, 1, 1, 1, 1, 0, 0, 0, 0); // 1x1
+  // Channels past one vector and a part of one (16 + 4, 8 + 8 + 4), and
+  // more than 8 outputs a row (spans of 7 and 6 at 20 columns).
+  checkDepthwiseWindow(2, 20, 11, 20, 5, 5, 1, 1, 2, 2, 2, 2);
+  checkDepthwiseWindow(1, 37, 14, 14, 5, 5, 2, 2, 2, 2, 2, 2);
+  // Rows and columns of the input past what the windows read.
+  checkDepthwiseWindow(1, 17, 16, 17, 3, 3, 2, 2, 0, 0, 0, 0);
+  // Pads wider than the window (outputs that read only zeros).
+  checkDepthwiseWindow(1, 9, 4, 5, 3, 3, 1, 1, 3, 4, 3, 4);
 }
 
 template <int64_t S, int64_t H, int64_t W, int64_t HO, int64_t WO, int64_t Top,

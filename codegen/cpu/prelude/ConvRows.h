@@ -249,8 +249,23 @@ inline void kiln_flat_store(const kiln_vf8 t[8], float *y, int64_t ld, int64_t r
       y[j * ld + i - lo] = t[j][i];
 #endif
 }
+// v = the len floats at p, zeros in the lanes past them.
+inline void kiln_flat_load(kiln_vf8 &v, const float *p, int64_t len) {
+#if defined(__AVX2__)
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(len)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  v = kiln_vf8(_mm256_maskload_ps(p, mask));
+#else
+  v = kiln_vf8{};
+  for (int64_t i = 0; i < len; ++i)
+    v[i] = p[i];
+#endif
+}
 #if defined(__AVX512F__)
 typedef float kiln_vf16 __attribute__((vector_size(64)));
+inline void kiln_flat_load(kiln_vf16 &v, const float *p, int64_t len) {
+  v = kiln_vf16(_mm512_maskz_loadu_ps(__mmask16((1u << len) - 1), p));
+}
 inline void kiln_splat(kiln_vf16 &v, float s) {
   v = kiln_vf16{s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s};
 }
@@ -332,7 +347,7 @@ inline void kiln_conv_flat_tile(const float *at, const int64_t *offsets, const f
   }
 }
 // One row of a plane copied padded and split by the column stride, as
-// kiln_conv_rows, kiln_conv_flat and kiln_dwconv_flat read it: its columns
+// kiln_conv_rows and kiln_conv_flat read it: its columns
 // k * sw + cph - left (zeros outside the row, or everywhere without one: src
 // null) to o + cph * sub, k < pitch, for each column phase cph < sw.
 inline void kiln_flat_row(const float *src, int64_t iw, int64_t left, int64_t sw, int64_t pitch,

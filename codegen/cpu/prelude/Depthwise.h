@@ -225,116 +225,141 @@ inline bool kiln_dwconv3x3(int64_t batch, int64_t c, const float *x, const float
       batch, c, x, wt, bias, init, y, c, HO, [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
 }
 // A depthwise conv of any window and stride (its window kh x kw, strides
-// sh and sw), by flattened planes as kiln_conv_flat runs groups: y[n][ch]
-// [oh][ow] = init + sum over i < kh, j < kw of x[n][ch][oh * sh + i -
-// top][ow * sw + j - left] * w[ch][i][j] (init bias[ch], or `init` without
-// a bias), the taps in the window's order. A thread copies a plane padded
-// and split by the strides (kiln_flat_row) into its own buffer, so that
-// output (oh, ow) at flat position f reads tap (i, j) at f plus the tap's
-// offset; then U vectors of L consecutive outputs at a time sum each tap's
-// contiguous inputs times the broadcast weight, and are stored by rows with
-// lane masks. Threads take planes and run `epilogue(n, ch, ch + 1, 0, ho)`
-// on each right after it: em must be c and en ho, else false, having
-// written nothing. (The 3x3 windows of stride 1 or 2 keep kiln_dwconv3x3,
-// whose plane sizes are template arguments.)
-// The U vectors of L outputs of kiln_dwconv_flat from flat position f0
-// (those before f1 kept): tap t reads at + offsets[t], its weight k[t].
-template <typename V, int L, int U>
-inline void kiln_dwconv_flat_block(const float *at, const int64_t *offsets, int64_t taps,
-                                   const float *k, float b, int64_t f0, int64_t f1,
-                                   int64_t pitch, int64_t wo, float *y) {
+// sh and sw): y[n][ch][oh][ow] = init + sum over i < kh, j < kw of
+// x[n][ch][oh * sh + i - top][ow * sw + j - left] * w[ch][i][j] (init
+// bias[ch], or `init` without a bias), the taps in the window's order.
+// Vectors run along channels, whatever the plane's size: a thread takes L
+// channels of an image, copies their planes into its own buffer padded
+// with zeros, [row][column][L] (L x L register transposes by input row),
+// and sums up to 8 outputs of a row at a time, each tap one FMA of L
+// channels per output; the sums go back to the planes by L x L transposes
+// of L consecutive outputs. Against vectors along flattened planes (step
+// 66's kiln_dwconv_flat) it ran 1.6-3.7x faster on every 5x5 and 7x7
+// window of stride 1 from 7x7 to 56x56 planes; strided ones had run the
+// window's loops (docs/performance-log.md, step 68). Threads take blocks of L
+// channels and run `epilogue(n, c0, c1, 0, ho)` on each right after it: em
+// must be c and en ho, else false, having written nothing. (The 3x3
+// windows of stride 1 or 2 keep kiln_dwconv3x3, faster still on them.)
+// U outputs of a row of kiln_dwconv from `at` (their first tap's
+// input), the next output sw vectors on.
+template <typename V, int U>
+inline void kiln_dwconv_chans_block(const V *at, const V *wv, V b, int64_t kh, int64_t kw,
+                                    int64_t wp, int64_t sw, V *out) {
   V acc[U];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int u = 0; u < U; ++u)
-    kiln_splat(acc[u], b);
-  for (int64_t t = 0; t < taps; ++t) {
-    V kv;
-    kiln_splat(kv, k[t]);
-    const float *s = at + offsets[t];
-#pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) {
-      V in;
-      __builtin_memcpy(&in, s + u * L, sizeof(V));
-      acc[u] = kiln_fma(in, kv, acc[u]);
+    acc[u] = b;
+  for (int64_t i = 0; i < kh; ++i, at += wp, wv += kw)
+    for (int64_t j = 0; j < kw; ++j) {
+      const V w = wv[j];
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u)
+        acc[u] = kiln_fma(at[u * sw + j], w, acc[u]);
     }
-  }
-  for (int u = 0; u < U && f0 + u * L < f1; ++u) {
-    int64_t lo[L + 1], len[L + 1], pos[L + 1];
-    const int64_t fu = f0 + u * L;
-    const int64_t pieces = kiln_flat_pieces(fu, std::min(fu + L, f1), pitch, wo, lo, len, pos);
-    for (int64_t i = 0; i < pieces; ++i)
-      kiln_flat_store(&acc[u], y + pos[i], 0, 1, lo[i], len[i]);
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u)
+    out[u] = acc[u];
+}
+template <typename V>
+inline void kiln_dwconv_chans_span(int64_t u, const V *at, const V *wv, V b, int64_t kh,
+                                   int64_t kw, int64_t wp, int64_t sw, V *out) {
+  switch (u) {
+  case 8: return kiln_dwconv_chans_block<V, 8>(at, wv, b, kh, kw, wp, sw, out);
+  case 7: return kiln_dwconv_chans_block<V, 7>(at, wv, b, kh, kw, wp, sw, out);
+  case 6: return kiln_dwconv_chans_block<V, 6>(at, wv, b, kh, kw, wp, sw, out);
+  case 5: return kiln_dwconv_chans_block<V, 5>(at, wv, b, kh, kw, wp, sw, out);
+  case 4: return kiln_dwconv_chans_block<V, 4>(at, wv, b, kh, kw, wp, sw, out);
+  case 3: return kiln_dwconv_chans_block<V, 3>(at, wv, b, kh, kw, wp, sw, out);
+  case 2: return kiln_dwconv_chans_block<V, 2>(at, wv, b, kh, kw, wp, sw, out);
+  default: return kiln_dwconv_chans_block<V, 1>(at, wv, b, kh, kw, wp, sw, out);
   }
 }
-template <typename V, int L, int U, typename F>
-inline void kiln_dwconv_flat_run(int64_t batch, int64_t c, int64_t h, int64_t iw, int64_t top,
-                                 int64_t left, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                                 int64_t ho, int64_t wo, const float *x, const float *wt,
-                                 const float *bias, float init, float *y, const F &epilogue) {
-  const int64_t pitch = wo + (kw - 1) / sw, height = ho + (kh - 1) / sh, sub = height * pitch;
-  const int64_t plane = sh * sw * sub, taps = kh * kw, f1 = (ho - 1) * pitch + wo;
-  // A thread's plane, and zeros past it for the lanes past the last output.
-  const int64_t stride = (plane + U * L + 15) / 16 * 16;
-  kiln_scratch xs_owner(sizeof(float) * stride * omp_get_max_threads());
-  kiln_scratch offsets_owner(sizeof(int64_t) * taps);
-  int64_t *offsets = static_cast<int64_t *>(offsets_owner.data);
-  for (int64_t i = 0, t = 0; i < kh; ++i)
-    for (int64_t j = 0; j < kw; ++j, ++t)
-      offsets[t] = kiln_flat_offset(i, j, sh, sw, sub, pitch);
-#pragma omp parallel
+template <typename V, int L, typename F>
+inline void kiln_dwconv_chans_run(int64_t batch, int64_t c, int64_t h, int64_t iw, int64_t top,
+                                  int64_t left, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                                  int64_t ho, int64_t wo, const float *x, const float *wt,
+                                  const float *bias, float init, float *y, const F &epilogue) {
+  // The padded rows and columns the outputs read, and the input's rows
+  // and columns inside them.
+  const int64_t hp = (ho - 1) * sh + kh, wp = (wo - 1) * sw + kw, taps = kh * kw;
+  const int64_t r0 = std::max<int64_t>(0, -top), r1 = std::min(h, hp - top);
+  const int64_t q0 = std::max<int64_t>(0, -left), q1 = std::min(iw, wp - left);
+  const int64_t blocks = (c + L - 1) / L, size = ho * wo;
+  const int64_t per = hp * wp + taps + (size + L - 1) / L * L;
+  kiln_scratch owner(sizeof(V) * per * omp_get_max_threads());
+  // Rows of at most 8 outputs, as even as they come: 7 and 7 of 14.
+  const int64_t spans = (wo + 7) / 8, u = (wo + spans - 1) / spans;
+#pragma omp parallel if (batch * c * size * taps >= 32768)
   {
-    float *__restrict xs = static_cast<float *>(xs_owner.data) + omp_get_thread_num() * stride;
-    std::memset(xs + plane, 0, sizeof(float) * (stride - plane));
+    V *xs = static_cast<V *>(owner.data) + omp_get_thread_num() * per;
+    V *wv = xs + hp * wp, *ys = wv + taps;
+    // The pad stays zero: every block writes the same positions.
+    std::memset(static_cast<void *>(xs), 0, sizeof(V) * hp * wp);
 #pragma omp for schedule(static)
-    for (int64_t p = 0; p < batch * c; ++p) {
-      const int64_t ch = p % c;
-      const float *src = x + p * h * iw;
-      for (int64_t rph = 0; rph < sh; ++rph)
-        for (int64_t q = 0; q < height; ++q) {
-          const int64_t r = q * sh + rph - top;
-          kiln_flat_row(r >= 0 && r < h ? src + r * iw : nullptr, iw, left, sw, pitch,
-                        xs + rph * sw * sub + q * pitch, sub);
+    for (int64_t blk = 0; blk < batch * blocks; ++blk) {
+      const int64_t n = blk / blocks, c0 = blk % blocks * L, nc = std::min<int64_t>(L, c - c0);
+      const float *src = x + (n * c + c0) * h * iw;
+      V b;
+      for (int l = 0; l < L; ++l)
+        b[l] = l < nc ? (bias ? bias[c0 + l] : init) : 0.0f;
+      for (int64_t t = 0; t < taps; ++t)
+        for (int l = 0; l < L; ++l)
+          wv[t][l] = l < nc ? wt[(c0 + l) * taps + t] : 0.0f;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t q = q0; q < q1; q += L) {
+          const int64_t len = std::min<int64_t>(L, q1 - q);
+          V rows[L];
+          for (int l = 0; l < L; ++l) {
+            if (l < nc)
+              kiln_flat_load(rows[l], src + l * h * iw + r * iw + q, len);
+            else
+              rows[l] = V{};
+          }
+          kiln_flat_transpose(rows);
+          V *at = xs + (r + top) * wp + q + left;
+          for (int64_t k = 0; k < len; ++k)
+            at[k] = rows[k];
         }
-      const float *k = wt + ch * taps;
-      const float b = bias ? bias[ch] : init;
-      float *yp = y + p * ho * wo;
-      // U vectors at a time, then one: a 7x7 plane has 5 vectors of 16.
-      int64_t f0 = 0;
-      for (; f0 + U * L <= f1; f0 += U * L)
-        kiln_dwconv_flat_block<V, L, U>(xs + f0, offsets, taps, k, b, f0, f1, pitch, wo, yp);
-      for (; f0 < f1; f0 += L)
-        kiln_dwconv_flat_block<V, L, 1>(xs + f0, offsets, taps, k, b, f0, f1, pitch, wo, yp);
-      epilogue(p / c, ch, ch + 1, 0, ho);
+      for (int64_t oh = 0; oh < ho; ++oh)
+        for (int64_t ow = 0; ow < wo; ow += u)
+          kiln_dwconv_chans_span<V>(std::min(u, wo - ow), xs + oh * sh * wp + ow * sw, wv, b, kh,
+                                    kw, wp, sw, ys + oh * wo + ow);
+      float *dst = y + (n * c + c0) * size;
+      for (int64_t p = 0; p < size; p += L) {
+        const int64_t len = std::min<int64_t>(L, size - p);
+        V rows[L];
+        for (int k = 0; k < L; ++k)
+          rows[k] = k < len ? ys[p + k] : V{};
+        kiln_flat_transpose(rows);
+        kiln_flat_store(rows, dst + p, size, nc, 0, len);
+      }
+      epilogue(n, c0, c0 + nc, 0, ho);
     }
   }
 }
 template <typename F>
-inline bool kiln_dwconv_flat_tiles(int64_t batch, int64_t c, int64_t h, int64_t iw, int64_t top,
-                                   int64_t left, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                                   int64_t ho, int64_t wo, const float *x, const float *wt,
-                                   const float *bias, float init, float *y, int64_t em, int64_t en,
-                                   const F &epilogue) {
+inline bool kiln_dwconv_tiles(int64_t batch, int64_t c, int64_t h, int64_t iw, int64_t top,
+                              int64_t left, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                              int64_t ho, int64_t wo, const float *x, const float *wt,
+                              const float *bias, float init, float *y, int64_t em, int64_t en,
+                              const F &epilogue) {
   if (em != c || en != ho)
     return false;
   if (batch == 0 || c == 0 || ho == 0 || wo == 0)
     return true;
 #if defined(__AVX512F__)
-  kiln_dwconv_flat_run<kiln_vf16, 16, 4>(batch, c, h, iw, top, left, kh, kw, sh, sw, ho, wo, x, wt,
-                                         bias, init, y, epilogue);
-#elif defined(__AVX2__) && defined(__FMA__)
-  kiln_dwconv_flat_run<kiln_vf8, 8, 4>(batch, c, h, iw, top, left, kh, kw, sh, sw, ho, wo, x, wt,
+  kiln_dwconv_chans_run<kiln_vf16, 16>(batch, c, h, iw, top, left, kh, kw, sh, sw, ho, wo, x, wt,
                                        bias, init, y, epilogue);
 #else
-  kiln_dwconv_flat_run<kiln_vf8, 8, 2>(batch, c, h, iw, top, left, kh, kw, sh, sw, ho, wo, x, wt,
-                                       bias, init, y, epilogue);
+  kiln_dwconv_chans_run<kiln_vf8, 8>(batch, c, h, iw, top, left, kh, kw, sh, sw, ho, wo, x, wt,
+                                     bias, init, y, epilogue);
 #endif
   return true;
 }
-inline bool kiln_dwconv_flat(int64_t batch, int64_t c, int64_t h, int64_t iw, int64_t top,
-                             int64_t left, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                             int64_t ho, int64_t wo, const float *x, const float *wt,
-                             const float *bias, float init, float *y) {
-  return kiln_dwconv_flat_tiles(batch, c, h, iw, top, left, kh, kw, sh, sw, ho, wo, x, wt, bias,
-                                init, y, c, ho,
-                                [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
+inline bool kiln_dwconv(int64_t batch, int64_t c, int64_t h, int64_t iw, int64_t top,
+                        int64_t left, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ho,
+                        int64_t wo, const float *x, const float *wt, const float *bias,
+                        float init, float *y) {
+  return kiln_dwconv_tiles(batch, c, h, iw, top, left, kh, kw, sh, sw, ho, wo, x, wt, bias, init,
+                           y, c, ho, [](int64_t, int64_t, int64_t, int64_t, int64_t) {});
 }

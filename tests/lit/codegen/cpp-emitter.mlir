@@ -727,6 +727,65 @@ func.func @depthwise_prelude(%arg0: tensor<1x8x16x16xf32, #kiln.device<cpu>>, %a
   return %0 : tensor<1x8x8x8xf32, #kiln.device<cpu>>
 }
 
+// Any other depthwise window (5x5, stride 2 here) goes through the
+// prelude's kiln_dwconv_tiles, its sizes as arguments before the tensors
+// (batch, channels, input 16x16, pads 2 before, window 5x5, strides 2,
+// output 8x8), with the same bias argument and epilogue per tile.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK:      const auto [[TILE:tile[0-9]+]] = [&](int64_t image, int64_t mlo, int64_t mhi, int64_t nlo, int64_t nhi) {
+// CHECK:          out0[{{.+}}] = v{{[0-9]+}};
+// CHECK:      const bool [[FLAG:tiled[0-9]+]] = static_cast<const void *>(out0) != static_cast<const void *>(in0) && static_cast<const void *>(out0) != static_cast<const void *>(in1) && kiln_dwconv_tiles(1, 8, 16, 16, 2, 2, 5, 5, 2, 2, 8, 8, in0, in1, in2, 0.0f, out0, 8, 8, [[TILE]]);
+// CHECK-NEXT: if (![[FLAG]]) {
+// CHECK:      const float a{{[0-9]+}} = in2[d1];
+func.func @depthwise_window_prelude(%arg0: tensor<1x8x16x16xf32, #kiln.device<cpu>>, %arg1: tensor<8x1x5x5xf32, #kiln.device<cpu>>, %arg2: tensor<8xf32, #kiln.device<cpu>>) -> tensor<1x8x8x8xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%arg0, %arg1, %arg2 : tensor<1x8x16x16xf32, #kiln.device<cpu>>, tensor<8x1x5x5xf32, #kiln.device<cpu>>, tensor<8xf32, #kiln.device<cpu>>) -> (tensor<1x8x8x8xf32, #kiln.device<cpu>>) {
+  ^bb0(%arg3: tensor<1x8x16x16xf32>, %arg4: tensor<8x1x5x5xf32>, %arg5: tensor<8xf32>):
+    %cst = arith.constant 0.000000e+00 : f32
+    %c0 = arith.constant 0 : index
+    %c2 = arith.constant 2 : index
+    %c16 = arith.constant 16 : index
+    %1 = tensor.empty() : tensor<1x8x19x19xf32>
+    %2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%1 : tensor<1x8x19x19xf32>) {
+    ^bb0(%out: f32):
+      %8 = linalg.index 0 : index
+      %9 = linalg.index 1 : index
+      %10 = linalg.index 2 : index
+      %11 = arith.subi %10, %c2 : index
+      %12 = arith.cmpi slt, %11, %c16 : index
+      %13 = arith.cmpi sge, %11, %c0 : index
+      %14 = arith.andi %13, %12 : i1
+      %15 = linalg.index 3 : index
+      %16 = arith.subi %15, %c2 : index
+      %17 = arith.cmpi slt, %16, %c16 : index
+      %18 = arith.cmpi sge, %16, %c0 : index
+      %19 = arith.andi %18, %17 : i1
+      %20 = arith.andi %14, %19 : i1
+      %extracted = tensor.extract %arg3[%8, %9, %11, %16] {kiln.guarded_read} : tensor<1x8x16x16xf32>
+      %21 = arith.select %20, %extracted, %cst : f32
+      linalg.yield %21 : f32
+    } -> tensor<1x8x19x19xf32>
+    %3 = tensor.empty() : tensor<1x8x8x8xf32>
+    %4 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d1)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%arg5 : tensor<8xf32>) outs(%3 : tensor<1x8x8x8xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+    } -> tensor<1x8x8x8xf32>
+    %5 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1 + d4, d2 * 2 + d5, d3 * 2 + d6)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%2, %arg4 : tensor<1x8x19x19xf32>, tensor<8x1x5x5xf32>) outs(%4 : tensor<1x8x8x8xf32>) {
+    ^bb0(%in: f32, %in_0: f32, %out: f32):
+      %8 = arith.mulf %in, %in_0 : f32
+      %9 = arith.addf %out, %8 : f32
+      linalg.yield %9 : f32
+    } -> tensor<1x8x8x8xf32>
+    %6 = tensor.empty() : tensor<1x8x8x8xf32>
+    %7 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%5 : tensor<1x8x8x8xf32>) outs(%6 : tensor<1x8x8x8xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %8 = arith.maximumf %in, %cst : f32
+      linalg.yield %8 : f32
+    } -> tensor<1x8x8x8xf32>
+    kiln.yield %7 : tensor<1x8x8x8xf32>
+  }
+  return %0 : tensor<1x8x8x8xf32, #kiln.device<cpu>>
+}
+
 // A 3x3 max pool (stride 2) over a pad of its planes with -inf reads the
 // unpadded input through the prelude's kiln_maxpool3x3 (sizes, pad before,
 // then batch, channels, input, the pad's value, the init, output); the
