@@ -42,7 +42,7 @@ static bool rowMap(AffineMap map, unsigned rows) {
 /// for maximumf or minimumf on f32 or f64. Partial results are combined in
 /// another order than the sequential one: float sums round differently, as
 /// numpy's and torch's vectorized sums do.
-static std::string simdReduction(linalg::GenericOp op) {
+std::string cpp::simdReduction(linalg::GenericOp op) {
   Block &body = op.getRegion().front();
   BlockArgument out = op.getMatchingBlockArgument(op.getDpsInitOperand(0));
   Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();

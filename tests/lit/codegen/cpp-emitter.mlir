@@ -834,3 +834,58 @@ func.func @maxpool_prelude(%arg0: tensor<1x8x16x16xf32, #kiln.device<cpu>>) -> t
   }
   return %0 : tensor<1x8x8x8xf32, #kiln.device<cpu>>
 }
+
+// Trailing reductions that the output does not index (a global average
+// pool's sum, here in f64 from f32), too many to unroll as a window's taps
+// (kUnrolledTaps), sum into a register per output element
+// under omp simd reduction, their two loops as one where every input reads
+// them contiguously; the register starts from the output's element (the
+// fill before) and is stored after the loop.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK:      for (int64_t d1 = 0; d1 < 8; ++d1) {
+// CHECK-NEXT:   double [[ACC:acc[0-9]+]] = out0[d0 * 8 + d1];
+// CHECK-NEXT: #pragma omp simd reduction(+ : [[ACC]])
+// CHECK-NEXT:   for (int64_t d3 = 0; d3 < 6 * 7; ++d3) {
+// CHECK:          [[ACC]] = v{{[0-9]+}};
+// CHECK:        out0[d0 * 8 + d1] = [[ACC]];
+func.func @register_sums(%x: tensor<2x8x6x7xf32, #kiln.device<cpu>>) -> tensor<2x8xf64, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%x : tensor<2x8x6x7xf32, #kiln.device<cpu>>) -> (tensor<2x8xf64, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<2x8x6x7xf32>):
+    %zero = arith.constant 0.0 : f64
+    %e = tensor.empty() : tensor<2x8xf64>
+    %f = linalg.fill ins(%zero : f64) outs(%e : tensor<2x8xf64>) -> tensor<2x8xf64>
+    %r = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (n, c)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%a0 : tensor<2x8x6x7xf32>) outs(%f : tensor<2x8xf64>) {
+    ^bb0(%x0: f32, %acc: f64):
+      %d = arith.extf %x0 : f32 to f64
+      %s = arith.addf %acc, %d : f64
+      linalg.yield %s : f64
+    } -> tensor<2x8xf64>
+    kiln.yield %r : tensor<2x8xf64>
+  }
+  return %0 : tensor<2x8xf64, #kiln.device<cpu>>
+}
+
+// Read transposed, the two loops stay apart and only the inner one is a
+// simd loop; a maximum reduces with the prelude's NaN-propagating kiln_max.
+// CHECK-LABEL: // kiln kernel kiln_k{{[0-9]+}}
+// CHECK:        float [[ACC:acc[0-9]+]] = out0[d0 * 8 + d1];
+// CHECK-NEXT:   for (int64_t d2 = 0; d2 < 6; ++d2)
+// CHECK-NEXT: #pragma omp simd reduction(kiln_max : [[ACC]])
+// CHECK-NEXT:     for (int64_t d3 = 0; d3 < 7; ++d3) {
+// CHECK:          in0[d0 * 336 + d3 * 48 + d2 * 8 + d1]
+// CHECK:        out0[d0 * 8 + d1] = [[ACC]];
+func.func @register_max(%x: tensor<2x7x6x8xf32, #kiln.device<cpu>>) -> tensor<2x8xf32, #kiln.device<cpu>> {
+  %0 = kiln.kernel(%x : tensor<2x7x6x8xf32, #kiln.device<cpu>>) -> (tensor<2x8xf32, #kiln.device<cpu>>) {
+  ^bb0(%a0: tensor<2x7x6x8xf32>):
+    %low = arith.constant 0xFF800000 : f32
+    %e = tensor.empty() : tensor<2x8xf32>
+    %f = linalg.fill ins(%low : f32) outs(%e : tensor<2x8xf32>) -> tensor<2x8xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, w, h, c)>, affine_map<(n, c, h, w) -> (n, c)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%a0 : tensor<2x7x6x8xf32>) outs(%f : tensor<2x8xf32>) {
+    ^bb0(%x0: f32, %acc: f32):
+      %s = arith.maximumf %acc, %x0 : f32
+      linalg.yield %s : f32
+    } -> tensor<2x8xf32>
+    kiln.yield %r : tensor<2x8xf32>
+  }
+  return %0 : tensor<2x8xf32, #kiln.device<cpu>>
+}
