@@ -444,6 +444,10 @@ KILN_INFER(ReshapeOp) {
   ArrayRef<int64_t> spec = adaptor.getShape();
   int64_t known = 1, inferred = -1;
   bool dynamic = false;
+  // Symbolic dims copied from the input: when they are all its symbolic
+  // dims, they cancel out of the inferred one ([s, n, 2, 256] to [0, 0, -1]
+  // is [s, n, 512] whatever n).
+  int64_t copiedDynamic = 0, outDynamic = 0;
   for (auto [i, d] : llvm::enumerate(spec)) {
     int64_t dim = d;
     if (d == kReshapeCopy) {
@@ -451,6 +455,7 @@ KILN_INFER(ReshapeOp) {
         return fail(loc, "reshape copies dim " + Twine(i) + " of " + str(in) +
                              ", which has no such dim");
       dim = in[i];
+      copiedDynamic += ShapedType::isDynamic(dim);
     } else if (d == -1) {
       if (inferred >= 0)
         return fail(loc, "reshape shape has more than one -1");
@@ -461,28 +466,29 @@ KILN_INFER(ReshapeOp) {
     out.push_back(dim);
     if (d != -1) {
       if (ShapedType::isDynamic(dim))
-        dynamic = true;
+        dynamic = true, ++outDynamic;
       else if (llvm::MulOverflow(known, dim, known))
         return fail(loc, "reshape shape " + str(out) +
                              " has more elements than int64 counts");
     }
   }
-  int64_t total = 1;
+  int64_t total = 1, inDynamic = 0;
   for (int64_t d : in) {
     if (ShapedType::isDynamic(d))
-      dynamic = true;
+      dynamic = true, ++inDynamic;
     else if (llvm::MulOverflow(total, d, total))
       return fail(loc, "reshape input " + str(in) +
                            " has more elements than int64 counts");
   }
+  bool cancels = outDynamic == copiedDynamic && copiedDynamic == inDynamic;
   if (inferred >= 0) {
-    if (dynamic)
+    if (dynamic && !cancels)
       out[inferred] = ShapedType::kDynamic;
     else if (known == 0 || total % known != 0)
       return fail(loc, "cannot reshape " + str(in) + " to " + str(spec));
     else
       out[inferred] = total / known;
-  } else if (!dynamic && known != total) {
+  } else if ((!dynamic || cancels) && known != total) {
     return fail(loc, "cannot reshape " + str(in) + " (" + Twine(total) +
                          " elements) to " + str(out));
   }

@@ -138,6 +138,9 @@ struct Module::Impl {
   std::vector<void *> hostBuffers(const std::vector<Tensor> &inputs) const;
   /// Points each view (alias value) without a buffer at its base's.
   void resolveViews(std::vector<void *> &buffers) const;
+  /// The buffers of the views of value `id` (and theirs), which it has
+  /// just been given.
+  void viewBuffers(std::vector<void *> &buffers, size_t id) const;
   /// A run whose shapes are resolved as its steps run, one after another on
   /// the calling thread (stepByStep).
   std::vector<Tensor>

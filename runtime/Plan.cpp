@@ -121,6 +121,10 @@ void decodeValues(Plan &plan, const json &values,
     }
     plan.values.push_back(std::move(value));
   }
+  plan.views.assign(plan.values.size(), {});
+  for (size_t id = 0; id < plan.values.size(); ++id)
+    if (plan.values[id].kind == ValueKind::Alias)
+      plan.views[plan.values[id].aliasOf].push_back(id);
 }
 
 /// Decodes manifest["signature"] (sequences and optionals among the graph
@@ -592,53 +596,69 @@ void settle(const Plan &plan, Shapes &s, size_t id) {
   s.known[id] = true;
 }
 
+// The shape of view `id`, whose source's shape is known.
+void resolveView(const Plan &plan, Shapes &s, size_t id) {
+  const Value &v = plan.values[id];
+  if (v.reshape.empty() && !v.dynamic) {
+    s.of[id] = v.shape;
+    settle(plan, s, id);
+    return;
+  }
+  const std::vector<int64_t> &from = s.of[v.aliasOf];
+  int64_t total = 1, known = 1, inferred = -1;
+  for (int64_t d : from)
+    total *= d;
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < v.reshape.size(); ++i) {
+    int64_t d = v.reshape[i];
+    if (d == Value::kCopyDim) {
+      if (i >= from.size())
+        fail("value " + std::to_string(id) + " copies dim " +
+             std::to_string(i) + " of " +
+             describe(plan.values[v.aliasOf].dtype, from) +
+             ", which has no such dim");
+      d = from[i];
+    }
+    if (d == -1)
+      inferred = static_cast<int64_t>(i);
+    else
+      known *= d;
+    shape.push_back(d);
+  }
+  if (inferred >= 0 && known != 0 && total % known == 0)
+    shape[inferred] = total / known;
+  else if (inferred >= 0 || known != total)
+    fail("value " + std::to_string(id) + " cannot view " +
+         describe(plan.values[v.aliasOf].dtype, from) + " as " +
+         describe(v.dtype, v.reshape));
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (v.shape[i] >= 0 && v.shape[i] != shape[i])
+      fail("value " + std::to_string(id) + " must be " +
+           describe(v.dtype, v.shape) + " but views " +
+           describe(plan.values[v.aliasOf].dtype, from) + " as " +
+           describe(v.dtype, shape));
+  s.of[id] = shape;
+  settle(plan, s, id);
+}
+
 // The views whose source is known, in value order (sources come first).
 void resolveViews(const Plan &plan, Shapes &s) {
   for (size_t id = 0; id < plan.values.size(); ++id) {
     const Value &v = plan.values[id];
-    if (v.kind != ValueKind::Alias || s.known[id] || !s.known[v.aliasOf])
-      continue;
-    if (v.reshape.empty() && !v.dynamic) {
-      s.of[id] = v.shape;
-      settle(plan, s, id);
-      continue;
-    }
-    const std::vector<int64_t> &from = s.of[v.aliasOf];
-    int64_t total = 1, known = 1, inferred = -1;
-    for (int64_t d : from)
-      total *= d;
-    std::vector<int64_t> shape;
-    for (size_t i = 0; i < v.reshape.size(); ++i) {
-      int64_t d = v.reshape[i];
-      if (d == Value::kCopyDim) {
-        if (i >= from.size())
-          fail("value " + std::to_string(id) + " copies dim " +
-               std::to_string(i) + " of " +
-               describe(plan.values[v.aliasOf].dtype, from) +
-               ", which has no such dim");
-        d = from[i];
-      }
-      if (d == -1)
-        inferred = static_cast<int64_t>(i);
-      else
-        known *= d;
-      shape.push_back(d);
-    }
-    if (inferred >= 0 && known != 0 && total % known == 0)
-      shape[inferred] = total / known;
-    else if (inferred >= 0 || known != total)
-      fail("value " + std::to_string(id) + " cannot view " +
-           describe(plan.values[v.aliasOf].dtype, from) + " as " +
-           describe(v.dtype, v.reshape));
-    for (size_t i = 0; i < shape.size(); ++i)
-      if (v.shape[i] >= 0 && v.shape[i] != shape[i])
-        fail("value " + std::to_string(id) + " must be " +
-             describe(v.dtype, v.shape) + " but views " +
-             describe(plan.values[v.aliasOf].dtype, from) + " as " +
-             describe(v.dtype, shape));
-    s.of[id] = shape;
-    settle(plan, s, id);
+    if (v.kind == ValueKind::Alias && !s.known[id] && s.known[v.aliasOf])
+      resolveView(plan, s, id);
   }
+}
+
+// The views of `id`, whose shape just became known, and theirs: a step
+// resolves only what its outputs allow (a pass over every value per step
+// took a third of a 1,300-step GRU's run).
+void resolveViewsOf(const Plan &plan, Shapes &s, size_t id) {
+  for (size_t view : plan.views[id])
+    if (!s.known[view]) {
+      resolveView(plan, s, view);
+      resolveViewsOf(plan, s, view);
+    }
 }
 
 /// A dims function's message with each {node:K} it holds replaced by
@@ -691,6 +711,7 @@ void resolveStep(const Plan &plan, Shapes &s, size_t index,
   if (step.isCopy) {
     s.of[step.args[1]] = s.of[step.args[0]];
     settle(plan, s, step.args[1]);
+    resolveViewsOf(plan, s, step.args[1]);
   } else if (step.dims) {
     std::vector<int64_t> &dims = s.stepDims[index];
     dims.clear();
@@ -725,11 +746,11 @@ void resolveStep(const Plan &plan, Shapes &s, size_t index,
             fail(step.describe(index) + " computed a negative dim for value " +
                  std::to_string(id));
         settle(plan, s, id);
+        resolveViewsOf(plan, s, id);
       }
       at += rank;
     }
   }
-  resolveViews(plan, s);
 }
 
 Shapes resolveShapes(const Plan &plan,

@@ -138,6 +138,9 @@ struct Plan {
   std::vector<PortInfo> inputPorts, outputPorts;
   std::vector<size_t> inputValues, outputValues;
   std::vector<Step> steps;
+  /// Per value, the aliases that view it directly (filled at load): a
+  /// value's shape or buffer, once known, passes down to them alone.
+  std::vector<std::vector<size_t>> views;
 
   bool dynamic = false; // some value has a dynamic dim
   /// Some step's dims function reads data (a shape given as a tensor, or

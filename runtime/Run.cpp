@@ -253,6 +253,13 @@ void Module::Impl::resolveViews(std::vector<void *> &buffers) const {
       buffers[id] = buffers[plan.values[id].aliasOf];
 }
 
+void Module::Impl::viewBuffers(std::vector<void *> &buffers, size_t id) const {
+  for (size_t view : plan.views[id]) {
+    buffers[view] = buffers[id];
+    viewBuffers(buffers, view);
+  }
+}
+
 std::vector<Tensor> Module::Impl::runStepByStep(
     const std::vector<Tensor> &inputs,
     const std::vector<std::vector<int64_t>> &inputShapes,
@@ -321,8 +328,8 @@ std::vector<Tensor> Module::Impl::runStepByStep(
       size_t id = step.args[i];
       temps[id] = device::Buffer(deviceOf(id), shapes.nbytes[id]);
       buffers[id] = temps[id].data();
+      viewBuffers(buffers, id);
     }
-    resolveViews(buffers);
     execute(index, buffers, shapes, args, streams, scratch, profiler);
     queuedOn = gpu;
     // A step queued on a stream may still read its inputs: what it was the

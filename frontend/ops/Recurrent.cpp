@@ -112,27 +112,66 @@ FailureOr<Values> convertRecurrent(NodeContext &c) {
   };
   Value x = c.inputs[0], w = c.inputs[1], r = c.inputs[2], b = input(3),
         lengths = input(4), h0 = input(5), c0 = input(6), p = input(7);
-  for (Value v : {x, w, r, b, h0, c0, p})
-    if (v && !typeOf(v).hasStaticShape())
-      return c.error("'" + kind +
-                     "' needs static input shapes (the sequence "
-                     "is unrolled); bind symbolic dims with "
-                     "--input-shape");
   Type t = typeOf(x).getElementType();
   if (!isa<FloatType>(t) || typeOf(x).getRank() != 3)
     return c.error("'" + kind + "' needs a 3-D floating-point input");
+  bool layout = c.getInt("layout", 0) != 0;
+  // The batch may be symbolic; the steps, unrolled, and the weights not.
+  // (The initial states are checked against them below.)
+  const char *inputNames[] = {
+      "X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+  int64_t batchDims[] = {layout ? 0 : 1, -1, -1, -1, 0, layout ? 0 : 1,
+                         layout ? 0 : 1, -1};
+  for (auto [i, v] : llvm::enumerate(c.inputs)) {
+    auto type = v ? typeOf(v) : RankedTensorType();
+    for (int64_t d = 0; type && i < 8 && i != 5 && i != 6 && d < type.getRank();
+         ++d)
+      if (d != batchDims[i] && type.isDynamicDim(d))
+        return c.error("'" + kind + "' input " + inputNames[i] +
+                       " has a symbolic dim " + Twine(d) +
+                       ": only the batch may be symbolic (the sequence is "
+                       "unrolled); bind symbolic dims with --input-shape");
+  }
   std::string direction = c.getString("direction", "forward");
   if (direction != "forward" && direction != "reverse" &&
       direction != "bidirectional")
     return c.error("'" + kind + "' direction '" + direction +
                    "' is not one of forward, reverse, bidirectional");
   int64_t dirs = direction == "bidirectional" ? 2 : 1;
-  bool layout = c.getInt("layout", 0) != 0;
   int64_t hidden = typeOf(r).getShape().back();
   if (typeOf(w).getRank() != 3 || typeOf(w).getDimSize(0) != dirs ||
       typeOf(w).getDimSize(1) != gates * hidden)
     return c.error("'" + kind + "' W must be [" + Twine(dirs) + ", " +
                    Twine(gates * hidden) + ", input_size]");
+  // Initial states made from the batch at run time (ConstantOfShape of a
+  // Concat of Shape's dims) can come with every dim symbolic: they take
+  // their known shape, [dirs, batch, hidden] ([batch, dirs, hidden] with
+  // layout 1), the batch X's.
+  int64_t xBatch = typeOf(x).getDimSize(layout ? 0 : 1);
+  SmallVector<int64_t> stateDims =
+      layout ? SmallVector<int64_t>{xBatch, dirs, hidden}
+             : SmallVector<int64_t>{dirs, xBatch, hidden};
+  for (Value *state : {&h0, &c0}) {
+    if (!*state)
+      continue;
+    auto type = typeOf(*state);
+    bool fits = type.getRank() == 3;
+    for (int64_t d = 0; fits && d < 3; ++d)
+      fits = type.isDynamicDim(d) || ShapedType::isDynamic(stateDims[d]) ||
+             type.getDimSize(d) == stateDims[d];
+    if (!fits)
+      return c.error("'" + kind + "' initial state " +
+                     (state == &h0 ? "initial_h" : "initial_c") + " is not [" +
+                     (layout ? "batch, " + Twine(dirs) + ", " + Twine(hidden)
+                             : Twine(dirs) + ", batch, " + Twine(hidden)) +
+                     "]");
+    if (!type.hasStaticShape()) {
+      auto refined = reshapeToDims(c, *state, stateDims);
+      if (failed(refined))
+        return failure();
+      *state = *refined;
+    }
+  }
   // Activations, perDirection per direction.
   std::vector<std::string> names;
   if (const auto *a = c.attr("activations"))
@@ -188,7 +227,14 @@ FailureOr<Values> convertRecurrent(NodeContext &c) {
         {v, g.i64Constant({}, {d}, "direction")},
         {c.builder.getNamedAttr("axis", c.builder.getI64IntegerAttr(0))});
   };
-  Value zeros = g.splat({batch, hidden}, t, 0);
+  // A symbolic batch starts from one row of zeros, broadcast by the first
+  // step's sums.
+  Value zeros =
+      g.splat({ShapedType::isDynamic(batch) ? 1 : batch, hidden}, t, 0);
+  if (ShapedType::isDynamic(batch) && seq == 0 && (!h0 || (lstm && !c0)))
+    return c.error("'" + kind +
+                   "' needs a step or initial states to size a symbolic "
+                   "batch's states");
   // sequence_lens as [batch, 1] int64, made once for every step.
   Value lengthColumn =
       lengths ? g.reshape(g.cast(lengths, c.builder.getI64Type()), {batch, 1})

@@ -1,7 +1,9 @@
 """RNN, GRU and LSTM against independent references.
 
 torch.nn.RNN/GRU/LSTM (two layers, bidirectional, batch_first, with initial
-states), exported to ONNX, against PyTorch eager. ONNX LSTM and GRU with
+states), exported to ONNX, against PyTorch eager; GRU and LSTM also with a
+symbolic batch (compiled once, run at two batches; their initial states
+made from the run-time shape), and a symbolic sequence's error. ONNX LSTM and GRU with
 sequence_lens (shorter sequences keep their state and output zeros past
 their end, in both directions), peepholes, clip and linear_before_reset,
 against onnxruntime (the ONNX reference ignores sequence_lens).
@@ -64,6 +66,66 @@ class RecurrentAgainstEager(kt.KilnTestCase):
                 self.assertEqual(got.shape, want.shape)
                 err = kt.rel_l2(got, want)
                 self.assertLessEqual(err, 1e-5, "%s: relative L2 %.3g" % (kind, err))
+
+    def export_symbolic(self, kind, axes):
+        """A two-layer bidirectional torch `kind` (batch first, no initial
+        state: the exporter builds zeros from the input's run-time shape)
+        exported with `axes` of x symbolic; returns the module and path."""
+        torch = self.torch
+        torch.manual_seed(2)
+        cell = getattr(torch.nn, kind)(input_size=5, hidden_size=6,
+                                       num_layers=2, bidirectional=True,
+                                       batch_first=True)
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = cell
+
+            def forward(self, x):
+                return self.cell(x)[0]
+
+        model = Model().eval()
+        path = self.path(kind + "_sym.onnx")
+        with warnings.catch_warnings(), \
+                contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, (torch.randn(2, 7, 5),), path,
+                              input_names=["x"], output_names=["y"],
+                              opset_version=14, dynamo=False,
+                              dynamic_axes={"x": axes})
+        return model, path
+
+    def test_symbolic_batch(self):
+        """Compiled once with the batch symbolic (the sequence unrolled),
+        run at batches 1 and 3 against eager."""
+        torch = self.torch
+        for kind in ("GRU", "LSTM"):
+            with self.subTest(kind):
+                model, path = self.export_symbolic(kind, {0: "n"})
+                artifact, proc = self.compile(path, kind + "_sym.kiln")
+                kt.assert_success(self, proc)
+                for n in (1, 3):
+                    x = torch.randn(n, 7, 5,
+                                    generator=torch.Generator().manual_seed(n))
+                    with torch.no_grad():
+                        want = model(x).numpy()
+                    (got,), _ = self.run_artifact(
+                        artifact, [x.numpy()], out_name="%s_sym%d" % (kind, n))
+                    self.assertEqual(got.shape, want.shape)
+                    err = kt.rel_l2(got, want)
+                    self.assertLessEqual(err, 1e-5, "%s batch %d: relative L2 "
+                                         "%.3g" % (kind, n, err))
+
+    def test_symbolic_sequence_is_named(self):
+        """A symbolic sequence length (not unrolled yet) fails with the
+        node, the input and its dim."""
+        model, path = self.export_symbolic("GRU", {0: "n", 1: "t"})
+        _, proc = self.compile(path, "GRU_seq.kiln")
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("'GRU' input X has a symbolic dim 0", proc.stderr)
+        self.assertIn("--input-shape", proc.stderr)
 
 
 class RecurrentAgainstOnnxruntime(kt.KilnTestCase):

@@ -212,3 +212,13 @@ func.func @reshape_copy_past_rank(%x: tensor<2x3xf32, #kiln.device<cpu>>) {
   %0 = kiln.reshape %x {shape = array<i64: 1, 6, -2>} : tensor<2x3xf32, #kiln.device<cpu>> -> tensor<1x6x1xf32, #kiln.device<cpu>>
   return
 }
+
+// -----
+
+// The symbolic dim copied cancels out, so the static rest must divide.
+func.func @reshape_cancelled_count(%x: tensor<?x2x3xf32, #kiln.device<cpu>>) {
+  // expected-error @+2 {{cannot reshape [?,2,3] to [-2,4,-1]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.reshape %x {shape = array<i64: -2, 4, -1>} : tensor<?x2x3xf32, #kiln.device<cpu>> -> tensor<?x4x?xf32, #kiln.device<cpu>>
+  return
+}

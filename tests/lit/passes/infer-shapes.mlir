@@ -104,3 +104,18 @@ func.func @symbolic_kernel(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "
   %d = kiln.conv %seq, %dw {strides = array<i64: 1>, pads = array<i64: 0, 0>, dilations = array<i64: 1>, group = 0} : tensor<2x3x5xf32, #kiln.device<cpu>>, tensor<6x1x3xf32, #kiln.device<cpu>> -> tensor<?x?x?xf32, #kiln.device<cpu>>
   return %x, %c, %d : tensor<?x4xf32, #kiln.device<cpu>>, tensor<?x?x?x?xf32, #kiln.device<cpu>>, tensor<?x?x?xf32, #kiln.device<cpu>>
 }
+
+// -----
+
+// Symbolic dims that a reshape copies cancel out of its inferred dim when
+// they are all the input's: [5, n, 2, 3] to [-2, -2, -1] is [5, n, 6]
+// whatever n (a bidirectional GRU's output merged by its exporter). One not
+// copied keeps the inferred dim symbolic.
+// CHECK-LABEL: func.func @reshape_cancels
+// CHECK: kiln.reshape %{{.+}} {shape = array<i64: -2, -2, -1>} : tensor<5x?x2x3xf32, #kiln.device<cpu>> -> tensor<5x?x6xf32, #kiln.device<cpu>>
+// CHECK: kiln.reshape %{{.+}} {shape = array<i64: -1, 2>} : tensor<5x?x2x3xf32, #kiln.device<cpu>> -> tensor<?x2xf32, #kiln.device<cpu>>
+func.func @reshape_cancels(%x: tensor<?x4xf32, #kiln.device<cpu>> {kiln.name = "x"}, %y: tensor<5x?x2x3xf32, #kiln.device<cpu>>) -> (tensor<?x?x?xf32, #kiln.device<cpu>>, tensor<?x2xf32, #kiln.device<cpu>>) {
+  %a = kiln.reshape %y {shape = array<i64: -2, -2, -1>} : tensor<5x?x2x3xf32, #kiln.device<cpu>> -> tensor<?x?x?xf32, #kiln.device<cpu>>
+  %b = kiln.reshape %y {shape = array<i64: -1, 2>} : tensor<5x?x2x3xf32, #kiln.device<cpu>> -> tensor<?x2xf32, #kiln.device<cpu>>
+  return %a, %b : tensor<?x?x?xf32, #kiln.device<cpu>>, tensor<?x2xf32, #kiln.device<cpu>>
+}
