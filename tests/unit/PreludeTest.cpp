@@ -426,8 +426,12 @@ TEST_F(Prelude, FlatConvsMatchTheirTapsInEveryGroup) {
   checkFlatConv(1, 2, 5, 20, 8, 9, 3, 5, 1, 2, 0, 2, 1,
                 1); // uneven window and pads
   checkFlatConv(3, 4, 2, 3, 6, 5, 1, 1, 2, 1, 0, 0, 0, 0); // 1x1, 3 per group
-  checkFlatConv(1, 2, 4, 40, 4, 30, 2, 3, 2, 2, 0, 0, 1,
-                0); // wide rows, 40 per group
+  checkFlatConv(1, 2, 4, 40, 4, 30, 2, 3, 2, 2, 0, 0, 1, 0);
+  // Rows of more than 16 columns (the copy's loops rather than one vector
+  // a row), at strides 1 and 2, pads past the window on the left.
+  checkFlatConv(1, 2, 3, 8, 5, 37, 3, 3, 1, 1, 1, 2, 1, 2);
+  checkFlatConv(1, 2, 3, 8, 6, 41, 3, 3, 2, 2, 1, 2, 0,
+                1); // wide rows, 40 per group
 }
 
 // kiln_dwconv_tiles against loops in double, with a bias or an init, and

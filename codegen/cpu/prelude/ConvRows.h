@@ -346,51 +346,107 @@ inline void kiln_conv_flat_tile(const float *at, const int64_t *offsets, const f
     }
   }
 }
+// The columns of a row that column phase cph of a copy padded and split
+// by the column stride takes from the row (kiln_flat_row): [k0, k1) of
+// its pitch, the others zeros.
+inline void kiln_flat_cols(int64_t iw, int64_t left, int64_t sw, int64_t pitch, int64_t cph,
+                           int64_t &k0, int64_t &k1) {
+  k0 = std::min(pitch, std::max<int64_t>(0, (left - cph + sw - 1) / sw));
+  k1 = std::max(k0, std::min(pitch, (iw + left - cph + sw - 1) / sw));
+}
+// Phase cph of a row (src, or zeros where null) to o[0, pitch): o[k] =
+// src[k * sw + cph - left] for k in [k0, k1), zeros elsewhere.
+inline void kiln_flat_phase(const float *src, int64_t left, int64_t sw, int64_t cph,
+                            int64_t k0, int64_t k1, int64_t pitch, float *o) {
+  if (!src)
+    k0 = k1 = pitch;
+  const float *s = src ? src + cph - left : nullptr;
+#if defined(__AVX512F__)
+  // A row of at most 16 columns in one vector, its masks the columns it
+  // reads (none outside the row) and writes: loops of a few iterations
+  // each cost more than the copy (the 400 planes of 14x14 regnet_x split
+  // for its 7x7 grouped convs took 134 us).
+  if (pitch <= 16 && sw <= 2) {
+    const __mmask16 keep = __mmask16(((1u << k1) - 1) & ~((1u << k0) - 1));
+    __m512 v;
+    if (sw == 1) {
+      v = _mm512_maskz_loadu_ps(keep, s);
+    } else {
+      const __m512i even =
+          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      const __m512 a = _mm512_maskz_loadu_ps(__mmask16(_pdep_u32(keep & 0xff, 0x5555)), s);
+      const __m512 b = _mm512_maskz_loadu_ps(__mmask16(_pdep_u32(keep >> 8, 0x5555)), s + 16);
+      v = _mm512_maskz_permutex2var_ps(keep, a, even, b);
+    }
+    _mm512_mask_storeu_ps(o, kiln_lanes(pitch), v);
+    return;
+  }
+#endif
+  // Loops, not memset and memcpy: rows of a 7x7 plane are too short for
+  // the calls to pay.
+  for (int64_t k = 0; k < k0; ++k)
+    o[k] = 0.0f;
+  if (sw == 1) {
+    for (int64_t k = k0; k < k1; ++k)
+      o[k] = s[k];
+  } else {
+    int64_t k = k0;
+#if defined(__AVX512F__)
+    // Stride 2: 16 columns from two vectors of the row, the last ones'
+    // loads and store masked (a 28-wide row fills no whole vector).
+    if (sw == 2) {
+      const __m512i even =
+          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      for (; k < k1; k += 16) {
+        const int64_t n = std::min<int64_t>(16, k1 - k), last = 2 * n - 1;
+        const __m512 a = _mm512_maskz_loadu_ps(kiln_lanes(last), s + 2 * k);
+        const __m512 b = _mm512_maskz_loadu_ps(kiln_lanes(std::max<int64_t>(0, last - 16)),
+                                               s + 2 * k + 16);
+        _mm512_mask_storeu_ps(o + k, kiln_lanes(n), _mm512_permutex2var_ps(a, even, b));
+      }
+    }
+#endif
+    for (; k < k1; ++k)
+      o[k] = s[k * sw];
+  }
+  for (int64_t k = std::max(k0, k1); k < pitch; ++k)
+    o[k] = 0.0f;
+}
 // One row of a plane copied padded and split by the column stride, as
-// kiln_conv_rows and kiln_conv_flat read it: its columns
-// k * sw + cph - left (zeros outside the row, or everywhere without one: src
-// null) to o + cph * sub, k < pitch, for each column phase cph < sw.
+// kiln_conv_rows reads it: its columns k * sw + cph - left (zeros outside
+// the row, or everywhere without one: src null) to o + cph * sub, k <
+// pitch, for each column phase cph < sw.
 inline void kiln_flat_row(const float *src, int64_t iw, int64_t left, int64_t sw, int64_t pitch,
                           float *o, int64_t sub) {
   for (int64_t cph = 0; cph < sw; ++cph, o += sub) {
-    if (!src) {
-      for (int64_t k = 0; k < pitch; ++k)
-        o[k] = 0.0f;
-      continue;
-    }
-    const float *s = src + cph - left;
-    const int64_t k0 = std::min(pitch, std::max<int64_t>(0, (left - cph + sw - 1) / sw));
-    const int64_t k1 = std::max(k0, std::min(pitch, (iw + left - cph + sw - 1) / sw));
-    // Loops, not memset and memcpy: rows of a 7x7 plane are too short for
-    // the calls to pay.
-    for (int64_t k = 0; k < k0; ++k)
-      o[k] = 0.0f;
-    if (sw == 1) {
-      for (int64_t k = k0; k < k1; ++k)
-        o[k] = s[k];
-    } else {
-      int64_t k = k0;
-#if defined(__AVX512F__)
-      // Stride 2: 16 columns from two vectors of the row, the last ones'
-      // loads and store masked (a 28-wide row fills no whole vector).
-      if (sw == 2) {
-        const __m512i even =
-            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        for (; k < k1; k += 16) {
-          const int64_t n = std::min<int64_t>(16, k1 - k), last = 2 * n - 1;
-          const __m512 a = _mm512_maskz_loadu_ps(kiln_lanes(last), s + 2 * k);
-          const __m512 b = _mm512_maskz_loadu_ps(kiln_lanes(std::max<int64_t>(0, last - 16)),
-                                                 s + 2 * k + 16);
-          _mm512_mask_storeu_ps(o + k, kiln_lanes(n), _mm512_permutex2var_ps(a, even, b));
-        }
-      }
-#endif
-      for (; k < k1; ++k)
-        o[k] = s[k * sw];
-    }
-    for (int64_t k = k1; k < pitch; ++k)
-      o[k] = 0.0f;
+    int64_t k0, k1;
+    kiln_flat_cols(iw, left, sw, pitch, cph, k0, k1);
+    kiln_flat_phase(src, left, sw, cph, k0, k1, pitch, o);
   }
+}
+// A plane [h][iw] copied padded and split by both strides, as kiln_conv_flat
+// reads it: [row phase][column phase][height][pitch], row q of row phase
+// rph being the input's row q * sh + rph - top (zeros outside it). The
+// bounds of the phases' columns once per plane: per row (with the
+// divisions of a row index) a 7x7 plane's copy took longer than its conv.
+inline void kiln_flat_plane(const float *src, int64_t h, int64_t iw, int64_t top, int64_t left,
+                            int64_t sh, int64_t sw, int64_t height, int64_t pitch, float *o) {
+  int64_t k0[2], k1[2];
+  for (int64_t cph = 0; cph < sw && cph < 2; ++cph)
+    kiln_flat_cols(iw, left, sw, pitch, cph, k0[cph], k1[cph]);
+  const int64_t sub = height * pitch;
+  for (int64_t rph = 0; rph < sh; ++rph)
+    for (int64_t q = 0; q < height; ++q) {
+      const int64_t r = q * sh + rph - top;
+      const float *row = r >= 0 && r < h ? src + r * iw : nullptr;
+      for (int64_t cph = 0; cph < sw; ++cph) {
+        int64_t a = k0[cph & 1], b = k1[cph & 1];
+        if (cph >= 2)
+          kiln_flat_cols(iw, left, sw, pitch, cph, a, b);
+        kiln_flat_phase(row, left, sw, cph, a, b, pitch,
+                        o + (rph * sw + cph) * sub + q * pitch);
+      }
+    }
 }
 // The offset of tap (i, j) in a plane copied for a flat conv.
 inline int64_t kiln_flat_offset(int64_t i, int64_t j, int64_t sh, int64_t sw, int64_t sub,
@@ -412,12 +468,9 @@ inline void kiln_conv_flat_run(int64_t batch, int64_t groups, int64_t c, int64_t
   float *__restrict xs = static_cast<float *>(xs_owner.data);
   std::memset(xs + batch * image, 0, sizeof(float) * P);
 #pragma omp parallel for schedule(static) if (batch * image >= 4096)
-  for (int64_t row = 0; row < batch * groups * c * sh * height; ++row) {
-    const int64_t q = row % height, rph = row / height % sh, nc = row / (height * sh);
-    const int64_t r = q * sh + rph - top;
-    kiln_flat_row(r >= 0 && r < h ? x + (nc * h + r) * iw : nullptr, iw, left, sw, pitch,
-                  xs + nc * chplane + rph * sw * sub + q * pitch, sub);
-  }
+  for (int64_t nc = 0; nc < batch * groups * c; ++nc)
+    kiln_flat_plane(x + nc * h * iw, h, iw, top, left, sh, sw, height, pitch,
+                    xs + nc * chplane);
   const int64_t taps = c * kh * kw, mg = m / groups, B = NV * L, blocks = (mg + B - 1) / B;
   const int64_t mg16 = (mg + 15) / 16; // blocks of panels per group
   kiln_scratch offsets_owner(sizeof(int64_t) * taps);
