@@ -274,66 +274,79 @@ inline void kiln_dwconv_chans_span(int64_t u, const V *at, const V *wv, V b, int
   default: return kiln_dwconv_chans_block<V, 1>(at, wv, b, kh, kw, wp, sw, out);
   }
 }
+// Channels [c0, c0 + nc) of image n of kiln_dwconv into y, through a
+// thread's buffers: xs the padded planes [hp][wp] (their pad zero), wv
+// the weights [taps], ys the outputs [ho * wo rounded up to L]. Apart
+// from the epilogue's template, so that a kernel file compiles it once
+// however many convs call it.
+template <typename V, int L>
+inline void kiln_dwconv_chans_block_of(int64_t n, int64_t c, int64_t c0, int64_t h, int64_t iw,
+                                       int64_t top, int64_t left, int64_t kh, int64_t kw,
+                                       int64_t sh, int64_t sw, int64_t ho, int64_t wo,
+                                       const float *x, const float *wt, const float *bias,
+                                       float init, float *y, V *xs, V *wv, V *ys) {
+  const int64_t hp = (ho - 1) * sh + kh, wp = (wo - 1) * sw + kw, taps = kh * kw;
+  const int64_t r0 = std::max<int64_t>(0, -top), r1 = std::min(h, hp - top);
+  const int64_t q0 = std::max<int64_t>(0, -left), q1 = std::min(iw, wp - left);
+  const int64_t size = ho * wo, nc = std::min<int64_t>(L, c - c0);
+  // Rows of at most 8 outputs, as even as they come: 7 and 7 of 14.
+  const int64_t spans = (wo + 7) / 8, u = (wo + spans - 1) / spans;
+  const float *src = x + (n * c + c0) * h * iw;
+  V b;
+  for (int l = 0; l < L; ++l)
+    b[l] = l < nc ? (bias ? bias[c0 + l] : init) : 0.0f;
+  for (int64_t t = 0; t < taps; ++t)
+    for (int l = 0; l < L; ++l)
+      wv[t][l] = l < nc ? wt[(c0 + l) * taps + t] : 0.0f;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t q = q0; q < q1; q += L) {
+      const int64_t len = std::min<int64_t>(L, q1 - q);
+      V rows[L];
+      for (int l = 0; l < L; ++l) {
+        if (l < nc)
+          kiln_flat_load(rows[l], src + l * h * iw + r * iw + q, len);
+        else
+          rows[l] = V{};
+      }
+      kiln_flat_transpose(rows);
+      V *at = xs + (r + top) * wp + q + left;
+      for (int64_t k = 0; k < len; ++k)
+        at[k] = rows[k];
+    }
+  for (int64_t oh = 0; oh < ho; ++oh)
+    for (int64_t ow = 0; ow < wo; ow += u)
+      kiln_dwconv_chans_span<V>(std::min(u, wo - ow), xs + oh * sh * wp + ow * sw, wv, b, kh, kw,
+                                wp, sw, ys + oh * wo + ow);
+  float *dst = y + (n * c + c0) * size;
+  for (int64_t p = 0; p < size; p += L) {
+    const int64_t len = std::min<int64_t>(L, size - p);
+    V rows[L];
+    for (int k = 0; k < L; ++k)
+      rows[k] = k < len ? ys[p + k] : V{};
+    kiln_flat_transpose(rows);
+    kiln_flat_store(rows, dst + p, size, nc, 0, len);
+  }
+}
 template <typename V, int L, typename F>
 inline void kiln_dwconv_chans_run(int64_t batch, int64_t c, int64_t h, int64_t iw, int64_t top,
                                   int64_t left, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
                                   int64_t ho, int64_t wo, const float *x, const float *wt,
                                   const float *bias, float init, float *y, const F &epilogue) {
-  // The padded rows and columns the outputs read, and the input's rows
-  // and columns inside them.
   const int64_t hp = (ho - 1) * sh + kh, wp = (wo - 1) * sw + kw, taps = kh * kw;
-  const int64_t r0 = std::max<int64_t>(0, -top), r1 = std::min(h, hp - top);
-  const int64_t q0 = std::max<int64_t>(0, -left), q1 = std::min(iw, wp - left);
   const int64_t blocks = (c + L - 1) / L, size = ho * wo;
   const int64_t per = hp * wp + taps + (size + L - 1) / L * L;
   kiln_scratch owner(sizeof(V) * per * omp_get_max_threads());
-  // Rows of at most 8 outputs, as even as they come: 7 and 7 of 14.
-  const int64_t spans = (wo + 7) / 8, u = (wo + spans - 1) / spans;
 #pragma omp parallel if (batch * c * size * taps >= 32768)
   {
     V *xs = static_cast<V *>(owner.data) + omp_get_thread_num() * per;
-    V *wv = xs + hp * wp, *ys = wv + taps;
     // The pad stays zero: every block writes the same positions.
     std::memset(static_cast<void *>(xs), 0, sizeof(V) * hp * wp);
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < batch * blocks; ++blk) {
-      const int64_t n = blk / blocks, c0 = blk % blocks * L, nc = std::min<int64_t>(L, c - c0);
-      const float *src = x + (n * c + c0) * h * iw;
-      V b;
-      for (int l = 0; l < L; ++l)
-        b[l] = l < nc ? (bias ? bias[c0 + l] : init) : 0.0f;
-      for (int64_t t = 0; t < taps; ++t)
-        for (int l = 0; l < L; ++l)
-          wv[t][l] = l < nc ? wt[(c0 + l) * taps + t] : 0.0f;
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t q = q0; q < q1; q += L) {
-          const int64_t len = std::min<int64_t>(L, q1 - q);
-          V rows[L];
-          for (int l = 0; l < L; ++l) {
-            if (l < nc)
-              kiln_flat_load(rows[l], src + l * h * iw + r * iw + q, len);
-            else
-              rows[l] = V{};
-          }
-          kiln_flat_transpose(rows);
-          V *at = xs + (r + top) * wp + q + left;
-          for (int64_t k = 0; k < len; ++k)
-            at[k] = rows[k];
-        }
-      for (int64_t oh = 0; oh < ho; ++oh)
-        for (int64_t ow = 0; ow < wo; ow += u)
-          kiln_dwconv_chans_span<V>(std::min(u, wo - ow), xs + oh * sh * wp + ow * sw, wv, b, kh,
-                                    kw, wp, sw, ys + oh * wo + ow);
-      float *dst = y + (n * c + c0) * size;
-      for (int64_t p = 0; p < size; p += L) {
-        const int64_t len = std::min<int64_t>(L, size - p);
-        V rows[L];
-        for (int k = 0; k < L; ++k)
-          rows[k] = k < len ? ys[p + k] : V{};
-        kiln_flat_transpose(rows);
-        kiln_flat_store(rows, dst + p, size, nc, 0, len);
-      }
-      epilogue(n, c0, c0 + nc, 0, ho);
+      const int64_t n = blk / blocks, c0 = blk % blocks * L;
+      kiln_dwconv_chans_block_of<V, L>(n, c, c0, h, iw, top, left, kh, kw, sh, sw, ho, wo, x, wt,
+                                       bias, init, y, xs, xs + hp * wp, xs + hp * wp + taps);
+      epilogue(n, c0, std::min(c, c0 + L), 0, ho);
     }
   }
 }
