@@ -90,10 +90,11 @@ bool fitsWindowLoops(mlir::linalg::GenericOp op, unsigned p);
 /// An elementwise generic's rows shorter than kFlatRowWidth run so with the
 /// dim before them.
 unsigned flatFrom(mlir::linalg::GenericOp op, unsigned from);
+inline constexpr int64_t kFlatRowWidth = 16;
+
 /// The OpenMP reduction identifier that vectorizes reduction `op`'s
 /// trailing loops (omp simd), or "" (CppRows.cpp).
 std::string simdReduction(mlir::linalg::GenericOp op);
-inline constexpr int64_t kFlatRowWidth = 16;
 
 /// A kernel runs image by image only when the largest tensor it makes or
 /// reads is larger than this for the whole batch (a quarter of the L3 cache

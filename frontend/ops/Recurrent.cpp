@@ -143,14 +143,19 @@ FailureOr<Values> convertRecurrent(NodeContext &c) {
       typeOf(w).getDimSize(1) != gates * hidden)
     return c.error("'" + kind + "' W must be [" + Twine(dirs) + ", " +
                    Twine(gates * hidden) + ", input_size]");
+  int64_t seq = typeOf(x).getDimSize(layout ? 1 : 0),
+          batch = typeOf(x).getDimSize(layout ? 0 : 1);
+  if (ShapedType::isDynamic(batch) && seq == 0 && (!h0 || (lstm && !c0)))
+    return c.error("'" + kind +
+                   "' needs a step or initial states to size a symbolic "
+                   "batch's states");
   // Initial states made from the batch at run time (ConstantOfShape of a
   // Concat of Shape's dims) can come with every dim symbolic: they take
   // their known shape, [dirs, batch, hidden] ([batch, dirs, hidden] with
   // layout 1), the batch X's.
-  int64_t xBatch = typeOf(x).getDimSize(layout ? 0 : 1);
   SmallVector<int64_t> stateDims =
-      layout ? SmallVector<int64_t>{xBatch, dirs, hidden}
-             : SmallVector<int64_t>{dirs, xBatch, hidden};
+      layout ? SmallVector<int64_t>{batch, dirs, hidden}
+             : SmallVector<int64_t>{dirs, batch, hidden};
   for (Value *state : {&h0, &c0}) {
     if (!*state)
       continue;
@@ -221,7 +226,6 @@ FailureOr<Values> convertRecurrent(NodeContext &c) {
   }
   if (g.failed())
     return failure();
-  int64_t seq = typeOf(x).getDimSize(0), batch = typeOf(x).getDimSize(1);
   auto pick = [&](Value v, int64_t d) { // v[d]
     return g.op<GatherOp>(
         {v, g.i64Constant({}, {d}, "direction")},
@@ -231,10 +235,6 @@ FailureOr<Values> convertRecurrent(NodeContext &c) {
   // step's sums.
   Value zeros =
       g.splat({ShapedType::isDynamic(batch) ? 1 : batch, hidden}, t, 0);
-  if (ShapedType::isDynamic(batch) && seq == 0 && (!h0 || (lstm && !c0)))
-    return c.error("'" + kind +
-                   "' needs a step or initial states to size a symbolic "
-                   "batch's states");
   // sequence_lens as [batch, 1] int64, made once for every step.
   Value lengthColumn =
       lengths ? g.reshape(g.cast(lengths, c.builder.getI64Type()), {batch, 1})

@@ -409,7 +409,7 @@ inline void kiln_flat_phase(const float *src, int64_t left, int64_t sw, int64_t 
     for (; k < k1; ++k)
       o[k] = s[k * sw];
   }
-  for (int64_t k = std::max(k0, k1); k < pitch; ++k)
+  for (int64_t k = k1; k < pitch; ++k)
     o[k] = 0.0f;
 }
 // One row of a plane copied padded and split by the column stride, as
@@ -431,22 +431,17 @@ inline void kiln_flat_row(const float *src, int64_t iw, int64_t left, int64_t sw
 // divisions of a row index) a 7x7 plane's copy took longer than its conv.
 inline void kiln_flat_plane(const float *src, int64_t h, int64_t iw, int64_t top, int64_t left,
                             int64_t sh, int64_t sw, int64_t height, int64_t pitch, float *o) {
-  int64_t k0[2], k1[2];
-  for (int64_t cph = 0; cph < sw && cph < 2; ++cph)
-    kiln_flat_cols(iw, left, sw, pitch, cph, k0[cph], k1[cph]);
   const int64_t sub = height * pitch;
-  for (int64_t rph = 0; rph < sh; ++rph)
-    for (int64_t q = 0; q < height; ++q) {
-      const int64_t r = q * sh + rph - top;
-      const float *row = r >= 0 && r < h ? src + r * iw : nullptr;
-      for (int64_t cph = 0; cph < sw; ++cph) {
-        int64_t a = k0[cph & 1], b = k1[cph & 1];
-        if (cph >= 2)
-          kiln_flat_cols(iw, left, sw, pitch, cph, a, b);
-        kiln_flat_phase(row, left, sw, cph, a, b, pitch,
+  for (int64_t cph = 0; cph < sw; ++cph) {
+    int64_t k0, k1;
+    kiln_flat_cols(iw, left, sw, pitch, cph, k0, k1);
+    for (int64_t rph = 0; rph < sh; ++rph)
+      for (int64_t q = 0; q < height; ++q) {
+        const int64_t r = q * sh + rph - top;
+        kiln_flat_phase(r >= 0 && r < h ? src + r * iw : nullptr, left, sw, cph, k0, k1, pitch,
                         o + (rph * sw + cph) * sub + q * pitch);
       }
-    }
+  }
 }
 // The offset of tap (i, j) in a plane copied for a flat conv.
 inline int64_t kiln_flat_offset(int64_t i, int64_t j, int64_t sh, int64_t sw, int64_t sub,
